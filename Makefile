@@ -1,0 +1,34 @@
+# carbonspan — every target builds its own virtual environment from pyproject.toml.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test demo bench lint schema clean
+
+$(STAMP): pyproject.toml setup.py
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "carbonspan needs Python >= 3.11"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(VENV)/bin/pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/carbonspan demo
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+schema: $(STAMP)
+	$(PY) -m schema.generate
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,87 @@
+"""SpanBatch: the columnar form of one OTLP export request, produced by ``agent.otlp``.
+
+This is the contract between decoding and scoring. One row per span; string-valued facts
+are ids into small per-batch string tables (interned while decoding), so scoring is numpy
+work over integer columns. Decoders classify what the scorer needs and nothing more:
+
+- ``op_class``: what kind of I/O a span is (``OP_*`` below). ``OP_NONE`` spans are requests,
+  not energy. Database client spans are ``db.system``/``db.system.name`` spans; their class
+  is the first keyword of ``db.statement``/``db.query.text`` (``OP_SQL_OTHER`` when there is
+  none). Outgoing HTTP is a CLIENT span with ``http.url``/``url.full`` or a server address
+  (``server.address``/``net.peer.name``) plus an HTTP method; messaging is a PRODUCER span (or
+  any span) with ``messaging.system``. Database wins over messaging over HTTP.
+- ``region_id``: the span's ``cloud.region`` else its resource's ``cloud.region``, as an id
+  into ``regions``; -1 when neither carries a valid one. A region string that is not 1-64
+  ASCII letters, digits, ``-`` or ``_`` is ignored and counted (``counters["region_invalid"]``).
+  Strings are kept as sent; the scorer lowercases.
+- ``service_id``: resource ``service.name`` (a string value); a missing or non-string
+  ``service.name`` is ``"unknown_service"`` and counted (``service_name_invalid``).
+- ``response_bytes``: ``http.response.body.size``/``http.response_content_length`` for HTTP
+  spans, -1 when unknown.
+- ``trace_lo``: the low 64 bits of the trace id (distinct traces are counted with it).
+- ``is_entry``: SERVER or CONSUMER span kind: one request for ``per_service_requests``.
+- ``endpoint_id``: the span name, id into ``endpoints`` (for ``per_endpoint_io_ops``).
+- Timestamps are ns since the Unix epoch (UTC). A span whose end is before its start keeps
+  its start and gets duration 0 (``counters["end_before_start"]``); a start of 0 or beyond
+  year 2200 is an absurd timestamp: ``start_ns`` is 0 there and the scorer uses the window's
+  clock (``counters["timestamp_absurd"]``).
+
+``counters`` holds per-reason counts of ignored fields and rejected spans found while
+decoding; ``rejected`` is the number of spans refused outright (they have no row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OP_NONE = 0
+OP_SQL_SELECT = 1
+OP_SQL_INSERT = 2
+OP_SQL_UPDATE = 3
+OP_SQL_DELETE = 4
+OP_SQL_OTHER = 5  # database span whose statement is missing or starts with another keyword
+OP_HTTP = 6
+OP_MESSAGING = 7
+OP_CLASS_COUNT = 8
+
+OP_CLASS_NAMES = ("none", "select", "insert", "update", "delete", "db_other", "http", "messaging")
+
+
+@dataclass(slots=True)
+class SpanBatch:
+    services: list[str]
+    regions: list[str]
+    endpoints: list[str]
+    service_id: np.ndarray  # int32
+    region_id: np.ndarray  # int32, -1 = none
+    endpoint_id: np.ndarray  # int32
+    op_class: np.ndarray  # uint8, OP_*
+    response_bytes: np.ndarray  # int64, -1 = unknown
+    start_ns: np.ndarray  # int64, 0 = absurd/unknown
+    duration_ns: np.ndarray  # int64, >= 0
+    trace_lo: np.ndarray  # uint64
+    is_entry: np.ndarray  # bool
+    counters: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+
+    def __len__(self) -> int:
+        return int(self.service_id.shape[0])
+
+    @classmethod
+    def empty(cls) -> SpanBatch:
+        return cls(
+            services=[],
+            regions=[],
+            endpoints=[],
+            service_id=np.zeros(0, np.int32),
+            region_id=np.zeros(0, np.int32),
+            endpoint_id=np.zeros(0, np.int32),
+            op_class=np.zeros(0, np.uint8),
+            response_bytes=np.zeros(0, np.int64),
+            start_ns=np.zeros(0, np.int64),
+            duration_ns=np.zeros(0, np.int64),
+            trace_lo=np.zeros(0, np.uint64),
+            is_entry=np.zeros(0, np.bool_),
+        )

@@ -1,0 +1,3 @@
+"""carbonspan: per-service energy and carbon from OpenTelemetry traces."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from carbonspan.cli import main
+
+raise SystemExit(main())

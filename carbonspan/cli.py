@@ -1,0 +1,71 @@
+"""The ``carbonspan`` console script: one entry point, one subcommand per job.
+
+Each subcommand lives with the part of the project it drives and is imported only when used,
+so ``carbonspan verify`` never loads gRPC and the agent never loads Dask. A subcommand module
+provides ``register(subparsers) -> None`` (adds its parser, sets ``func``) and its handler
+returns a process exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from carbonspan import __version__
+
+#: subcommand -> (module providing ``register``, one-line summary)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("agent.cli_score", "score OTLP trace files as one window and print the report"),
+    "agent": ("agent.cli_agent", "run the OTLP agent (gRPC :4317, HTTP :4318) writing archives"),
+    "demo": ("carbonspan.demo", "run the main job end to end on embedded defaults"),
+    "aggregate": ("aggregator.cli", "fold a period of archives into a disclosure report"),
+    "verify": ("aggregator.cli_verify", "auditor: check hash chains, invariants and a report"),
+    "calibrate": ("agent.sources.cli_calibrate", "derive per-service calibration factors"),
+    "policy": ("placement.cli", "evaluate and gate carbon-aware placement policies"),
+    "place": ("placement.cli_place", "place one job through the policy gate"),
+    "admit": ("admission.cli", "energy-accounted multi-tenant admission (pool/1)"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="carbonspan",
+        description="Per-service energy and carbon from OpenTelemetry traces, "
+        "with hash-chained archives and auditable disclosure reports.",
+        epilog="Run 'carbonspan COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"carbonspan {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, summary) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=summary)
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if not module_name.startswith(exc.name or "\0"):
+                raise
+            sub.add_parser(name, help=f"{summary} (not available in this build)")
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(only=command if command in SUBCOMMANDS else None)
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
+    if func is None:
+        if args.command:
+            print(f"carbonspan: '{args.command}' is not available in this build", file=sys.stderr)
+            return 2
+        parser.print_help()
+        return 0
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,45 @@
+"""Canonical JSON: the byte form every hash in carbonspan is computed over.
+
+Rules (documented in docs/archive-format.md):
+- object keys sorted (recursively), no insignificant white space;
+- UTF-8, non-ASCII characters written as themselves;
+- floats in the shortest form that round-trips (orjson's), integers as integers;
+- NaN and infinities are not JSON: they are refused, never written as ``null``;
+- integers must fit in 64 bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import orjson
+
+_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def _check_finite(obj: Any, path: str = "$") -> None:
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"canonical JSON cannot hold {obj!r} at {path}; sanitise it first")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite(v, f"{path}.{k}")
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _check_finite(v, f"{path}[{i}]")
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Return the canonical JSON bytes of ``obj`` (sorted keys, compact, finite numbers)."""
+    _check_finite(obj)
+    try:
+        return orjson.dumps(obj, option=_OPTS)
+    except TypeError as exc:  # integers past 64 bits, non-JSON types
+        raise ValueError(f"canonical JSON cannot hold this value: {exc}") from exc
+
+
+def sha256_tag(data: bytes) -> str:
+    """``"sha256:<hex>"`` of ``data``: the form hashes take in archives, reports and logs."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -1,0 +1,5 @@
+"""Build hook for carbonspan's optional C accelerators (everything else is in pyproject.toml)."""
+
+from setuptools import setup
+
+setup()
