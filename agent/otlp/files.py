@@ -1,0 +1,98 @@
+"""Read OTLP trace files: JSON, NDJSON or protobuf, plain or gzip-compressed.
+
+``.json`` holds one ``ExportTraceServiceRequest`` object (or, as the Collector's file
+exporter writes, one per line), ``.ndjson``/``.jsonl`` one object per line, ``.pb``/``.bin``
+one serialized protobuf request. Any other name is sniffed: a document whose first
+non-blank byte is ``{`` is JSON (``{`` can never start a valid protobuf request: it would
+be field 15 with the deprecated group wire type), anything else is protobuf. A gzip magic
+number is honoured under every name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+from agent.batch import SpanBatch
+from agent.otlp.errors import OtlpDecodeError
+from agent.otlp.jsonfmt import decode_json_into, parse_json
+from agent.otlp.rules import BatchBuilder
+
+_JSON_SUFFIXES = {".json"}
+_NDJSON_SUFFIXES = {".ndjson", ".jsonl"}
+_PROTOBUF_SUFFIXES = {".pb", ".bin", ".protobuf"}
+
+
+def _read(path: Path) -> bytes:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise OtlpDecodeError(f"{path}: looks gzip-compressed but cannot be read: {exc}") from None
+    return data
+
+
+def _suffix(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+def _decode_ndjson(data: bytes, path: Path) -> SpanBatch:
+    builder = BatchBuilder()
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            decode_json_into(builder, parse_json(line))
+        except OtlpDecodeError as exc:
+            raise OtlpDecodeError(f"{path}, line {number}: {exc}") from None
+    return builder.build()
+
+
+def _decode_json(data: bytes, path: Path) -> SpanBatch:
+    """One object; a file of several lines that is not one object is read as NDJSON."""
+    try:
+        doc = parse_json(data)
+    except OtlpDecodeError as exc:
+        if len(data.strip().splitlines()) > 1:
+            return _decode_ndjson(data, path)
+        raise OtlpDecodeError(f"{path}: {exc}") from None
+    builder = BatchBuilder()
+    try:
+        decode_json_into(builder, doc)
+    except OtlpDecodeError as exc:
+        raise OtlpDecodeError(f"{path}: {exc}") from None
+    return builder.build()
+
+
+def _decode_protobuf(data: bytes, path: Path) -> SpanBatch:
+    from agent.otlp import decode_protobuf  # the fast decoder when built
+
+    try:
+        return decode_protobuf(data)
+    except OtlpDecodeError as exc:
+        raise OtlpDecodeError(f"{path}: {exc}") from None
+
+
+def read_trace_file(path: str | Path) -> SpanBatch:
+    """Decode every span in an OTLP trace file (see the module docstring for formats).
+
+    Raises ``OtlpDecodeError`` naming the file (and line, for NDJSON) when its content
+    cannot be read, and ``OSError`` when the file cannot be opened.
+    """
+    path = Path(path)
+    data = _read(path)
+    suffix = _suffix(path)
+    if suffix in _NDJSON_SUFFIXES:
+        return _decode_ndjson(data, path)
+    if suffix in _JSON_SUFFIXES:
+        return _decode_json(data, path)
+    if suffix in _PROTOBUF_SUFFIXES:
+        return _decode_protobuf(data, path)
+    if data.lstrip()[:1] == b"{":
+        return _decode_json(data, path)
+    return _decode_protobuf(data, path)

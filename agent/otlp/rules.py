@@ -1,0 +1,277 @@
+"""The decode rules of ``agent/batch.py``, written once in Python for every Python decoder.
+
+The reference protobuf decoder and the JSON decoder turn their input into the same neutral
+calls (``BatchBuilder.resource`` then ``BatchBuilder.add_span``), so the normative rules live
+in exactly one Python place. The C decoder (``_wire.c``) mirrors this file line for line; the
+differential tests in ``tests/otlp`` hold the two to the same answers.
+
+Attribute values reach the rules as ``str`` (a string value), ``int`` (an int value) or
+``OTHER`` (any other kind, or a key with no value). Duplicate keys: the last one wins, as
+when a protobuf message is merged. Counters count spans affected, once per span and reason:
+
+- ``service_name_invalid``: the span's resource has no string ``service.name`` (missing,
+  another value kind, or empty); the span's service is ``"unknown_service"``.
+- ``region_invalid``: a ``cloud.region`` consulted for the span (its own, then its resource's
+  when its own is missing or invalid) was not 1-64 ASCII letters, digits, ``-`` or ``_``.
+- ``end_before_start``: end < start; the span keeps its start and gets duration 0.
+- ``timestamp_absurd``: start is 0 or at/after ``MAX_TIMESTAMP_NS`` (2201-01-01, i.e. beyond
+  year 2200): ``start_ns`` 0, duration 0; or end is at/after that bound: duration 0.
+- ``trace_id_invalid`` (the span is *rejected*: no row, ``rejected`` += 1): the trace id is
+  not 16 bytes or is all zero (an invalid id per the OTLP spec), so it cannot be counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+import numpy as np
+
+from agent.batch import (
+    OP_HTTP,
+    OP_MESSAGING,
+    OP_NONE,
+    OP_SQL_DELETE,
+    OP_SQL_INSERT,
+    OP_SQL_OTHER,
+    OP_SQL_SELECT,
+    OP_SQL_UPDATE,
+    SpanBatch,
+)
+
+MAX_TIMESTAMP_NS: Final = int(datetime(2201, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000
+UNKNOWN_SERVICE: Final = "unknown_service"
+KIND_SERVER, KIND_CLIENT, KIND_PRODUCER, KIND_CONSUMER = 2, 3, 4, 5
+
+#: Counter names, in the order the C decoder reports them.
+COUNTER_NAMES: Final = (
+    "region_invalid",
+    "service_name_invalid",
+    "end_before_start",
+    "timestamp_absurd",
+    "trace_id_invalid",
+)
+
+
+class _Other:
+    """An attribute value that is neither a string nor an int (or no value at all)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OTHER"
+
+
+OTHER: Final = _Other()
+AttrValue = str | int | _Other
+
+RESOURCE_KEYS: Final = frozenset({"service.name", "cloud.region"})
+#: Span attributes the rules read, old and new semantic conventions side by side.
+SPAN_KEYS: Final = frozenset(
+    {
+        "cloud.region",
+        "db.system", "db.system.name",
+        "db.statement", "db.query.text",
+        "messaging.system",
+        "http.url", "url.full",
+        "server.address", "net.peer.name",
+        "http.method", "http.request.method",
+        "http.response.body.size", "http.response_content_length",
+    }
+)  # fmt: skip
+
+_REGION_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SQL_KEYWORDS: Final = {
+    "SELECT": OP_SQL_SELECT,
+    "INSERT": OP_SQL_INSERT,
+    "UPDATE": OP_SQL_UPDATE,
+    "DELETE": OP_SQL_DELETE,
+}
+_SPACE: Final = " \t\n\r\f\v("
+_LETTERS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def valid_region(value: AttrValue) -> bool:
+    return isinstance(value, str) and _REGION_RE.fullmatch(value) is not None
+
+
+def sql_class(statement: str) -> int:
+    """Class of a SQL statement by its first keyword, after blanks, ``(`` and comments.
+
+    Leading ``/* ... */`` and ``-- ...`` comments are skipped because ORM and sqlcommenter
+    tags put them there; an unterminated comment or any other first word is ``OP_SQL_OTHER``.
+    """
+    i, n = 0, len(statement)
+    while i < n:
+        c = statement[i]
+        if c in _SPACE:
+            i += 1
+        elif statement.startswith("/*", i):
+            end = statement.find("*/", i + 2)
+            if end < 0:
+                return OP_SQL_OTHER
+            i = end + 2
+        elif statement.startswith("--", i):
+            end = statement.find("\n", i + 2)
+            if end < 0:
+                return OP_SQL_OTHER
+            i = end + 1
+        else:
+            break
+    j = i
+    while j < n and statement[j] in _LETTERS:
+        j += 1
+    return _SQL_KEYWORDS.get(statement[i:j].upper(), OP_SQL_OTHER)
+
+
+def _text(attrs: dict[str, AttrValue], *keys: str) -> str | None:
+    """The first of ``keys`` holding a non-empty string."""
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def classify(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int]:
+    """``(op_class, response_bytes)`` of a span: database > messaging > outgoing HTTP."""
+    if _text(attrs, "db.system", "db.system.name") is not None:
+        statement = _text(attrs, "db.query.text", "db.statement")
+        return (OP_SQL_OTHER if statement is None else sql_class(statement)), -1
+    if _text(attrs, "messaging.system") is not None:
+        return OP_MESSAGING, -1
+    if kind == KIND_CLIENT and (
+        _text(attrs, "url.full", "http.url") is not None
+        or (
+            _text(attrs, "server.address", "net.peer.name") is not None
+            and _text(attrs, "http.request.method", "http.method") is not None
+        )
+    ):
+        return OP_HTTP, _size(attrs)
+    return OP_NONE, -1
+
+
+def _size(attrs: dict[str, AttrValue]) -> int:
+    for key in ("http.response.body.size", "http.response_content_length"):
+        value = attrs.get(key)
+        if type(value) is int and value >= 0:
+            return value
+    return -1
+
+
+@dataclass(slots=True)
+class Resource:
+    """What a resource contributes to its spans (raw values; validated per span)."""
+
+    service: str | None  # a non-empty string service.name, else None
+    region: str | None  # a valid cloud.region
+    region_invalid: bool  # a cloud.region was present but invalid
+
+
+class BatchBuilder:
+    """Accumulates rows and interns strings in first-use order, then builds a SpanBatch."""
+
+    def __init__(self) -> None:
+        self._tables: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
+        self._rows: list[tuple[int, int, int, int, int, int, int, int, bool]] = []
+        self.counters: dict[str, int] = {}
+        self.rejected = 0
+
+    def count(self, reason: str) -> None:
+        self.counters[reason] = self.counters.get(reason, 0) + 1
+
+    def reject(self, reason: str) -> None:
+        self.rejected += 1
+        self.count(reason)
+
+    @staticmethod
+    def resource(attrs: dict[str, AttrValue]) -> Resource:
+        service = attrs.get("service.name")
+        region = attrs.get("cloud.region")
+        return Resource(
+            service=service if isinstance(service, str) and service else None,
+            region=region if valid_region(region) else None,
+            region_invalid="cloud.region" in attrs and not valid_region(region),
+        )
+
+    def _intern(self, table: int, text: str) -> int:
+        ids = self._tables[table]
+        found = ids.get(text)
+        if found is None:
+            found = ids[text] = len(ids)
+        return found
+
+    def add_span(
+        self,
+        res: Resource,
+        trace_id: bytes,
+        name: str,
+        kind: int,
+        start: int,
+        end: int,
+        attrs: dict[str, AttrValue],
+    ) -> None:
+        if len(trace_id) != 16 or not any(trace_id):
+            self.reject("trace_id_invalid")
+            return
+        service = res.service
+        if service is None:
+            service = UNKNOWN_SERVICE
+            self.count("service_name_invalid")
+        own = attrs.get("cloud.region", None)
+        region = own if valid_region(own) else res.region
+        if ("cloud.region" in attrs and not valid_region(own)) or (
+            region is None and res.region_invalid
+        ):
+            self.count("region_invalid")
+        if start == 0 or start >= MAX_TIMESTAMP_NS:
+            self.count("timestamp_absurd")
+            start, duration = 0, 0
+        elif end >= MAX_TIMESTAMP_NS:
+            self.count("timestamp_absurd")
+            duration = 0
+        elif end < start:
+            self.count("end_before_start")
+            duration = 0
+        else:
+            duration = end - start
+        op, size = classify(kind, attrs)
+        self._rows.append(
+            (
+                self._intern(0, service),
+                -1 if region is None else self._intern(1, region),
+                self._intern(2, name),
+                op,
+                size,
+                start,
+                duration,
+                int.from_bytes(trace_id[8:], "big"),
+                kind in (KIND_SERVER, KIND_CONSUMER),
+            )
+        )
+
+    def build(self) -> SpanBatch:
+        services, regions, endpoints = (list(t) for t in self._tables)
+        if not self._rows:
+            batch = SpanBatch.empty()
+            batch.counters, batch.rejected = dict(self.counters), self.rejected
+            return batch
+        cols = list(zip(*self._rows, strict=True))
+        return SpanBatch(
+            services=services,
+            regions=regions,
+            endpoints=endpoints,
+            service_id=np.array(cols[0], np.int32),
+            region_id=np.array(cols[1], np.int32),
+            endpoint_id=np.array(cols[2], np.int32),
+            op_class=np.array(cols[3], np.uint8),
+            response_bytes=np.array(cols[4], np.int64),
+            start_ns=np.array(cols[5], np.int64),
+            duration_ns=np.array(cols[6], np.int64),
+            trace_lo=np.array(cols[7], np.uint64),
+            is_entry=np.array(cols[8], np.bool_),
+            counters=dict(self.counters),
+            rejected=self.rejected,
+        )
