@@ -1,0 +1,137 @@
+"""Finding and opening archive files: local paths and fsspec URLs, plain and gzip.
+
+The archive layout (pinned by the daemon): one directory per agent, window lines in
+``windows-<YYYYMMDD>-<NNNNNN>.jsonl`` (lexical order is write order), ``*.jsonl.gz`` once
+compressed. ``agent.wal``, ``agent.lock`` and ``*.corrupt`` sit beside them and are not
+window files. An :class:`ArchiveFile` is a plain value (picklable) so the Dask engine can ship
+it to a worker, which opens it there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+#: ``*.jsonl``, ``*.jsonl.gz``, and logrotate-style ``*.jsonl.3`` / ``*.jsonl.3.gz``.
+WINDOW_FILE = re.compile(r"^.+\.jsonl(\.\d+)?(\.gz)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveFile:
+    """One window file: where it is (``url`` is a local path or an fsspec URL) and whose."""
+
+    url: str
+    agent: str  # the agent directory's name
+    name: str  # the file's base name
+    group: str  # the agent directory's full path: one hash chain per group
+
+    @property
+    def label(self) -> str:
+        return f"{self.agent}/{self.name}"
+
+    @property
+    def gzipped(self) -> bool:
+        return self.name.endswith(".gz")
+
+
+class ArchiveReadError(Exception):
+    """A stream broke part-way (truncated gzip, I/O error); the lines before it were read."""
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _sort_key(f: ArchiveFile) -> tuple[str, str, bool]:
+    base = f.name[:-3] if f.gzipped else f.name
+    return (f.group, base, f.gzipped)
+
+
+def _local(path: str) -> list[ArchiveFile]:
+    root = Path(path)
+    if root.is_file():
+        return [ArchiveFile(str(root), root.parent.name, root.name, str(root.parent.resolve()))]
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"no archive at {path!r}: give an archive directory (e.g. archives/) or a window file"
+        )
+    return [
+        ArchiveFile(str(p), p.parent.name, p.name, str(p.parent.resolve()))
+        for p in root.rglob("*")
+        if WINDOW_FILE.match(p.name) and p.is_file()
+    ]
+
+
+def _remote(url: str) -> list[ArchiveFile]:
+    import fsspec  # imported here: local runs never pay for it
+
+    fs, root = fsspec.core.url_to_fs(url)
+    if fs.isfile(root):
+        paths = [root]
+    elif fs.isdir(root):
+        paths = [p for p in fs.find(root) if WINDOW_FILE.match(PurePosixPath(p).name)]
+    else:
+        raise FileNotFoundError(f"no archive at {url!r}: the URL names no file or directory")
+    out = []
+    for p in paths:
+        pp = PurePosixPath(p)
+        parent = fs.unstrip_protocol(str(pp.parent))
+        out.append(ArchiveFile(fs.unstrip_protocol(p), pp.parent.name, pp.name, parent))
+    return out
+
+
+def discover(paths: Iterable[str]) -> list[ArchiveFile]:
+    """Every window file under ``paths``, in write order: by agent directory, then name.
+
+    When both ``x.jsonl`` and ``x.jsonl.gz`` exist (a compression in progress) the plain file
+    is read and the gzip copy skipped, so no window is counted twice.
+    """
+    found: dict[str, ArchiveFile] = {}
+    for path in paths:
+        for f in _remote(path) if _is_url(path) else _local(path):
+            found.setdefault(f.url, f)
+    files = sorted(found.values(), key=_sort_key)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in files:
+        key = (f.group, f.name[:-3] if f.gzipped else f.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def _open_binary(f: ArchiveFile) -> tuple[io.BufferedIOBase, io.IOBase]:
+    """``(stream to read, underlying file to close)``."""
+    if _is_url(f.url):
+        import fsspec
+
+        raw = fsspec.open(f.url, "rb").open()
+    else:
+        raw = open(f.url, "rb")  # noqa: SIM115 - closed by iter_lines
+    if f.gzipped:
+        gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        return io.BufferedReader(gz, buffer_size=1 << 20), raw
+    return raw, raw
+
+
+def iter_lines(f: ArchiveFile) -> Iterator[bytes]:
+    """The raw lines of ``f`` (with their newline), decompressing gzip.
+
+    Raises :class:`ArchiveReadError` after the last good line when the stream is truncated
+    or corrupt, so the caller counts it and goes on with the next file.
+    """
+    fh, raw = _open_binary(f)
+    try:
+        yield from fh
+    except (EOFError, OSError, zlib.error) as exc:
+        raise ArchiveReadError(f"stream ended abnormally ({exc}); later lines lost") from exc
+    finally:
+        fh.close()
+        raw.close()

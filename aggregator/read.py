@@ -1,0 +1,249 @@
+"""Archive lines -> sanitised window records. Lines are untrusted: nothing here raises on them.
+
+Lines are read as dicts with orjson and checked field by field rather than validated with the
+strict pydantic models: those would raise on a hostile line and cost more than the whole fold.
+A line whose *structure* is wrong (not JSON, not UTF-8, not an object, a map that is not a
+map, a window without a start time) is :class:`Malformed` and skipped by the caller with its
+file and line. A *leaf* of the wrong type is a missing value (see ``aggregator.sanitize``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+import orjson
+
+from aggregator.sanitize import Tally, clean_count, clean_float, clean_name, clean_tag
+
+
+class Malformed(Exception):
+    """The line cannot be read as a window line; ``str(exc)`` says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """Windows whose ``window.start`` lies in ``[start, end)`` (epoch seconds, UTC)."""
+
+    start: float
+    end: float
+
+    @classmethod
+    def parse(cls, start: str, end: str) -> Period:
+        """From ``--from``/``--to``: a date (``--to`` then includes that whole day) or a time."""
+        lo, hi = _bound(start, "--from", False), _bound(end, "--to", True)
+        if hi <= lo:
+            raise ValueError(f"--to ({end}) must be after --from ({start})")
+        return cls(lo, hi)
+
+    @classmethod
+    def everything(cls) -> Period:
+        return cls(float("-inf"), float("inf"))
+
+    def labels(self) -> tuple[str, str]:
+        return _iso(self.start), _iso(self.end)
+
+
+def _iso(t: float) -> str:
+    if t in (float("inf"), float("-inf")):
+        return "" if t < 0 else "9999-12-31T23:59:59Z"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _bound(text: str, flag: str, end: bool) -> float:
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text) + timedelta(days=1 if end else 0)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        return to_epoch(text)
+    except ValueError:
+        raise ValueError(
+            f"{flag} {text!r} is not a date: use YYYY-MM-DD or an RFC 3339 time "
+            "such as 2026-11-30T12:00:00Z"
+        ) from None
+
+
+def to_epoch(text: str) -> float:
+    """Epoch seconds of an RFC 3339 time (a time without offset is taken as UTC)."""
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+@dataclass(slots=True)
+class Window:
+    """One sanitised window line. ``services`` is set on the runtime path, else ``io_split``."""
+
+    start: float
+    line_hash: str
+    traces: int
+    total_io_ops: int
+    energy_kwh: float
+    model: str | None
+    operational_g: float
+    embodied_g: float
+    database_g: float
+    messaging_g: float
+    mid_g: float
+    host_energy: float
+    host_names: frozenset[str]
+    services: list[tuple[str, float, float, str, str | None, int]] | None
+    io_split: dict[str, int]
+    regions: list[tuple[str, str, float, float, str, int, float, float]]
+    methodology: dict
+
+
+_EMPTY: dict = {}
+
+
+def _obj(parent: dict, key: str) -> dict:
+    value = parent.get(key, _EMPTY)
+    if type(value) is not dict:
+        raise Malformed(f"{key} is {type(value).__name__}, expected an object")
+    return value
+
+
+def _list(parent: dict, key: str) -> list:
+    value = parent.get(key, ())
+    if type(value) is tuple:
+        return []
+    if type(value) is not list:
+        raise Malformed(f"{key} is {type(value).__name__}, expected a list")
+    return value
+
+
+def load(raw: bytes) -> dict:
+    """The line as a dict, or :class:`Malformed`."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Malformed(f"not JSON or not UTF-8 ({str(exc).split(':')[0]}; truncated?)") from None
+    if type(rec) is not dict:
+        raise Malformed("not a JSON object")
+    return rec
+
+
+def window_start(rec: dict) -> float:
+    report = _obj(rec, "report")
+    start = _obj(report, "window").get("start")
+    if type(start) is not str:
+        raise Malformed("report.window.start is missing or not a string")
+    try:
+        return to_epoch(start)
+    except ValueError:
+        raise Malformed(f"report.window.start {start[:40]!r} is not an RFC 3339 time") from None
+
+
+def _services(gs: dict, tally: Tally) -> list[tuple[str, float, float, str, str | None, int]]:
+    energy = _obj(gs, "per_service_energy_kwh")
+    carbon = _obj(gs, "per_service_carbon_kgco2eq")
+    if not energy and not carbon:
+        return []
+    region = _obj(gs, "per_service_region")
+    model = _obj(gs, "per_service_energy_model")
+    requests = _obj(gs, "per_service_requests")
+    names = list(energy)
+    names.extend(k for k in carbon if k not in energy)
+    out = []
+    for name in names:
+        e = energy.get(name)
+        c = carbon.get(name)
+        r = requests.get(name)
+        out.append(
+            (
+                name,
+                0.0 if e is None else clean_float(e, tally),
+                0.0 if c is None else clean_float(c, tally),
+                clean_name(region.get(name)) or "unknown",
+                clean_tag(model.get(name)),
+                0 if r is None else clean_count(r, tally),
+            )
+        )
+    return out
+
+
+def _io_split(report: dict, tally: Tally) -> dict[str, int]:
+    split: dict[str, int] = {}
+    for row in _list(report, "per_endpoint_io_ops"):
+        if type(row) is not dict:
+            raise Malformed("per_endpoint_io_ops holds a non-object")
+        service = row.get("service")
+        if type(service) is not str:
+            tally.missing += 1
+            continue
+        split[service] = split.get(service, 0) + clean_count(row.get("io_ops", 0), tally)
+    return split
+
+
+def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str]]:
+    energy = 0.0
+    names = []
+    for row in _list(gs, "hosts"):
+        if type(row) is not dict:
+            raise Malformed("green_summary.hosts holds a non-object")
+        name = row.get("name")
+        if type(name) is str:
+            names.append(name)
+        if row.get("in_totals", True) is not False:
+            energy += clean_float(row.get("energy_kwh", 0.0), tally)
+    return energy, frozenset(names)
+
+
+def _regions(gs: dict, tally: Tally) -> list[tuple[str, str, float, float, str, int, float, float]]:
+    out = []
+    for row in _list(gs, "regions"):
+        if type(row) is not dict:
+            raise Malformed("green_summary.regions holds a non-object")
+        name = clean_name(row.get("region"))
+        if name is None:
+            tally.missing += 1
+            continue
+        status = row.get("status")
+        source = row.get("intensity_source")
+        out.append(
+            (
+                name,
+                status if type(status) is str and len(status) <= 32 else "unresolved",
+                clean_float(row.get("grid_intensity_gco2_kwh", 0.0), tally),
+                clean_float(row.get("pue", 1.0), tally),
+                source if type(source) is str and len(source) <= 32 else "unknown",
+                clean_count(row.get("io_ops", 0), tally),
+                clean_float(row.get("energy_kwh", 0.0), tally),
+                clean_float(row.get("co2_gco2", 0.0), tally),
+            )
+        )
+    return out
+
+
+def parse_window(rec: dict, start: float, tally: Tally) -> Window:
+    """Sanitise the fields the fold needs from a loaded line (``start`` from window_start)."""
+    line_hash = rec.get("hash")
+    report = rec["report"]
+    gs = _obj(report, "green_summary")
+    co2 = _obj(gs, "co2")
+    total = _obj(co2, "total")
+    window = report["window"]
+    host_energy, host_names = _hosts(gs, tally)
+    services = _services(gs, tally)
+    model = clean_tag(gs.get("energy_model")) or clean_tag(total.get("model"))
+    methodology = report.get("methodology", _EMPTY)
+    return Window(
+        start=start,
+        line_hash=line_hash if type(line_hash) is str and len(line_hash) <= 128 else "",
+        traces=clean_count(window.get("traces", 0), tally),
+        total_io_ops=clean_count(gs.get("total_io_ops", 0), tally),
+        energy_kwh=clean_float(gs.get("energy_kwh", 0.0), tally),
+        model=model,
+        operational_g=clean_float(co2.get("operational_gco2", 0.0), tally),
+        embodied_g=clean_float(co2.get("embodied_gco2", 0.0), tally),
+        database_g=clean_float(co2.get("database_gco2", 0.0), tally),
+        messaging_g=clean_float(co2.get("messaging_gco2", 0.0), tally),
+        mid_g=clean_float(total.get("mid", 0.0), tally),
+        host_energy=host_energy,
+        host_names=host_names,
+        services=services or None,
+        io_split={} if services else _io_split(report, tally),
+        regions=_regions(gs, tally),
+        methodology=methodology if type(methodology) is dict else _EMPTY,
+    )

@@ -1,0 +1,184 @@
+"""AggregateState -> DisclosureReport, its canonical bytes and its integrity hash.
+
+Determinism: every list in the report has a defined order (applications by carbon then
+name, regions by name, tags sorted) and the bytes are ``schema.canonical_json``, so the same
+archives give the same bytes. The content hash is SHA-256 over those canonical bytes with
+``integrity.content_hash`` set to ``""``; anyone holding the archives can recompute it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
+from aggregator.read import Period
+from schema.canonical import canonical_json, sha256_tag
+from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
+from schema.report import (
+    Aggregate,
+    Application,
+    CarbonBreakdown,
+    ChainSpan,
+    DisclosureReport,
+    FileInput,
+    Inputs,
+    Integrity,
+    Methodology,
+    RegionTotal,
+)
+from schema.report import Period as PeriodModel
+from schema.tags import pick_window_tag
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0.0 else 0.0
+
+
+def _applications(state: AggregateState, total_kg: float) -> list[Application]:
+    rows: list[tuple[str, ServiceAcc]] = list(state.services.items())
+    if state.unattributed.windows:
+        rows.append((UNATTRIBUTED, state.unattributed))
+    apps = [
+        Application(
+            service_name=name,
+            region=acc.region,
+            energy_kwh=acc.energy,
+            carbon_kgco2eq=acc.carbon,
+            requests=acc.requests,
+            windows=acc.windows,
+            share_of_total=_share(acc.carbon, total_kg),
+            energy_model=pick_window_tag(acc.models),
+        )
+        for name, acc in rows
+    ]
+    apps.sort(key=lambda a: (-a.carbon_kgco2eq, -a.energy_kwh, a.service_name))
+    return apps
+
+
+def _methodology(state: AggregateState) -> Methodology:
+    meta = state.methodology
+
+    def values_of(word: str) -> list[str]:
+        return sorted({v for k, vs in meta.items() if word in k.lower() for v in vs})
+
+    return Methodology(
+        intensity_sources=sorted({r.source for r in state.regions.values()}),
+        vintages=values_of("vintage"),
+        pue={name: r.pue for name, r in sorted(state.regions.items())},
+        coefficients=values_of("coefficient"),
+        energy_per_io_op_kwh=ENERGY_PER_IO_OP_KWH,
+        energy_source_models=sorted(state.models),
+        calibration_applied=state.calibration_applied,
+        sci_formula=SCI_FORMULA,
+        window_methodology={k: list(v) for k, v in sorted(meta.items())},
+    )
+
+
+def _aggregate(state: AggregateState) -> Aggregate:
+    breakdown = CarbonBreakdown(
+        operational_kgco2eq=state.operational_kg,
+        embodied_kgco2eq=state.embodied_kg,
+        database_kgco2eq=state.database_kg,
+        messaging_kgco2eq=state.messaging_kg,
+    )
+    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    models = {
+        name: sorted(acc.models) for name, acc in sorted(state.services.items()) if acc.models
+    }
+    return Aggregate(
+        windows=state.windows,
+        total_requests=state.requests,
+        total_energy_kwh=state.energy,
+        host_energy_kwh=state.host_energy,
+        total_carbon_kgco2eq=total_kg,
+        carbon_breakdown=breakdown,
+        period_coverage=_share(state.runtime_windows, state.runtime_windows + state.fallback_windows),
+        runtime_windows=state.runtime_windows,
+        fallback_windows=state.fallback_windows,
+        unattributed_windows=state.unattributed.windows,
+        dropped_services=state.dropped_services,
+        dropped_energy_kwh=state.dropped_energy,
+        dropped_carbon_kgco2eq=state.dropped_carbon,
+        sanitised_values=state.tally.sanitised,
+        missing_values=state.tally.missing,
+        host_terms_excluded=state.host_terms_excluded,
+        rejected_energy_models=state.rejected_models,
+        dropped_regions=state.dropped_regions,
+        per_service_energy_models=models,
+    )
+
+
+def _inputs(state: AggregateState) -> Inputs:
+    return Inputs(
+        files=[FileInput(**vars(f)) for f in state.files],
+        lines=state.lines,
+        windows_read=state.windows + state.windows_outside,
+        windows_in_period=state.windows,
+        windows_outside_period=state.windows_outside,
+        malformed_lines=state.malformed,
+        malformed_samples=list(state.malformed_samples),
+        runtime_windows=state.runtime_windows,
+        fallback_windows=state.fallback_windows,
+        fallback_files=list(state.fallback_files),
+    )
+
+
+def _integrity(state: AggregateState) -> Integrity:
+    chains = [
+        ChainSpan(agent=agent, first_hash=first, last_hash=last, windows=n)
+        for agent, (first, last, n) in state.chains.items()
+    ]
+    firsts = [c.first_hash for c in chains if c.first_hash]
+    lasts = [c.last_hash for c in chains if c.last_hash]
+    return Integrity(
+        first_archive_hash=firsts[0] if firsts else "",
+        last_archive_hash=lasts[-1] if lasts else "",
+        chains=chains,
+    )
+
+
+def build_report(state: AggregateState, period: Period, organisation: str = "") -> DisclosureReport:
+    """The disclosure report of ``state`` with its content hash filled in."""
+    start, end = period.labels()
+    aggregate = _aggregate(state)
+    report = DisclosureReport(
+        organisation=organisation,
+        period=PeriodModel(start=start, end=end),
+        methodology=_methodology(state),
+        aggregate=aggregate,
+        applications=_applications(state, aggregate.total_carbon_kgco2eq),
+        regions=[
+            RegionTotal(region=name, status=r.status, grid_intensity_gco2_kwh=r.intensity,
+                        pue=r.pue, intensity_source=r.source, io_ops=r.io_ops,
+                        energy_kwh=r.energy, carbon_kgco2eq=r.carbon)
+            for name, r in sorted(state.regions.items())
+        ],
+        inputs=_inputs(state),
+        integrity=_integrity(state),
+    )
+    report.integrity.content_hash = content_hash(report.model_dump(mode="json"))
+    return report
+
+
+def content_hash(report: dict[str, Any]) -> str:
+    """SHA-256 of the canonical report with ``integrity.content_hash`` empty."""
+    body = dict(report)
+    integrity = dict(body.get("integrity") or {})
+    integrity["content_hash"] = ""
+    body["integrity"] = integrity
+    return sha256_tag(canonical_json(body))
+
+
+def report_bytes(report: DisclosureReport) -> bytes:
+    """The report file's bytes: canonical JSON and a final newline."""
+    return canonical_json(report.model_dump(mode="json")) + b"\n"
+
+
+def load_report(data: bytes) -> dict[str, Any]:
+    """A report file as a dict (for verification: no model needed to recompute the hash)."""
+    obj = orjson.loads(data)
+    if type(obj) is not dict:
+        raise ValueError("the report is not a JSON object")
+    return obj

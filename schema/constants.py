@@ -1,0 +1,16 @@
+"""Constants that both the agent and the aggregator need, so neither imports the other.
+
+``ENERGY_PER_IO_OP_KWH`` is the I/O proxy's energy per operation (issue 2, the carbon model;
+the order of magnitude follows perf-sentinel's I/O proxy: ~0.1 Wh per thousand I/O calls,
+before per-operation weights). The aggregator uses it for v1.0 archive lines that carry no
+energy figure: ``total_io_ops x ENERGY_PER_IO_OP_KWH``.
+"""
+
+from __future__ import annotations
+
+#: kWh per I/O operation for the I/O proxy (weight 1.0).
+ENERGY_PER_IO_OP_KWH: float = 1e-7
+
+#: The Software Carbon Intensity formula (Green Software Foundation, SCI specification
+#: v1.0, ISO/IEC 21031:2024): carbon per functional unit R.
+SCI_FORMULA: str = "SCI = ((E x I) + M) per R"
