@@ -1,0 +1,326 @@
+"""The admission engine: rules 1-6 over a pool forest, in integer microjoules and devices.
+
+Normative order (rule 5): a claim is checked for **impossibility** first (it can never fit as
+written: denied), then **devices** (pending until devices free up), then the **guarantee**
+(fits the pool's own remaining guarantee: admitted, reclaiming borrowers if they ate it),
+then **borrowing** (only for measured or modelled estimates, rule 1; within the pool's
+weighted share of its siblings' surplus at every level up to its root, rule 6).
+
+The surplus formula (docs/admission.md has the derivation). Walking the claimant's path from
+its root down, with ``cap(root) = guarantee(root)`` and for each pool ``x`` with parent ``P``::
+
+    S(x) = max(0, cap(P) - guarantee(x) - Σ_{c ∈ children(P), c ≠ x} min(used(c), guarantee(c)))
+    cap(x) = guarantee(x) + S(x) * weight(x) // Σ_{c ∈ children(P)} weight(c)
+
+A claim of E µJ fits when ``used(x) + E <= cap(x)`` for every ``x`` on the path. ``S(x)`` is
+the sibling surplus: what the parent may hold minus what its other children use *inside their
+own guarantees*. Borrowers' borrowing never enters it, and the weight sum runs over every
+child (every potential borrower), so a borrower's share does not depend on who asked first.
+
+Per claim the engine touches only the claimant's path: ``used_uj`` and
+``children_in_guarantee_uj`` are kept on each pool and shifted incrementally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from admission import reclaim
+from admission.claims import Claim, ClaimError, Verdict, Workload
+from admission.model import Forest, Pool
+
+
+class Admission:
+    """Admission state for one forest: admitted workloads and per-pool usage this window."""
+
+    def __init__(self, forest: Forest) -> None:
+        self.forest = forest
+        self.workloads: dict[str, Workload] = {}
+        self._seq = 0
+
+    # ----------------------------------------------------------------- aggregates
+    @staticmethod
+    def _shift(leaf: Pool, d_spent: int, d_reserved: int, d_devices: int) -> None:
+        """Apply a usage change at ``leaf`` to it and every ancestor (O(depth))."""
+        d_used = d_spent + d_reserved
+        for x in reversed(leaf.path):
+            old = x.used_uj
+            new = old + d_used
+            x.spent_uj += d_spent
+            x.reserved_uj += d_reserved
+            x.used_uj = new
+            x.devices_used += d_devices
+            parent = x.parent
+            if parent is not None:
+                g = x.guarantee_uj
+                parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
+
+    def _attach(self, w: Workload) -> None:
+        w.pool.workloads[w.id] = w
+        self.workloads[w.id] = w
+        self._shift(w.pool, 0, w.reserved_uj, w.devices)
+
+    def _detach(self, w: Workload) -> None:
+        del w.pool.workloads[w.id]
+        del self.workloads[w.id]
+        self._shift(w.pool, 0, -w.reserved_uj, -w.devices)
+
+    @staticmethod
+    def _first_over(leaf: Pool, e: int) -> tuple[Pool, int] | None:
+        """The topmost pool on ``leaf``'s path that ``e`` more µJ would push past its cap."""
+        path = leaf.path
+        root = path[0]
+        cap = root.guarantee_uj
+        if root.used_uj + e > cap:
+            return root, cap
+        for i in range(1, len(path)):
+            x = path[i]
+            parent = path[i - 1]
+            g = x.guarantee_uj
+            u = x.used_uj
+            s = cap - g - parent.children_in_guarantee_uj + (u if u < g else g)
+            cap = g + (s * x.weight // parent.children_weight if s > 0 else 0)
+            if u + e > cap:
+                return x, cap
+        return None
+
+    def cap_uj(self, name: str) -> int:
+        """What pool ``name`` may hold right now: guarantee + weighted share of sibling surplus."""
+        pool = self._pool(name)
+        cap = pool.path[0].guarantee_uj
+        for i in range(1, len(pool.path)):
+            x, parent = pool.path[i], pool.path[i - 1]
+            s = cap - x.guarantee_uj - parent.children_in_guarantee_uj + min(x.used_uj, x.guarantee_uj)
+            cap = x.guarantee_uj + (s * x.weight // parent.children_weight if s > 0 else 0)
+        return cap
+
+    # ----------------------------------------------------------------- lookups
+    def _pool(self, name: str) -> Pool:
+        try:
+            return self.forest.pools[name]
+        except KeyError:
+            known = ", ".join(sorted(self.forest.pools)[:10])
+            raise ClaimError(f"unknown pool '{name}'; defined pools include: {known}") from None
+
+    def _leaf(self, claim: Claim) -> Pool:
+        pool = self._pool(claim.pool)
+        if pool.children:
+            raise ClaimError(
+                f"claim '{claim.id}' names pool '{claim.pool}', which has children; claims go "
+                "to leaf pools (inner pools only group and lend)"
+            )
+        if claim.id in self.workloads:
+            raise ClaimError(f"claim '{claim.id}' is already admitted; workload ids must be unique")
+        return pool
+
+    # ----------------------------------------------------------------- rules
+    @staticmethod
+    def _impossible(pool: Pool, claim: Claim, e: int, e_est: int, d: int, who: str) -> Verdict | None:
+        """Step 1: can this (or this gang's share of the pool) never fit as written?"""
+        if d > pool.devices:
+            reason = (
+                f"{who}asks for {d} devices but pool '{pool.name}' guarantees {pool.devices}; "
+                "devices are not lent between pools: ask for fewer or raise the guarantee"
+            )
+        elif e_est > pool.guarantee_uj:
+            reason = (
+                f"{who}an estimator (unmeasured) estimate of {e_est} µJ exceeds pool "
+                f"'{pool.name}' (its whole guarantee is {pool.guarantee_uj} µJ), and rule 1 forbids "
+                "borrowing on a guess: measure the workload or raise the guarantee"
+            )
+        elif e > pool.ceiling_uj:
+            reason = (
+                f"{who}{e} µJ exceeds the most pool '{pool.name}' can ever hold in one window "
+                f"({pool.ceiling_uj} µJ: guarantee plus its whole weighted share of the surplus); "
+                "split the work or raise the guarantee"
+            )
+        else:
+            return None
+        return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
+
+    def _decide(self, pool: Pool, claim: Claim, who: str = "") -> tuple[Verdict, list[Workload]]:
+        """Steps 2-4 for a claim that is possible; commits the workload when admitted."""
+        e, d, grade = claim.estimate_uj, claim.devices, claim.grade
+        if pool.devices_used + d > pool.devices:
+            free = pool.devices - pool.devices_used
+            return Verdict(
+                claim.id, "pending", f"{who}not enough free devices", grade, "devices",
+                devices=d, waits_for=f"{d - free} more devices in pool '{pool.name}' "
+                f"({pool.devices_used} of {pool.devices} in use)",
+            ), []
+        remaining = pool.guarantee_uj - pool.used_uj
+        victims: list[Workload] = []
+        if e <= remaining:
+            step = "guarantee"
+            over = self._first_over(pool, e)
+            if over is not None:
+                victims = self._reclaim(pool, e, over[0])
+                if victims is None:
+                    return Verdict(
+                        claim.id, "pending", f"{who}the pool's own guarantee was lent to "
+                        "borrowers and has been spent", grade, "guarantee", devices=d,
+                        waits_for=f"{pool.used_uj + e - over[1]} µJ under pool '{over[0].name}' "
+                        "(borrowers' releases or the window rollover)",
+                    ), []
+            from_g, borrowed = e, 0
+        elif grade == "estimator":
+            return Verdict(
+                claim.id, "pending", f"{who}an estimator claim may only use its own pool's "
+                "remaining guarantee (rule 1)", grade, "guarantee", devices=d,
+                waits_for=f"{e - max(remaining, 0)} µJ of the own guarantee of pool '{pool.name}' "
+                "(releases or the window rollover)",
+            ), []
+        else:
+            step = "borrowing"
+            over = self._first_over(pool, e)
+            if over is not None:
+                x, cap = over
+                return Verdict(
+                    claim.id, "pending", f"{who}beyond the weighted share of the surplus "
+                    f"(rule 6): pool '{x.name}' may hold {cap} µJ now", grade, "borrowing",
+                    devices=d, waits_for=f"{x.used_uj + e - cap} µJ of surplus under "
+                    f"'{x.parent.name if x.parent else x.name}' (releases or the window rollover)",
+                ), []
+            from_g = remaining if remaining > 0 else 0
+            borrowed = e - from_g
+        self._seq += 1
+        self._attach(Workload(claim.id, pool, d, claim.priority, grade, self._seq, e, gang=claim.gang))
+        return Verdict(
+            claim.id, "admitted", f"{who}within the guarantee" if not borrowed else
+            f"{who}borrowing {borrowed} µJ of the sibling surplus", grade, step,
+            from_guarantee_uj=from_g, borrowed_uj=borrowed, devices=d,
+            preempted=[w.id for w in victims],
+        ), victims
+
+    def _reclaim(self, pool: Pool, e: int, over: Pool) -> list[Workload] | None:
+        """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
+        victims: list[Workload] = []
+        for w in reclaim.borrowing_candidates(over, exclude=pool):
+            if w.pool.used_uj <= w.pool.guarantee_uj:
+                continue  # earlier victims already brought this pool back inside its guarantee
+            self._detach(w)
+            victims.append(w)
+            if self._first_over(pool, e) is None:
+                return victims
+        for w in reversed(victims):
+            self._attach(w)
+        return None
+
+    # ----------------------------------------------------------------- public API
+    def admit(self, claim: Claim) -> Verdict:
+        """Decide one claim (rules 1, 3-6); admitted claims hold their estimate as reserved."""
+        pool = self._leaf(claim)
+        grade_e = claim.estimate_uj if claim.grade == "estimator" else 0
+        denied = self._impossible(pool, claim, claim.estimate_uj, grade_e, claim.devices, "")
+        if denied is not None:
+            return denied
+        return self._decide(pool, claim)[0]
+
+    def admit_gang(self, claims: Sequence[Claim]) -> list[Verdict]:
+        """Rule 2: admit every member or none, judged on the gang's joules *and* devices."""
+        if not claims:
+            return []
+        gang = claims[0].gang or claims[0].id
+        pools = [self._leaf(c) for c in claims]
+        if len({c.id for c in claims}) != len(claims):
+            raise ClaimError(f"gang '{gang}' lists the same claim id twice")
+        totals: dict[str, list[int]] = {}
+        for c in claims:
+            t = totals.setdefault(c.pool, [0, 0, 0])
+            t[0] += c.estimate_uj
+            t[1] += c.estimate_uj if c.grade == "estimator" else 0
+            t[2] += c.devices
+        for c, pool in zip(claims, pools, strict=True):
+            e, e_est, d = totals[c.pool]
+            denied = self._impossible(pool, c, e, e_est, d, f"gang '{gang}' (all members): ")
+            if denied is not None:
+                return [self._copy(denied, m) for m in claims]
+        done: list[tuple[Verdict, list[Workload]]] = []
+        for c, pool in zip(claims, pools, strict=True):
+            verdict, victims = self._decide(pool, c, f"gang '{gang}' member '{c.id}': ")
+            if not verdict.admitted:
+                for v, vic in reversed(done):
+                    self._detach(self.workloads[v.claim])
+                    for w in reversed(vic):
+                        self._attach(w)
+                self._seq -= len(done)
+                return [self._copy(verdict, m) for m in claims]
+            done.append((verdict, victims))
+        return [v for v, _ in done]
+
+    @staticmethod
+    def _copy(v: Verdict, member: Claim) -> Verdict:
+        return Verdict(
+            member.id, v.decision, v.reason, member.grade, v.step, devices=member.devices,
+            waits_for=v.waits_for,
+        )
+
+    def complete(self, workload: str, units: int, uj: int) -> Workload:
+        """Record ``units`` completed units and ``uj`` metered µJ for a running workload."""
+        return self._spend(workload, units, uj)
+
+    def meter(self, workload: str, uj: int) -> Workload:
+        """Record a meter reading (µJ spent) for a running workload without completed units."""
+        return self._spend(workload, 0, uj)
+
+    def _spend(self, workload: str, units: int, uj: int) -> Workload:
+        w = self._workload(workload)
+        for name, value in (("units", units), ("uj", uj)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ClaimError(f"'{name}' must be an integer >= 0, got {value!r}")
+        draw = uj if uj < w.reserved_uj else w.reserved_uj
+        w.reserved_uj -= draw
+        w.spent_uj += uj
+        w.units += units
+        # Spending past the estimate is charged to the pool: a tenant bears its own mis-estimate.
+        self._shift(w.pool, uj, -draw, 0)
+        return w
+
+    def release(self, workload: str) -> Workload:
+        """End a workload: its unspent reservation and devices return; what it spent stays."""
+        w = self._workload(workload)
+        self._detach(w)
+        return w
+
+    def _workload(self, workload: str) -> Workload:
+        try:
+            return self.workloads[workload]
+        except KeyError:
+            raise ClaimError(f"no running workload '{workload}'; was it admitted (and not yet released)?") from None
+
+    def rollover(self) -> None:
+        """Start a new window: spent µJ return to zero; running workloads keep their reservation."""
+        for p in self.forest.pools.values():
+            p.spent_uj = 0
+            p.used_uj = p.reserved_uj
+        for p in self.forest.pools.values():
+            p.children_in_guarantee_uj = sum(min(c.used_uj, c.guarantee_uj) for c in p.children)
+
+    def reclaim_order(self, pool: str) -> list[Workload]:
+        """Running workloads of ``pool``'s subtree in the order rule 3 would reclaim them."""
+        p = self._pool(pool)
+        return reclaim.order(w for leaf in reclaim.leaves_under(p) for w in leaf.workloads.values())
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Per-pool energy and devices against the guarantees, parents before children."""
+        rows = []
+        for d in self.forest.to_dicts():
+            p = self.forest.pools[d["name"]]
+            rows.append(
+                {
+                    "pool": p.name,
+                    "parent": d["parent"],
+                    "depth": len(p.path) - 1,
+                    "guarantee_uj": p.guarantee_uj,
+                    "spent_uj": p.spent_uj,
+                    "reserved_uj": p.reserved_uj,
+                    "used_uj": p.used_uj,
+                    "borrowed_uj": max(0, p.used_uj - p.guarantee_uj),
+                    "cap_uj": self.cap_uj(p.name),
+                    "devices_used": p.devices_used,
+                    "devices": p.devices,
+                    "workloads": sum(len(leaf.workloads) for leaf in reclaim.leaves_under(p)),
+                }
+            )
+        return rows

@@ -1,0 +1,55 @@
+"""Rule 3: preemption follows evidence, then declaration.
+
+Workloads with a measured cost per completed unit (µJ per completed unit) are reclaimed
+worst-first; workloads that have completed nothing are unmeasured, not wasteful, and are
+ordered by declared priority, lowest first, after every measured one. Among equals the most
+recently admitted goes first (it has the least work to lose), as in Kueue.
+
+The two groups are never compared on one number: an unmeasured workload's cost per unit is
+``None``, not 0 (which would rank it the most efficient and make it unreclaimable among the
+measured) nor infinity (which would make every new workload the first victim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from admission.claims import Workload
+from admission.model import Pool
+
+
+def reclaim_key(w: Workload) -> tuple[int, int, int, int]:
+    """Sort key: measured group first (worst µJ/unit first), then unmeasured by priority."""
+    cost = w.uj_per_completed_unit
+    if cost is None:
+        return (1, w.priority, -w.seq, 0)
+    return (0, -cost, w.priority, -w.seq)
+
+
+def order(workloads: Iterable[Workload]) -> list[Workload]:
+    """Workloads in the order rule 3 reclaims them."""
+    return sorted(workloads, key=reclaim_key)
+
+
+def leaves_under(pool: Pool) -> list[Pool]:
+    """The leaf pools of ``pool``'s subtree (the pool itself when it is a leaf)."""
+    out: list[Pool] = []
+    stack = [pool]
+    while stack:
+        p = stack.pop()
+        if p.children:
+            stack.extend(p.children)
+        else:
+            out.append(p)
+    return out
+
+
+def borrowing_candidates(over: Pool, exclude: Pool) -> list[Workload]:
+    """Workloads that could give back reserved µJ under ``over``: those in leaves using more
+    than their own guarantee (borrowers), other than the claimant's pool, in rule-3 order."""
+    found: list[Workload] = []
+    for leaf in leaves_under(over):
+        if leaf is exclude or leaf.used_uj <= leaf.guarantee_uj:
+            continue
+        found.extend(w for w in leaf.workloads.values() if w.reserved_uj > 0)
+    return order(found)
