@@ -1,0 +1,326 @@
+"""Durable, hash-chained window archives: append, rotate, compress, lock, recover.
+
+Layout (docs/archive-format.md): one directory per agent id holding window files
+``windows-<YYYYMMDD>-<NNNNNN>.jsonl`` (``.jsonl.gz`` once compressed), where ``NNNNNN`` is a
+rotation counter that never goes back, so lexical order is write order. The lock
+``agent.lock``, the write-ahead log ``agent.wal`` and torn tails ``*.corrupt`` sit beside them.
+
+Why each step is there:
+- a line is written whole with one ``write`` on an ``O_APPEND`` descriptor and ``fsync``ed
+  before :meth:`ArchiveWriter.append` returns, so "archived" means "on disk";
+- the lock is an ``flock`` (released by the kernel when the holder dies, even by ``kill -9``,
+  so a crash never leaves a stale lock), and the file names the holder's PID for the error;
+- recovery keeps the chain whole: a torn last line (a crash mid-write) is moved to a
+  ``.corrupt`` file, never silently deleted, and the chain continues from the last good line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from schema.chain import record_hash, seal
+
+LOCK_NAME = "agent.lock"
+WAL_NAME = "agent.wal"
+BODY_KEY = "report"
+WINDOW_FILE_RE = re.compile(r"^windows-(\d{8})-(\d{6})\.jsonl(\.gz)?$")
+
+
+class ArchiveError(RuntimeError):
+    """The archive directory cannot be used as it is; the message says what to do."""
+
+
+class ArchiveLockedError(ArchiveError):
+    """Another live agent holds the archive directory's lock."""
+
+    def __init__(self, directory: Path, holder_pid: int | None) -> None:
+        who = f"process {holder_pid}" if holder_pid else "another process"
+        super().__init__(
+            f"archive directory {directory} is locked by {who} (lock file {directory / LOCK_NAME}); "
+            "two agents must not write one chain: stop that agent, or give this one another "
+            "--archive-dir or agent id"
+        )
+        self.holder_pid = holder_pid
+
+
+def utc_rfc3339(ns: int | None = None) -> str:
+    """RFC 3339 UTC with microseconds, e.g. ``2026-11-30T10:00:00.000000Z``."""
+    ts = datetime.now(UTC) if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def window_files(directory: Path) -> list[Path]:
+    """The window files of one agent directory, in write (= lexical) order."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if WINDOW_FILE_RE.match(p.name))
+
+
+def read_lines(path: Path) -> list[bytes]:
+    """Raw lines (without newline) of a plain or gzip window file."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        return [line.rstrip(b"\n") for line in fh.read().split(b"\n") if line.strip()]
+
+
+def read_records(directory: Path) -> list[tuple[str, dict[str, Any] | None]]:
+    """``(file:line, record or None)`` for every line of every window file, in write order.
+
+    This is the input ``schema.chain.verify_chain`` expects.
+    """
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    for path in window_files(directory):
+        for lineno, raw in enumerate(read_lines(path), start=1):
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                rec = None
+            out.append((f"{path.name}:{lineno}", rec if isinstance(rec, dict) else None))
+    return out
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _good_line(raw: bytes) -> dict[str, Any] | None:
+    """The record on ``raw`` if it is a whole, self-consistent chained record."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(rec, dict) or not {"ts", "seq", "prev", "hash", BODY_KEY} <= rec.keys():
+        return None
+    return rec if record_hash(rec) == rec["hash"] else None
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What opening the archive found and did (logged by the daemon, asserted by tests)."""
+
+    last_seq: int | None = None
+    last_hash: str | None = None
+    last_window_start: str | None = None
+    corrupt_file: Path | None = None
+    corrupt_bytes: int = 0
+    removed_duplicates: int = 0
+
+
+class ArchiveWriter:
+    """The only writer of one agent's chain. Not thread-safe: the pipeline serialises calls."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_size_mb: float = 100.0,
+        rotate_daily: bool = True,
+        compress: bool = False,
+    ) -> None:
+        self.directory = Path(directory)
+        self.max_size_bytes = int(max_size_mb * 1024 * 1024)
+        self.rotate_daily = rotate_daily
+        self.compress = compress
+        self._lock_fd: int | None = None
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._size = 0
+        self._counter = 0
+        self._day = ""
+        self.last_seq: int | None = None
+        self.last_hash: str | None = None
+        self.bytes_written = 0
+
+    # -- opening -----------------------------------------------------------------------
+    def open(self) -> RecoveryReport:
+        """Take the lock, recover the tail and find the chain head. Raises ArchiveError."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
+        try:
+            return self._recover()
+        except BaseException:
+            self.close()
+            raise
+
+    def _acquire_lock(self) -> None:
+        path = self.directory / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raw = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise ArchiveLockedError(self.directory, int(raw) if raw.isdigit() else None) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def _recover(self) -> RecoveryReport:
+        report = RecoveryReport()
+        report.removed_duplicates = self._drop_half_compressed()
+        files = window_files(self.directory)
+        if not files:
+            return report
+        last = files[-1]
+        m = WINDOW_FILE_RE.match(last.name)
+        assert m is not None
+        self._day, self._counter = m.group(1), int(m.group(2))
+        if last.name.endswith(".gz"):
+            lines = read_lines(last)
+            rec = _good_line(lines[-1]) if lines else None
+            if rec is None:
+                raise ArchiveError(f"{last} is compressed but its last line is not a valid record; "
+                                   "run 'carbonspan verify' on the archive")
+        else:
+            rec = self._recover_plain(last, report)
+            if rec is None:  # the whole file was torn away: take the head from earlier files
+                rec = self._head_of(files[:-1])
+        if rec is not None:
+            self.last_seq, self.last_hash = int(rec["seq"]), str(rec["hash"])
+            report.last_window_start = rec[BODY_KEY].get("window", {}).get("start")
+        report.last_seq, report.last_hash = self.last_seq, self.last_hash
+        if self.compress:
+            for path in files[:-1]:
+                if path.suffix == ".jsonl":
+                    self._gzip(path)
+        return report
+
+    def _head_of(self, files: list[Path]) -> dict[str, Any] | None:
+        for path in reversed(files):
+            lines = read_lines(path)
+            if lines:
+                return _good_line(lines[-1])
+        return None
+
+    def _recover_plain(self, path: Path, report: RecoveryReport) -> dict[str, Any] | None:
+        """Cut a torn tail off ``path`` into a ``.corrupt`` file; return the last good record."""
+        data = path.read_bytes()
+        good_end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn write
+        last_rec: dict[str, Any] | None = None
+        while good_end > 0:
+            start = data.rfind(b"\n", 0, good_end - 1) + 1
+            last_rec = _good_line(data[start : good_end - 1])
+            if last_rec is not None:
+                break
+            good_end = start  # a whole but unreadable last line: also a torn write
+        if good_end < len(data):
+            tail = data[good_end:]
+            corrupt = self.directory / f"{path.name}.{utc_rfc3339().replace(':', '')}.corrupt"
+            with open(corrupt, "wb") as fh:
+                fh.write(tail)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, good_end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(self.directory)
+            report.corrupt_file, report.corrupt_bytes = corrupt, len(tail)
+        self._path, self._size = path, good_end
+        return last_rec
+
+    def _drop_half_compressed(self) -> int:
+        """Finish a compression a crash interrupted: never leave one file's lines twice."""
+        removed = 0
+        for tmp in self.directory.glob("windows-*.jsonl.gz.tmp"):
+            tmp.unlink()
+        for gz in self.directory.glob("windows-*.jsonl.gz"):
+            plain = gz.with_suffix("")
+            if plain.exists():
+                plain.unlink()  # the .gz was renamed into place only once complete
+                removed += 1
+        return removed
+
+    # -- writing -----------------------------------------------------------------------
+    def append(self, report: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
+        """Seal ``report`` as the next record, write it whole and fsync. Returns the record."""
+        seq = 0 if self.last_seq is None else self.last_seq + 1
+        record = seal(self.last_hash, seq, ts or utc_rfc3339(), BODY_KEY, report)
+        line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
+        fd = self._file_for(len(line))
+        before = self._size
+        try:
+            view = memoryview(line)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, before)  # never leave half a line behind a failed write
+            raise
+        self._size += len(line)
+        self.bytes_written += len(line)
+        self.last_seq, self.last_hash = seq, record["hash"]
+        return record
+
+    def _file_for(self, nbytes: int) -> int:
+        """The descriptor to append ``nbytes`` to, rotating by size and/or UTC day first."""
+        today = datetime.now(UTC).strftime("%Y%m%d")
+        if self._path is not None and self._size > 0:
+            too_big = self._size + nbytes > self.max_size_bytes
+            if too_big or (self.rotate_daily and today > self._day):
+                self._close_current()
+        if self._path is None:
+            self._counter += 1
+            self._day = max(today, self._day)  # a clock going back never breaks lexical order
+            self._path = self.directory / f"windows-{self._day}-{self._counter:06d}.jsonl"
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._size = 0
+            _fsync_dir(self.directory)
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+        return self._fd
+
+    def _close_current(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self.compress and self._path is not None and self._path.exists():
+            self._gzip(self._path)
+        self._path, self._size = None, 0
+
+    def _gzip(self, path: Path) -> Path:
+        """Compress a closed window file: write ``.gz.tmp``, fsync, rename, then unlink."""
+        gz = path.with_name(path.name + ".gz")
+        tmp = path.with_name(path.name + ".gz.tmp")
+        with open(path, "rb") as src, open(tmp, "wb") as raw:
+            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, gz)
+        _fsync_dir(self.directory)
+        path.unlink()
+        _fsync_dir(self.directory)
+        return gz
+
+    @property
+    def current_path(self) -> Path | None:
+        return self._path
+
+    def close(self) -> None:
+        """Close the current file (not compressed: it may be appended to on restart), unlock."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None

@@ -1,0 +1,152 @@
+"""The agent process: open the archive, replay the WAL, serve OTLP, drain on SIGTERM/SIGINT.
+
+Start order is what makes ``/readyz`` honest: the lock and archive recovery come first (a
+second agent on the same directory fails here, before binding anything), then the HTTP port
+(``/healthz`` answers, ``/readyz`` says 503 and exports get 503 "starting"), then the WAL replay
+into its window, then gRPC, then ready. Stop order is the reverse of accepting: refuse new
+requests, let admitted ones finish (bounded by ``shutdown_timeout_s``), archive the open
+window, flush the WAL, release the lock, exit 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from agent.archive import WAL_NAME, ArchiveWriter
+from agent.config import Config
+from agent.daemon_config import AgentSettings, read_token
+from agent.export import ExportHandler
+from agent.metrics import AgentMetrics
+from agent.pipeline import Pipeline, Scoring
+from agent.server_grpc import GrpcReceiver
+from agent.server_http import HttpReceiver
+from agent.wal import WriteAheadLog
+
+log = logging.getLogger("carbonspan.agent")
+
+
+def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
+    """Bind ``agent.score`` / ``agent.window`` to this agent's config (and live signals)."""
+    from agent.score import ScoringContext, WindowPartial, score_batch
+    from agent.window import build_report
+
+    base = ScoringContext.from_config(cfg.green)
+
+    def context() -> Any:
+        if sources is None:
+            return base
+        return dataclasses.replace(base, signals=sources.current())
+
+    def score(batch: Any) -> Any:
+        return score_batch(batch, context())
+
+    def report(partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]) -> dict[str, Any]:
+        rep = build_report(partial, context(), start_ns, end_ns, agent_id=agent_id,
+                           counters=counters or None)
+        return rep.model_dump(mode="json")
+
+    return Scoring(score=score, empty=WindowPartial.empty, from_bytes=WindowPartial.from_bytes,
+                   report=report)
+
+
+def start_sources(cfg: Config) -> Any | None:
+    table = cfg.sections.get("sources")
+    if not table:
+        return None
+    from agent.sources.manager import SourceManager
+
+    manager = SourceManager.from_config(table, cfg.green)
+    manager.start()
+    return manager
+
+
+class Agent:
+    """One running agent; :meth:`run` blocks until a stop signal and returns the exit code."""
+
+    def __init__(self, settings: AgentSettings, cfg: Config) -> None:
+        self.settings = settings
+        self.cfg = cfg
+        self.stop_event = threading.Event()
+        self.metrics = AgentMetrics()
+
+    def request_stop(self, signum: int = 0, _frame: Any = None) -> None:
+        if signum:
+            log.info("received %s: draining", signal.Signals(signum).name)
+        self.stop_event.set()
+
+    def run(self) -> int:
+        s = self.settings
+        token = read_token(s)
+        archive = ArchiveWriter(s.archive_path, max_size_mb=s.archive.max_size_mb,
+                                rotate_daily=s.archive.rotate_daily, compress=s.archive.compress)
+        recovery = archive.open()  # ArchiveLockedError: the caller prints it
+        if recovery.corrupt_file is not None:
+            log.warning("a torn last line (%d bytes) was moved to %s; the chain continues from "
+                        "seq %s", recovery.corrupt_bytes, recovery.corrupt_file, recovery.last_seq)
+        sources = None
+        try:
+            sources = start_sources(self.cfg)
+            scoring = build_scoring(self.cfg, s.agent_id, sources)
+            wal = WriteAheadLog(s.archive_path / WAL_NAME,
+                                fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0)
+            pipeline = Pipeline(scoring, archive, wal, self.metrics, window_seconds=s.window_seconds,
+                                max_window_spans=s.max_window_spans, queue_size=s.queue_size)
+            from agent.otlp import OtlpDecodeError, decode_json, decode_protobuf
+
+            handler = ExportHandler(pipeline, self.metrics,
+                                    {"protobuf": decode_protobuf, "json": decode_json},
+                                    OtlpDecodeError, token, s.max_request_bytes)
+            http = HttpReceiver(handler, s)
+            http.start()
+            replayed = pipeline.restore(wal.open(), recovery)
+            grpc_rx = GrpcReceiver(handler, s)
+            grpc_port = grpc_rx.start()
+        except BaseException:
+            archive.close()
+            if sources is not None:
+                sources.stop()
+            raise
+        handler.ready = True
+        self.metrics.ready.set(1)
+        pipeline.start_ticker()
+        print(f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
+              f"{s.bind}:{http.port}, archive {s.archive_path} (next seq "
+              f"{0 if recovery.last_seq is None else recovery.last_seq + 1}, {replayed} partials "
+              "replayed from the WAL)", flush=True)
+        while not self.stop_event.wait(0.5):
+            pass
+        return self._shutdown(handler, pipeline, grpc_rx, http, sources)
+
+    def _shutdown(self, handler: ExportHandler, pipeline: Pipeline, grpc_rx: GrpcReceiver,
+                  http: HttpReceiver, sources: Any | None) -> int:
+        budget = self.settings.shutdown_timeout_s
+        handler.ready = False
+        self.metrics.ready.set(0)
+        pipeline.stop_accepting()
+        done = grpc_rx.stop(grace_s=budget / 2)
+        http.stop()
+        done.wait(budget / 2)
+        drained = pipeline.drain(budget / 2)
+        if not drained:
+            log.warning("%d requests still in flight after %.1f s; they were not acknowledged",
+                        pipeline.inflight, budget)
+        pipeline.shutdown()
+        if sources is not None:
+            sources.stop()
+        print(f"carbonspan agent {self.settings.agent_id}: stopped cleanly", flush=True)
+        return 0
+
+
+def serve(settings: AgentSettings, cfg: Config) -> int:
+    agent = Agent(settings, cfg)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, agent.request_stop)
+        signal.signal(signal.SIGINT, agent.request_stop)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return agent.run()

@@ -1,0 +1,219 @@
+"""Settings of ``carbonspan agent``: the ``[agent]`` TOML table, ``CARBONSPAN_*`` env, CLI flags.
+
+Precedence, highest first: command-line flags, environment variables, the TOML file, the
+defaults below. Every setting has an environment variable named ``CARBONSPAN_`` plus its key
+path in upper case with ``.`` as ``_`` (``[agent.archive] max_size_mb`` ->
+``CARBONSPAN_ARCHIVE_MAX_SIZE_MB``; ``[agent] grpc_port`` -> ``CARBONSPAN_GRPC_PORT``).
+The agent binds 127.0.0.1 unless ``bind`` says otherwise: exposing an ingest port is a choice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from agent.config import ConfigError
+
+_AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def default_agent_id() -> str:
+    """The host name, cut to the characters an archive directory name may use."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip(".-") or "agent"
+    return name[:128]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveSettings:
+    """``[agent.archive]``: where and how window lines are written."""
+
+    dir: Path = Path("archives")
+    max_size_mb: float = 100.0
+    rotate_daily: bool = True
+    compress: bool = False
+    wal_fsync_delay_ms: float = 0.0  # test knob: slow every WAL flush (simulates a slow disk)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """``[agent.auth]``: optional bearer token read from a file (never from the TOML itself)."""
+
+    token_file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """``[agent.tls]``: serve both ports over TLS when both files are given."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None and self.key_file is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """``[agent]``: ports, windows, limits."""
+
+    bind: str = "127.0.0.1"
+    grpc_port: int = 4317
+    http_port: int = 4318
+    agent_id: str = field(default_factory=default_agent_id)
+    window_seconds: float = 60.0
+    max_window_spans: int = 2_000_000
+    max_request_bytes: int = 16 * 1024 * 1024
+    queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
+    grpc_workers: int = 8
+    shutdown_timeout_s: float = 20.0
+    retry_after_s: int = 1
+    archive: ArchiveSettings = field(default_factory=ArchiveSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+    @property
+    def archive_path(self) -> Path:
+        """This agent's own chain directory under the archive root."""
+        return self.archive.dir / self.agent_id
+
+
+_SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings}
+_POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
+             "grpc_workers", "shutdown_timeout_s", "max_size_mb"}
+
+
+def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:
+    """Check/convert one value to the type of its default; ConfigError names the key."""
+    kind = type(default)
+    if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir"):
+        kind = Path
+    try:
+        if kind is bool:
+            if from_env and isinstance(value, str):
+                if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                    raise ValueError
+                return value.lower() in ("1", "true", "yes")
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if kind in (int, float):
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, str) and from_env:
+                num = kind(value)
+            elif kind is int and isinstance(value, int) or kind is float and isinstance(value, int | float):
+                num = kind(value)
+            else:
+                raise ValueError
+            if (key.rsplit(".", 1)[-1] in _POSITIVE and num <= 0) or num < 0:
+                raise ValueError
+            if key.endswith("_port") and num > 65535:
+                raise ValueError
+            return num
+        if kind is Path:
+            if not isinstance(value, str) or not value:
+                raise ValueError
+            return Path(value)
+        if not isinstance(value, str):
+            raise ValueError
+        return value
+    except ValueError:
+        what = {bool: "true or false", int: "a non-negative integer", float: "a non-negative number",
+                Path: "a file or directory path", str: "a string"}[kind]
+        if key.rsplit(".", 1)[-1] in _POSITIVE:
+            what = what.replace("non-negative", "positive")
+        section, _, leaf = key.rpartition(".")
+        table = f"agent.{section}" if section else "agent"
+        raise ConfigError(f"[{table}] {leaf} = {value!r}: expected {what}") from None
+
+
+def _apply(obj: Any, table: Mapping[str, Any], prefix: str, from_env: bool) -> Any:
+    known = {f.name: f for f in fields(obj)}
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if key in _SUBTABLES and key in known:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"[agent.{key}] must be a table, got {value!r}")
+            changes[key] = _apply(getattr(obj, key), value, f"{prefix}{key}.", from_env)
+            continue
+        if key not in known:
+            raise ConfigError(
+                f"unknown key [agent] {name}; known keys: {', '.join(sorted(known))}"
+            )
+        changes[key] = _coerce(name, value, getattr(obj, key), from_env)
+    return replace(obj, **changes)
+
+
+def parse_agent(table: Mapping[str, Any] | None, base: AgentSettings | None = None) -> AgentSettings:
+    """The ``[agent]`` TOML table (with ``archive``/``auth``/``tls`` sub-tables) as settings."""
+    settings = _apply(base or AgentSettings(), table or {}, "", from_env=False)
+    return _validate(settings)
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``CARBONSPAN_*`` variables as a nested table in the ``[agent]`` shape."""
+    out: dict[str, Any] = {}
+    top = {f.name for f in fields(AgentSettings)} - set(_SUBTABLES)
+    for name, value in environ.items():
+        if not name.startswith("CARBONSPAN_") or name == "CARBONSPAN_CONFIG":
+            continue
+        key = name[len("CARBONSPAN_"):].lower()
+        sub = next((s for s in _SUBTABLES if key.startswith(s + "_")), None)
+        if key in top:
+            out[key] = value
+        elif sub is not None:
+            out.setdefault(sub, {})[key[len(sub) + 1:]] = value
+    return out
+
+
+def resolve(
+    table: Mapping[str, Any] | None,
+    environ: Mapping[str, str] | None = None,
+    cli: Mapping[str, Any] | None = None,
+) -> AgentSettings:
+    """TOML table, then environment, then CLI flags (``None`` values are "not given")."""
+    settings = parse_agent(table)
+    env = env_overrides(os.environ if environ is None else environ)
+    if env:
+        settings = _validate(_apply(settings, env, "", from_env=True))
+    given = {k: v for k, v in (cli or {}).items() if v is not None}
+    if given:
+        archive_dir = given.pop("archive_dir", None)
+        if archive_dir is not None:
+            given["archive"] = {"dir": str(archive_dir)}
+        settings = _validate(_apply(settings, given, "", from_env=False))
+    return settings
+
+
+def _validate(s: AgentSettings) -> AgentSettings:
+    if not _AGENT_ID_RE.match(s.agent_id):
+        raise ConfigError(
+            f"[agent] agent_id = {s.agent_id!r}: expected 1-128 letters, digits, '.', '_' or '-' "
+            "starting with a letter or digit (it names the archive directory)"
+        )
+    if (s.tls.cert_file is None) != (s.tls.key_file is None):
+        raise ConfigError("[agent.tls] needs both cert_file and key_file (or neither)")
+    if s.grpc_port and s.grpc_port == s.http_port:
+        raise ConfigError(f"[agent] grpc_port and http_port are both {s.grpc_port}; pick two ports")
+    return s
+
+
+def read_token(settings: AgentSettings) -> bytes | None:
+    """The bearer token from ``[agent.auth] token_file`` (stripped), or None when auth is off."""
+    path = settings.auth.token_file
+    if path is None:
+        return None
+    try:
+        token = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"[agent.auth] token_file = '{path}': cannot read it ({exc.strerror})") from None
+    if not token:
+        raise ConfigError(f"[agent.auth] token_file = '{path}' is empty; put the token in it")
+    return token

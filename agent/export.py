@@ -1,0 +1,200 @@
+"""One export request, protocol-neutral: auth, bounded inflate, admit, decode, ingest, outcome.
+
+Both servers (``server_grpc``, ``server_http``) call :class:`ExportHandler` and only map its
+:class:`Outcome` to their status codes, so the rules live in one place:
+
+- auth: the bearer token is compared with ``hmac.compare_digest`` (constant time);
+- size: ``max_request_bytes`` bounds the body *after* decompression, enforced while inflating
+  (``zlib`` with ``max_length``), so a gzip bomb is refused after at most limit+1 bytes;
+- admission before any work, so overload costs almost nothing and is said out loud;
+- decode errors are the client's (INVALID_ARGUMENT / 400 with the decoder's message);
+- the answer is OK only once the batch's partial is durable in the write-ahead log.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.batch import SpanBatch
+from agent.metrics import AgentMetrics
+from agent.pipeline import Pipeline, ShuttingDown
+from agent.wal import WalError
+
+log = logging.getLogger("carbonspan.agent")
+
+Code = Literal["ok", "invalid", "too_large", "exhausted", "unavailable", "internal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    code: Code
+    message: str = ""
+    accepted: int = 0
+    rejected: int = 0
+
+
+class TooLarge(ValueError):
+    pass
+
+
+class BadEncoding(ValueError):
+    pass
+
+
+def inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """Decompress ``body`` (``gzip``, ``deflate`` or ``identity``) producing at most ``limit`` bytes.
+
+    Raises TooLarge as soon as the output would pass ``limit`` (nothing past limit+1 bytes is
+    ever held), BadEncoding for an unknown encoding or a damaged stream.
+    """
+    enc = encoding.strip().lower()
+    if enc in ("", "identity"):
+        if len(body) > limit:
+            raise TooLarge(f"request body is {len(body)} bytes; the limit is {limit}")
+        return body
+    if enc == "gzip":
+        wbits = [16 + zlib.MAX_WBITS]
+    elif enc == "deflate":  # RFC 9110 says zlib-wrapped; some clients send raw deflate
+        wbits = [zlib.MAX_WBITS, -zlib.MAX_WBITS]
+    else:
+        raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none")
+    last: zlib.error | None = None
+    for bits in wbits:
+        try:
+            return _inflate_stream(body, bits, limit)
+        except zlib.error as exc:
+            last = exc
+    raise BadEncoding(f"the {enc} body could not be decompressed: {last}")
+
+
+def _inflate_stream(body: bytes, wbits: int, limit: int) -> bytes:
+    out: list[bytes] = []
+    size = 0
+    data = body
+    while data:
+        d = zlib.decompressobj(wbits)
+        chunk = d.decompress(data, limit - size + 1)
+        size += len(chunk)
+        if size > limit or d.unconsumed_tail:
+            raise TooLarge(f"request inflates past the limit of {limit} bytes; send smaller batches")
+        out.append(chunk)
+        if not d.eof:
+            raise zlib.error("the compressed stream is truncated")
+        data = d.unused_data if wbits > 16 else b""  # gzip may hold several members
+    return b"".join(out)
+
+
+class ExportHandler:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        metrics: AgentMetrics,
+        decoders: dict[str, Callable[[bytes], SpanBatch]],
+        decode_error: type[Exception],
+        token: bytes | None,
+        max_request_bytes: int,
+    ) -> None:
+        self.pipeline = pipeline
+        self.metrics = metrics
+        self.decoders = decoders
+        self.decode_error = decode_error
+        self.token = token
+        self.max_request_bytes = max_request_bytes
+        self.ready = False
+
+    def authorized(self, header: str | None) -> bool:
+        """True when auth is off, or ``header`` is ``Bearer <token>`` (constant-time compare)."""
+        if self.token is None:
+            return True
+        if not header or not header[:7].lower() == "bearer ":
+            return False
+        return hmac.compare_digest(header[7:].strip().encode(), self.token)
+
+    def count(self, protocol: str, outcome: str) -> None:
+        self.metrics.requests.labels(protocol, outcome).inc()
+
+    def export(self, body: bytes, fmt: str, protocol: str) -> Outcome:
+        """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``)."""
+        if not self.ready or self.pipeline.closed:
+            state = "shutting down" if self.pipeline.closed else "starting"
+            return self._done(protocol, Outcome("unavailable", f"the agent is {state}; retry"))
+        if not self.pipeline.admit():
+            return self._done(protocol, Outcome(
+                "exhausted", f"the agent's queue is full ({self.pipeline.queue_size} requests in "
+                "flight); retry after the delay given"))
+        try:
+            return self._done(protocol, self._export(body, fmt))
+        finally:
+            self.pipeline.release()
+
+    def _export(self, body: bytes, fmt: str) -> Outcome:
+        try:
+            batch = self.decoders[fmt](body)
+        except self.decode_error as exc:
+            return Outcome("invalid", str(exc))
+        except Exception as exc:  # a decoder bug must not take the agent down: say it, log it
+            log.exception("decoder failed on a %d-byte %s request", len(body), fmt)
+            return Outcome("invalid", f"the request could not be decoded ({type(exc).__name__})")
+        try:
+            self.pipeline.ingest(batch)
+        except (ShuttingDown, WalError) as exc:
+            return Outcome("unavailable", f"{exc}; retry")
+        except Exception as exc:
+            log.exception("scoring a batch of %d spans failed", len(batch))
+            return Outcome("internal", f"the batch could not be scored ({type(exc).__name__})")
+        return Outcome("ok", _rejected_message(batch), len(batch), batch.rejected)
+
+    def _done(self, protocol: str, outcome: Outcome) -> Outcome:
+        self.count(protocol, outcome.code)
+        return outcome
+
+
+def _rejected_message(batch: SpanBatch) -> str:
+    if not batch.rejected:
+        return ""
+    reasons = ", ".join(f"{k}={v}" for k, v in sorted(batch.counters.items()) if v)
+    return f"{batch.rejected} spans rejected" + (f" ({reasons})" if reasons else "")
+
+
+def encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def retry_info_bytes(seconds: int) -> bytes:
+    """``google.rpc.RetryInfo{retry_delay: Duration{seconds}}`` in wire form, by hand.
+
+    RetryInfo.retry_delay is field 1 (length-delimited), Duration.seconds field 1 (varint);
+    the OTel exporters read it from the ``google.rpc.retryinfo-bin`` trailer to back off.
+    """
+    duration = b"\x08" + encode_varint(seconds)
+    return b"\x0a" + encode_varint(len(duration)) + duration
+
+
+def export_response_bytes(rejected: int, message: str) -> bytes:
+    """``ExportTraceServiceResponse`` wire bytes; empty when nothing was rejected.
+
+    partial_success is field 1; inside it rejected_spans is field 1 (int64 varint) and
+    error_message field 2 (string), per opentelemetry-proto collector/trace/v1.
+    """
+    if not rejected and not message:
+        return b""
+    msg = message.encode()
+    inner = b"\x08" + encode_varint(rejected) + b"\x12" + encode_varint(len(msg)) + msg
+    return b"\x0a" + encode_varint(len(inner)) + inner
+
+
+def status_bytes(code: int, message: str) -> bytes:
+    """``google.rpc.Status{code, message}`` wire bytes (OTLP/HTTP error body for protobuf)."""
+    msg = message.encode()
+    return b"\x08" + encode_varint(code) + b"\x12" + encode_varint(len(msg)) + msg

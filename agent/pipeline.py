@@ -1,0 +1,254 @@
+"""From decoded batches to archived windows: admission, scoring, the WAL, window closing.
+
+A request's life: :meth:`Pipeline.admit` (bounded: beyond ``queue_size`` requests in flight
+the servers answer RESOURCE_EXHAUSTED / 429 so clients back off), decode, :meth:`ingest`
+(score outside any lock, then merge into the open window and queue the partial for the WAL
+under one lock so that merge order = log order = arrival order), wait for the group commit,
+answer OK. Only then has the agent promised anything, and the WAL keeps that promise across
+``kill -9``: on restart :meth:`restore` merges the logged partials, in order, back into the
+window they belong to.
+
+A window closes when ``window_seconds`` have passed, when it reaches ``max_window_spans``, and
+on shutdown; closing builds the report, appends it to the archive (fsynced) and only then
+truncates the WAL. A window with no spans writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.archive import ArchiveWriter, RecoveryReport, utc_rfc3339
+from agent.batch import SpanBatch
+from agent.metrics import AgentMetrics
+from agent.wal import WriteAheadLog
+
+log = logging.getLogger("carbonspan.agent")
+
+
+class Partial(Protocol):
+    """What the pipeline needs of ``agent.score.WindowPartial``."""
+
+    spans: int
+
+    def merge(self, other: Any) -> Any: ...
+    def to_bytes(self) -> bytes: ...
+
+
+class ShuttingDown(RuntimeError):
+    """The agent is draining: the request was not accepted (clients retry elsewhere/later)."""
+
+
+def now_ns() -> int:
+    """Wall-clock ns rounded to microseconds, so a window start survives its RFC 3339 form."""
+    return time.time_ns() // 1000 * 1000
+
+
+def rfc3339_to_ns(text: str) -> int:
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+
+
+@dataclass(slots=True)
+class OpenWindow:
+    start_ns: int
+    partial: Any
+    spans: int = 0
+    requests: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """The scoring functions the pipeline calls (real ones from ``agent.score``/``agent.window``)."""
+
+    score: Callable[[SpanBatch], Any]  # batch -> WindowPartial
+    empty: Callable[[], Any]  # -> WindowPartial.empty()
+    from_bytes: Callable[[bytes], Any]  # WAL payload -> WindowPartial
+    report: Callable[[Any, int, int, dict[str, int]], dict[str, Any]]  # -> report dict
+
+
+class Pipeline:
+    def __init__(
+        self,
+        scoring: Scoring,
+        archive: ArchiveWriter,
+        wal: WriteAheadLog,
+        metrics: AgentMetrics,
+        *,
+        window_seconds: float,
+        max_window_spans: int,
+        queue_size: int,
+    ) -> None:
+        self.scoring = scoring
+        self.archive = archive
+        self.wal = wal
+        self.metrics = metrics
+        self.window_ns = int(window_seconds * 1e9)
+        self.max_window_spans = max_window_spans
+        self.queue_size = queue_size
+        self._lock = threading.Lock()
+        self._admit_lock = threading.Lock()
+        self._inflight = 0
+        self._closed = False
+        self._window = OpenWindow(now_ns(), scoring.empty())
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        metrics.queue_capacity.set(queue_size)
+        metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans)
+
+    # -- admission ---------------------------------------------------------------------
+    def admit(self) -> bool:
+        """Take a queue slot without waiting; False means "answer 429/RESOURCE_EXHAUSTED"."""
+        with self._admit_lock:
+            if self._inflight >= self.queue_size or self._closed:
+                return False
+            self._inflight += 1
+            return True
+
+    def release(self) -> None:
+        with self._admit_lock:
+            self._inflight -= 1
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    # -- ingest ------------------------------------------------------------------------
+    def ingest(self, batch: SpanBatch) -> None:
+        """Score ``batch``, merge it into the open window and make it durable.
+
+        Returns once the partial is fsynced in the WAL: the caller may then answer OK.
+        Raises ShuttingDown or ``agent.wal.WalError`` (answer "unavailable, retry").
+        """
+        self._count_rejections(batch)
+        n = len(batch)
+        if n == 0:
+            return
+        partial = self.scoring.score(batch)
+        payload = partial.to_bytes()
+        with self._lock:
+            if self._closed:
+                raise ShuttingDown("the agent is shutting down")
+            w = self._window
+            w.partial = w.partial.merge(partial)
+            w.spans += n
+            w.requests += 1
+            ticket = self.wal.append(w.start_ns, payload)
+            if w.spans >= self.max_window_spans:
+                self._close_locked(now_ns(), "size")
+        self.wal.wait(ticket)
+        self.metrics.spans_received.inc(n)
+        self.metrics.spans_accepted.inc(n)
+
+    def _count_rejections(self, batch: SpanBatch) -> None:
+        if batch.rejected:
+            self.metrics.spans_rejected.labels("decode").inc(batch.rejected)
+
+    # -- windows -----------------------------------------------------------------------
+    def restore(self, records: list[tuple[int, bytes]], recovery: RecoveryReport) -> int:
+        """Replay WAL records into the windows they belong to; returns partials replayed.
+
+        Records of a window the archive already holds (a crash after the window line was
+        fsynced but before the log was truncated) are skipped, never counted twice.
+        """
+        archived = rfc3339_to_ns(recovery.last_window_start) if recovery.last_window_start else None
+        replayed = 0
+        with self._lock:
+            current: OpenWindow | None = None
+            for start_ns, payload in records:
+                if archived is not None and start_ns <= archived:
+                    continue
+                partial = self.scoring.from_bytes(payload)
+                if current is not None and current.start_ns != start_ns:
+                    self._window = current  # an older window left whole in the log: archive it
+                    self._close_locked(start_ns, "replay", truncate=False)
+                if current is None or current.start_ns != start_ns:
+                    current = OpenWindow(start_ns, self.scoring.empty())
+                current.partial = current.partial.merge(partial)
+                current.spans += int(partial.spans)
+                current.requests += 1
+                replayed += 1
+            if current is not None:
+                self._window = current
+            elif records:
+                self.wal.truncate()  # everything in it was archived already
+        return replayed
+
+    def close_if_due(self) -> None:
+        with self._lock:
+            due = self._window.start_ns + self.window_ns
+            now = now_ns()
+            if now >= due and not self._closed:
+                # a window restored from the WAL after long downtime ends when it was due
+                self._close_locked(now if now - due < self.window_ns else due, "time")
+
+    def _close_locked(self, end_ns: int, reason: str, truncate: bool = True) -> None:
+        w = self._window
+        next_start = end_ns if reason == "replay" else now_ns()
+        self._window = OpenWindow(next_start, self.scoring.empty())
+        if w.spans == 0:
+            return
+        before = self.archive.bytes_written
+        try:
+            report = self.scoring.report(w.partial, w.start_ns, max(end_ns, w.start_ns), w.counters)
+            record = self.archive.append(report, utc_rfc3339())
+        except Exception:
+            self._window = w  # keep the spans (they are still in the WAL) and retry later
+            log.exception("could not archive the window started %s; will retry",
+                          utc_rfc3339(w.start_ns))
+            raise
+        log.info("archived window seq=%d spans=%d (%s)", record["seq"], w.spans, reason)
+        self.metrics.windows_written.inc()
+        self.metrics.archive_bytes.inc(self.archive.bytes_written - before)
+        gs = report.get("green_summary", {})
+        self.metrics.record_window(
+            gs.get("per_service_energy_kwh", {}), gs.get("per_service_carbon_kgco2eq", {}),
+            end_ns / 1e9,
+        )
+        if truncate:
+            self.wal.truncate()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start_ticker(self) -> None:
+        self._ticker = threading.Thread(target=self._tick, name="window-ticker", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                self.close_if_due()
+            except Exception:  # logged in _close_locked; the window stays open for a retry
+                continue
+
+    def stop_accepting(self) -> None:
+        with self._admit_lock:
+            self._closed = True
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait for admitted requests to finish (bounded). True when none is left."""
+        deadline = time.monotonic() + timeout_s
+        while self._inflight > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self._inflight == 0
+
+    def shutdown(self) -> None:
+        """Close and archive the open window, then flush the WAL and release the archive."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        with self._lock:
+            self._closed = True
+            if self._window.spans:
+                self._close_locked(now_ns(), "shutdown")
+        self.wal.close()
+        self.archive.close()

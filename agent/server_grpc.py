@@ -1,0 +1,91 @@
+"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` on :4317.
+
+Threading model (measured in bench/bench_ingest.py, see docs/operations.md): grpcio's sync
+server with a small thread pool. Each handler thread decodes (C extension), scores (numpy) and
+queues the WAL record itself, then waits for the group commit: there is no hand-off between
+threads on the hot path, and requests waiting on the same fsync are what a group commit
+needs. The method is registered with raw-bytes (de)serialisers so no protobuf object is
+ever built in Python; gzip request compression is undone by gRPC core, which enforces
+``max_receive_message_length`` (= ``max_request_bytes``) on the *decompressed* size.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+from agent.daemon_config import AgentSettings
+from agent.export import ExportHandler, export_response_bytes, retry_info_bytes
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "too_large": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "internal": grpc.StatusCode.INTERNAL,
+}
+
+
+class GrpcReceiver:
+    def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
+        self.handler = handler
+        self.settings = settings
+        self.port = 0
+        self._retry = ((("google.rpc.retryinfo-bin", retry_info_bytes(settings.retry_after_s)),))
+        limit = settings.max_request_bytes
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=settings.grpc_workers, thread_name_prefix="grpc"),
+            # beyond the pool, gRPC itself answers RESOURCE_EXHAUSTED instead of queueing forever
+            maximum_concurrent_rpcs=settings.queue_size + settings.grpc_workers,
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", 1 << 20),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        method = grpc.unary_unary_rpc_method_handler(self._export)
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"Export": method}),)
+        )
+
+    def start(self) -> int:
+        address = f"{self.settings.bind}:{self.settings.grpc_port}"
+        tls = self.settings.tls
+        if tls.enabled:
+            assert tls.cert_file is not None and tls.key_file is not None
+            creds = grpc.ssl_server_credentials(
+                [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())]
+            )
+            self.port = self.server.add_secure_port(address, creds)
+        else:
+            self.port = self.server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"cannot listen for OTLP/gRPC on {address} (port in use?)")
+        self.server.start()
+        return self.port
+
+    def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        h = self.handler
+        if h.token is not None:
+            auth = next((v for k, v in context.invocation_metadata() if k == "authorization"), None)
+            if not h.authorized(auth if isinstance(auth, str) else None):
+                h.count("grpc", "unauthenticated")
+                context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "missing or wrong bearer token: send metadata 'authorization: Bearer <token>'",
+                )
+        outcome = h.export(request, "protobuf", "grpc")
+        if outcome.code == "ok":
+            return export_response_bytes(outcome.rejected, outcome.message)
+        if outcome.code in ("exhausted", "unavailable"):
+            context.set_trailing_metadata(self._retry)
+        context.abort(_CODES[outcome.code], outcome.message)
+        raise AssertionError("unreachable")  # context.abort raises
+
+    def stop(self, grace_s: float) -> Any:
+        """Stop accepting; in-flight RPCs get ``grace_s`` to finish. Returns a waitable event."""
+        return self.server.stop(grace_s)

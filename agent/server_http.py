@@ -1,0 +1,182 @@
+"""OTLP/HTTP receiver on :4318: ``POST /v1/traces``, plus ``/metrics``, ``/healthz``, ``/readyz``.
+
+Follows the OTLP/HTTP spec: protobuf (``application/x-protobuf``) or JSON
+(``application/json``) bodies, ``Content-Encoding: gzip|deflate``, the response in the
+request's content type (an ``ExportTraceServiceResponse`` on success, a ``google.rpc.Status``
+on failure), 429/503 with ``Retry-After`` so exporters back off, 400 for malformed input,
+413 past ``max_request_bytes`` (checked on the declared length before reading and again while
+inflating). The standard library's threading server is enough here: gRPC carries the bulk.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+
+from agent.daemon_config import AgentSettings
+from agent.export import (
+    BadEncoding,
+    ExportHandler,
+    TooLarge,
+    export_response_bytes,
+    inflate,
+    status_bytes,
+)
+from agent.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+
+log = logging.getLogger("carbonspan.agent")
+
+_STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500}
+_RPC_CODE = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_FORMATS = {"application/x-protobuf": "protobuf", "application/json": "json"}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    handler: ExportHandler
+    settings: AgentSettings
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "carbonspan-agent"
+    timeout = 30  # a client that stalls mid-request loses its connection, not a thread forever
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("http %s " + format, self.client_address[0], *args)
+
+    # -- GET -------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        h = self.server.handler
+        if path == "/healthz":
+            self._reply(200, b"ok\n", "text/plain; charset=utf-8")
+        elif path == "/readyz":
+            ready = h.ready
+            self._reply(200 if ready else 503, b"ready\n" if ready else b"recovering\n",
+                        "text/plain; charset=utf-8")
+        elif path == "/metrics":
+            self._reply(200, h.metrics.exposition(), METRICS_CONTENT_TYPE)
+        else:
+            self._reply(404, b"not found: try POST /v1/traces, GET /metrics, /healthz, /readyz\n",
+                        "text/plain; charset=utf-8")
+
+    # -- POST ------------------------------------------------------------------------
+    def do_POST(self) -> None:
+        h = self.server.handler
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        fmt = _FORMATS.get(ctype)
+        reply_type = ctype if fmt else "application/json"
+        if self.path.split("?", 1)[0] != "/v1/traces":
+            return self._error(404, f"no such endpoint {self.path!r}; OTLP traces go to /v1/traces",
+                               reply_type, drain=True)
+        if not h.authorized(self.headers.get("Authorization")):
+            h.count("http", "unauthenticated")
+            return self._error(401, "missing or wrong bearer token: send 'Authorization: Bearer "
+                               "<token>'", reply_type, drain=True,
+                               extra={"WWW-Authenticate": 'Bearer realm="carbonspan"'})
+        if fmt is None:
+            h.count("http", "invalid")
+            return self._error(415, f"Content-Type {ctype or '(none)'!r} is not OTLP; use "
+                               "application/x-protobuf or application/json", reply_type, drain=True)
+        body = self._read_body(reply_type)
+        if body is None:
+            return
+        try:
+            data = inflate(body, self.headers.get("Content-Encoding") or "", h.max_request_bytes)
+        except TooLarge as exc:
+            h.count("http", "too_large")
+            return self._error(413, str(exc), reply_type)
+        except BadEncoding as exc:
+            h.count("http", "invalid")
+            return self._error(400, str(exc), reply_type)
+        outcome = h.export(data, fmt, "http")
+        if outcome.code != "ok":
+            return self._error(_STATUS[outcome.code], outcome.message, reply_type)
+        if fmt == "protobuf":
+            payload = export_response_bytes(outcome.rejected, outcome.message)
+        elif outcome.rejected:
+            payload = orjson.dumps({"partialSuccess": {"rejectedSpans": str(outcome.rejected),
+                                                       "errorMessage": outcome.message}})
+        else:
+            payload = b"{}"
+        self._reply(200, payload, reply_type)
+
+    def _read_body(self, reply_type: str) -> bytes | None:
+        h = self.server.handler
+        raw = self.headers.get("Content-Length")
+        if raw is None or not raw.strip().isdigit():
+            h.count("http", "invalid")
+            self._error(411, "a Content-Length header is required (chunked bodies are not "
+                        "accepted)", reply_type, close=True)
+            return None
+        length = int(raw)
+        if length > h.max_request_bytes:  # refuse before reading a byte of it
+            h.count("http", "too_large")
+            self._error(413, f"request body is {length} bytes; the limit is "
+                        f"{h.max_request_bytes} (max_request_bytes): send smaller batches",
+                        reply_type, close=True)
+            return None
+        return self.rfile.read(length)
+
+    def _error(self, status: int, message: str, reply_type: str, *, drain: bool = False,
+               close: bool = False, extra: dict[str, str] | None = None) -> None:
+        if drain:  # keep the connection usable: consume a bounded body we will not use
+            raw = self.headers.get("Content-Length") or ""
+            if raw.isdigit() and int(raw) <= self.server.handler.max_request_bytes:
+                self.rfile.read(int(raw))
+            else:
+                close = True
+        code = _RPC_CODE.get(status, 2)
+        if reply_type == "application/x-protobuf":
+            payload = status_bytes(code, message)
+        else:
+            payload = orjson.dumps({"code": code, "message": message})
+        headers = dict(extra or {})
+        if status in (429, 503):
+            headers["Retry-After"] = str(self.server.settings.retry_after_s)
+        self._reply(status, payload, reply_type, headers, close)
+
+    def _reply(self, status: int, payload: bytes, ctype: str,
+               headers: dict[str, str] | None = None, close: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class HttpReceiver:
+    def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
+        self.server = _Server((settings.bind, settings.http_port), _Handler)
+        self.server.handler = handler
+        self.server.settings = settings
+        tls = settings.tls
+        if tls.enabled:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
+        )
+
+    def start(self) -> int:
+        self._thread.start()
+        return self.port
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
