@@ -1,0 +1,165 @@
+"""The archive writer on real files: chain, rotation, gzip, lock, torn-tail recovery."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agent.archive import (
+    LOCK_NAME,
+    ArchiveError,
+    ArchiveLockedError,
+    ArchiveWriter,
+    read_records,
+    window_files,
+)
+from schema.chain import GENESIS_PREV, verify_chain
+
+
+def _report(i: int) -> dict:
+    return {"window": {"start": f"2026-11-30T10:00:{i % 60:02d}.000000Z",
+                       "end": "2026-11-30T10:01:00.000000Z", "spans": i + 1}}
+
+
+def _write(directory: Path, n: int, **kw) -> ArchiveWriter:
+    w = ArchiveWriter(directory, **kw)
+    w.open()
+    for i in range(n):
+        w.append(_report(i))
+    return w
+
+
+def test_chain_starts_at_genesis_and_verifies(tmp_path: Path) -> None:
+    w = _write(tmp_path, 5)
+    w.close()
+    recs = read_records(tmp_path)
+    findings, last, count = verify_chain(recs)
+    assert findings == [] and count == 5
+    assert recs[0][1]["prev"] == GENESIS_PREV and recs[0][1]["seq"] == 0
+    assert last == recs[-1][1]["hash"]
+    assert [r["report"]["window"]["spans"] for _, r in recs] == [1, 2, 3, 4, 5]
+
+
+def test_reopen_continues_the_chain(tmp_path: Path) -> None:
+    _write(tmp_path, 2).close()
+    w = _write(tmp_path, 3)
+    w.close()
+    findings, _, count = verify_chain(read_records(tmp_path))
+    assert findings == [] and count == 5
+    assert [r["seq"] for _, r in read_records(tmp_path)] == [0, 1, 2, 3, 4]
+
+
+def test_rotation_by_size_keeps_lexical_order_and_chain(tmp_path: Path) -> None:
+    w = _write(tmp_path, 30, max_size_mb=0.001)  # ~1 KiB files: several lines per file at most
+    w.close()
+    files = window_files(tmp_path)
+    assert len(files) > 3
+    names = [f.name for f in files]
+    assert names == sorted(names)
+    assert all(f.stat().st_size <= 1100 or len(f.read_bytes().splitlines()) == 1 for f in files)
+    counters = [int(n.split("-")[2].split(".")[0]) for n in names]
+    assert counters == list(range(1, len(files) + 1))
+    findings, _, count = verify_chain(read_records(tmp_path))
+    assert findings == [] and count == 30
+
+
+def test_gzip_of_closed_files(tmp_path: Path) -> None:
+    w = _write(tmp_path, 20, max_size_mb=0.001, compress=True)
+    w.close()
+    files = window_files(tmp_path)
+    assert all(f.name.endswith(".jsonl.gz") for f in files[:-1])
+    assert files[-1].name.endswith(".jsonl")  # the open file stays plain (appendable)
+    with gzip.open(files[0], "rb") as fh:
+        assert orjson.loads(fh.readline())["seq"] == 0
+    findings, _, count = verify_chain(read_records(tmp_path))
+    assert findings == [] and count == 20
+    # restart after compression: continues from the last line of the plain file
+    _write(tmp_path, 1, max_size_mb=0.001, compress=True).close()
+    assert verify_chain(read_records(tmp_path))[2] == 21
+
+
+def test_half_finished_compression_never_duplicates_lines(tmp_path: Path) -> None:
+    w = _write(tmp_path, 6, max_size_mb=0.001, compress=True)
+    w.close()
+    gz = window_files(tmp_path)[0]
+    plain = gz.with_suffix("")  # a crash after the rename, before the unlink
+    with gzip.open(gz, "rb") as fh:
+        plain.write_bytes(fh.read())
+    (tmp_path / (plain.name + ".gz.tmp")).write_bytes(b"partial")
+    w2 = ArchiveWriter(tmp_path, max_size_mb=0.001, compress=True)
+    rec = w2.open()
+    w2.close()
+    assert rec.removed_duplicates == 1 and not plain.exists()
+    assert verify_chain(read_records(tmp_path))[:1] == ([],)
+
+
+def test_torn_tail_is_moved_to_corrupt_and_chain_continues(tmp_path: Path) -> None:
+    _write(tmp_path, 3).close()
+    path = window_files(tmp_path)[-1]
+    good = path.read_bytes()
+    torn = b'{"ts":"2026-11-30T10:03:00Z","seq":3,"prev":"sha256:ab'
+    path.write_bytes(good + torn)
+    w = ArchiveWriter(tmp_path)
+    rec = w.open()
+    assert rec.corrupt_file is not None and rec.corrupt_file.read_bytes() == torn
+    assert rec.corrupt_file.name.endswith(".corrupt") and rec.last_seq == 2
+    assert path.read_bytes() == good
+    w.append(_report(9))
+    w.close()
+    findings, _, count = verify_chain(read_records(tmp_path))
+    assert findings == [] and count == 4
+
+
+def test_whole_but_invalid_last_line_is_also_moved_aside(tmp_path: Path) -> None:
+    _write(tmp_path, 2).close()
+    path = window_files(tmp_path)[-1]
+    lines = path.read_bytes().splitlines(keepends=True)
+    broken = lines[-1].replace(b'"spans":2', b'"spans":7')  # a line whose hash no longer holds
+    path.write_bytes(lines[0] + broken)
+    w = ArchiveWriter(tmp_path)
+    rec = w.open()
+    w.append(_report(5))
+    w.close()
+    assert rec.corrupt_file is not None and rec.corrupt_file.read_bytes() == broken
+    assert verify_chain(read_records(tmp_path))[0] == []
+
+
+def test_lock_held_by_live_process_names_its_pid(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+            from agent.archive import ArchiveWriter
+            w = ArchiveWriter(__import__("pathlib").Path({str(tmp_path)!r})); w.open()
+            print("locked", flush=True); sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ArchiveLockedError) as info:
+            ArchiveWriter(tmp_path).open()
+        assert info.value.holder_pid == holder.pid
+        assert f"process {holder.pid}" in str(info.value) and "--archive-dir" in str(info.value)
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    # the kernel dropped the lock with the process: a new writer opens (no stale lock)
+    w = ArchiveWriter(tmp_path)
+    w.open()
+    assert (tmp_path / LOCK_NAME).read_text().strip() == str(os.getpid())
+    w.close()
+
+
+def test_compressed_last_file_with_bad_tail_is_refused(tmp_path: Path) -> None:
+    with gzip.open(tmp_path / "windows-20261130-000001.jsonl.gz", "wb") as fh:
+        fh.write(b'{"not": "a record"}\n')
+    with pytest.raises(ArchiveError, match="carbonspan verify"):
+        ArchiveWriter(tmp_path).open()
