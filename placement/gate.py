@@ -1,0 +1,160 @@
+"""The runtime gate: a policy may place on carbon only with a current, real, winning R-ec
+evaluation on record.
+
+Resolving a policy (``carbonspan place``, :func:`placement.place`) first *probes* it: two
+clusters identical but for ``carbon_intensity`` are scored; different scores mean it weighs
+carbon, whatever the plugin declares. A carbon-weighing policy then goes through the table:
+
+    latest real evaluation of the policy      what placement does
+    none / only synthetic / unreadable log    carbon-first (carbon-aware) -> carbon-simple;
+    / older than the cadence / baseline won   any other -> runs with its carbon input withheld
+    retired                                   carbon input withheld (carbon-simple too)
+    candidate won, current                    runs as requested
+
+``carbon-simple`` is the simple baseline the gate falls back to, so it runs unless the
+capability is retired (the latest real evaluation of *any* policy says retire). A retirement
+does not expire with age: only a newer real evaluation lifts it (the conservative reading).
+``CARBONSPAN_CARBON_POLICY_GATE=warn`` lets the requested policy run and records in the
+report what enforce would have done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from placement.audit import LogState, Recorded
+from placement.decision import RETIRE, SHIP_CANDIDATE, Settings
+from placement.providers import CARBON_FIRST, CarbonSimple
+
+ENV_GATE = "CARBONSPAN_CARBON_POLICY_GATE"
+SIMPLE = CarbonSimple.name
+#: intensity pairs the probe scores; any difference in any pair means "weighs carbon"
+PROBE_PAIRS = ((50.0, 500.0), (100.0, 120.0), (0.0, 1000.0), (300.0, 301.0))
+AS_REQUESTED, REPLACED, WITHHELD = "as-requested", "replaced", "carbon-withheld"
+
+
+def gate_mode(env: Mapping[str, str] | None = None) -> str:
+    raw = (os.environ if env is None else env).get(ENV_GATE, "enforce").strip().lower() or "enforce"
+    if raw not in ("enforce", "warn"):
+        raise ValueError(f"{ENV_GATE}={raw!r}: use 'enforce' (the default) or 'warn'")
+    return raw
+
+
+def weighs_carbon(provider: Any) -> bool:
+    """Does the policy's choice depend on carbon intensity? Probed, never declared."""
+    base = {"name": "probe", "region": "probe", "cost_per_hour": 1.0, "capacity": 10.0, "used": 0.0}
+    for lo, hi in PROBE_PAIRS:
+        clusters = [{**base, "carbon_intensity": lo}, {**base, "carbon_intensity": hi}]
+        a, b = provider.score(clusters, {"id": "probe", "size": 1})
+        if a != b:
+            return True
+    return False
+
+
+class Withheld:
+    """A provider with its carbon input neutralised: every cluster is scored as if it had the
+    same intensity (the mean of the declared ones), so its other terms still rank."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        if hasattr(inner, "score_arrays"):
+            self.score_arrays = self._score_arrays
+
+    def score(self, clusters, job):
+        known = [c["carbon_intensity"] for c in clusters if c.get("carbon_intensity") is not None]
+        same = float(np.mean(known)) if known else None
+        return self.inner.score([{**c, "carbon_intensity": same} for c in clusters], job)
+
+    def _score_arrays(self, f):
+        ci = f["carbon_intensity"]
+        with np.errstate(all="ignore"):
+            same = np.nanmean(np.where(np.isnan(ci), np.nan, ci), axis=1, keepdims=True)
+        return self.inner.score_arrays({**f, "carbon_intensity": np.broadcast_to(same, ci.shape)})
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    effective: str
+    action: str
+    why: str
+    evidence: Recorded | None
+
+
+def _synthetic(rec: Recorded) -> bool:
+    trace = rec.event.get("trace")
+    return not isinstance(trace, dict) or trace.get("synthetic") is not False
+
+
+def _age_days(rec: Recorded, now: datetime) -> float:
+    try:
+        when = datetime.fromisoformat(str(rec.event.get("evaluated_at") or rec.ts).replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")  # an undated measurement licenses nothing
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (now - when).total_seconds() / 86400.0
+
+
+def _latest_real(log: LogState, policy: str | None) -> tuple[Recorded | None, int]:
+    mine = [r for r in log.evaluations if policy is None or r.event.get("policy") == policy]
+    real = [r for r in mine if not _synthetic(r)]
+    return (real[-1] if real else None), len(mine) - len(real)
+
+
+def _retirement(log: LogState) -> Recorded | None:
+    latest, _ = _latest_real(log, None)
+    if latest is not None and (latest.event.get("verdict") or {}).get("action") == RETIRE:
+        return latest
+    return None
+
+
+def _fallback(name: str, why: str, log: LogState, evidence: Recorded | None) -> Decision:
+    if name in CARBON_FIRST:
+        retired = _retirement(log)
+        if retired is None:
+            return Decision(SIMPLE, REPLACED, why, evidence)
+        why += (
+            f"; and carbon-aware placement is retired (evaluation seq {retired.seq} of "
+            f"{retired.event.get('policy')!r}), so {SIMPLE} is withheld too"
+        )
+        return Decision(name, WITHHELD, why, retired)
+    return Decision(name, WITHHELD, why, evidence)
+
+
+def decide_gate(name: str, log: LogState, settings: Settings, now: datetime) -> Decision:
+    """Apply the gate table to a carbon-weighing policy ``name``."""
+    if log.problem:
+        why = f"{log.problem}; treated as no evaluation (fail closed)"
+        return Decision(SIMPLE, AS_REQUESTED, why, None) if name == SIMPLE else _fallback(name, why, log, None)
+    if name == SIMPLE:
+        retired = _retirement(log)
+        if retired is not None:
+            why = f"carbon-aware placement retired by evaluation seq {retired.seq}: {retired.event['verdict'].get('reason', '')}"
+            return Decision(name, WITHHELD, why, retired)
+        return Decision(name, AS_REQUESTED, f"{SIMPLE} is the simple baseline; not retired", None)
+    latest, n_synth = _latest_real(log, name)
+    if latest is None:
+        why = f"no R-ec evaluation of {name} recorded in {log.path}"
+        if n_synth:
+            why = f"only synthetic R-ec evaluations of {name} ({n_synth}); synthetic evaluations never gate"
+        return _fallback(name, why, log, None)
+    verdict = latest.event.get("verdict") or {}
+    cite = f"evaluation seq {latest.seq} ({latest.ts})"
+    if verdict.get("action") == RETIRE:
+        return Decision(name, WITHHELD, f"retired by {cite}: {verdict.get('reason', '')}", latest)
+    age = _age_days(latest, now)
+    if age > settings.retest_days:
+        why = f"re-test overdue: latest real {cite} is {age:.0f} days old > cadence {settings.retest_days:g} days"
+        return _fallback(name, why, log, latest)
+    if verdict.get("action") != SHIP_CANDIDATE or verdict.get("ships") != name:
+        why = f"simple baseline {verdict.get('ships')} won {cite}: {verdict.get('reason', '')}"
+        return _fallback(name, why, log, latest)
+    why = f"won {cite}, delta {latest.event.get('delta_pp', float('nan')):.2f} pp, {age:.0f} days old"
+    return Decision(name, AS_REQUESTED, why, latest)
