@@ -25,8 +25,8 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> Aggregate
     """Fold every window of ``f`` inside ``period`` into a new state.
 
     Malformed lines are counted with their file and line and skipped; a truncated gzip
-    stream keeps the lines before the break. Logs one warning if the file used the fallback
-    (I/O proxy) path, so operators can find archives written by old agents.
+    stream keeps the lines before the break. A file that used the fallback (I/O proxy) path
+    is listed in ``fallback_files`` so operators can find archives written by old agents.
     """
     state = AggregateState()
     stat = FileStat(f.agent, f.name)
@@ -59,12 +59,17 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> Aggregate
     state.files.append(stat)
     if state.fallback_windows:
         state.fallback_files.append(f.label)
+    return state
+
+
+def _announce(f: ArchiveFile, state: AggregateState) -> None:
+    """One warning per archive file that used the fallback, logged where the run is driven."""
+    if state.fallback_windows:
         log.warning(
             "%s: %d window(s) without runtime attribution used the I/O-proxy fallback; "
             "upgrade the agent that wrote it for per-service energy",
             f.label, state.fallback_windows,
         )
-    return state
 
 
 def run_local(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
@@ -72,7 +77,9 @@ def run_local(files: Sequence[ArchiveFile], period: Period, strict: bool = False
     """Fold ``files`` one after another in this process."""
     total = AggregateState()
     for i, f in enumerate(files, start=1):
-        total.merge(fold_file(f, period, strict))
+        state = fold_file(f, period, strict)
+        _announce(f, state)
+        total.merge(state)
         if progress is not None:
             progress(i, len(files), f)
     return total
@@ -100,8 +107,10 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
         futures = client.map(fold_file, list(files), period=period, strict=strict, pure=False)  # type: ignore[attr-defined]
         total = AggregateState()
         for i, (f, fut) in enumerate(zip(files, futures, strict=True), start=1):
-            total.merge(fut.result())
+            state = fut.result()
             fut.release()
+            _announce(f, state)
+            total.merge(state)
             if progress is not None:
                 progress(i, len(files), f)
         return total

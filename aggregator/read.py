@@ -9,6 +9,7 @@ file and line. A *leaf* of the wrong type is a missing value (see ``aggregator.s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -41,13 +42,19 @@ class Period:
         return cls(float("-inf"), float("inf"))
 
     def labels(self) -> tuple[str, str]:
+        """RFC 3339 labels for the report; an open end is ``""``."""
         return _iso(self.start), _iso(self.end)
+
+    @classmethod
+    def from_labels(cls, start: str, end: str) -> Period:
+        """Inverse of :meth:`labels` (used to re-derive a report)."""
+        return cls(to_epoch(start) if start else float("-inf"), to_epoch(end) if end else float("inf"))
 
 
 def _iso(t: float) -> str:
-    if t in (float("inf"), float("-inf")):
-        return "" if t < 0 else "9999-12-31T23:59:59Z"
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if math.isinf(t):
+        return ""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
 
 
 def _bound(text: str, flag: str, end: bool) -> float:

@@ -1,0 +1,105 @@
+"""``carbonspan aggregate``: fold a period of archives into a disclosure report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from aggregator.engines import run_dask, run_local
+from aggregator.files import discover
+from aggregator.fold import AttributionError
+from aggregator.read import Period
+from aggregator.render import print_summary
+from aggregator.render_html import render_html
+from aggregator.report import build_report, report_bytes
+
+EPILOG = """example:
+  carbonspan aggregate archives/ --from 2026-11-01 --to 2026-11-30 \\
+      --org "ACME Corp" --out report.json --html report.html
+
+  --to includes the whole day it names. Paths may be archive roots, agent directories,
+  window files, or fsspec URLs (file://, s3://... when the fsspec backend is installed).
+  --engine dask folds files on a Dask cluster: --scheduler tcp://host:8786 to use an
+  existing one, or none to start two local workers.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "aggregate",
+        help="fold a period of archives into a disclosure report",
+        description="Read every archive window file under the paths (plain, rotated, gzip), keep "
+        "the windows that start inside the period and write the disclosure report (canonical "
+        "JSON), optionally as a single-file HTML page too.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", metavar="ARCHIVE_PATH")
+    p.add_argument("--from", dest="start", required=True, metavar="DATE",
+                   help="first day (YYYY-MM-DD) or time (RFC 3339) of the period")
+    p.add_argument("--to", dest="end", required=True, metavar="DATE",
+                   help="last day (included) or end time (excluded) of the period")
+    p.add_argument("--out", type=Path, help="write the JSON report here (default: standard output)")
+    p.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
+    p.add_argument("--org", default="", help="organisation named in the report")
+    p.add_argument("--strict-attribution", action="store_true",
+                   help="fail on a window that cannot be split between services")
+    p.add_argument("--engine", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (with --engine dask)")
+    p.set_defaults(func=handle)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"carbonspan aggregate: error: {message}", file=sys.stderr)
+    return code
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.scheduler and args.engine != "dask":
+        return _fail("--scheduler needs --engine dask")
+    try:
+        period = Period.parse(args.start, args.end)
+        files = discover(args.paths)
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    if not files:
+        return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
+    err = Console(stderr=True)
+    try:
+        state = _run(args, files, period, err)
+    except AttributionError as exc:
+        return _fail(f"strict attribution: {exc}", 1)
+    report = build_report(state, period, args.org)
+    data = report_bytes(report)
+    if args.out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        args.out.write_bytes(data)
+    if args.html is not None:
+        args.html.write_text(render_html(report), encoding="utf-8")
+    print_summary(report, err if args.out is None else Console())
+    return 0
+
+
+def _run(args: argparse.Namespace, files: list, period: Period, console: Console):
+    engine = run_dask if args.engine == "dask" else run_local
+    extra = {"scheduler": args.scheduler} if args.engine == "dask" else {}
+    if not console.is_terminal:
+        return engine(files, period, args.strict_attribution, **extra)
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("folding archive files", total=len(files))
+
+        def advance(done: int, total: int, f) -> None:
+            bar.update(task, completed=done, description=f"folding {f.label}")
+
+        return engine(files, period, args.strict_attribution, progress=advance, **extra)

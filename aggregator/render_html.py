@@ -1,0 +1,139 @@
+"""The report as one self-contained HTML page for readers who are not engineers.
+
+No scripts, fonts, images or style sheets are fetched: the style sits in a ``<style>`` block
+and the bar chart is inline SVG, so the file can be mailed, archived or printed as it is.
+Every string from the archives is HTML-escaped (service names are untrusted input).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from aggregator.render import fmt_kg, fmt_kwh
+from schema.report import DisclosureReport
+
+MAX_BARS = 25
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:60rem;
+color:#1d2b1f;padding:0 1rem;line-height:1.45}
+h1{margin-bottom:.2rem}h2{border-bottom:2px solid #cfe3d2;padding-bottom:.2rem;margin-top:2rem}
+.sub{color:#58705c}.cards{display:flex;flex-wrap:wrap;gap:1rem}
+.card{background:#f1f8f2;border-radius:.5rem;padding:.8rem 1.1rem;min-width:10rem}
+.card b{display:block;font-size:1.5rem}table{border-collapse:collapse;width:100%}
+th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e2ece3}td.n,th.n{text-align:right}
+code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
+"""
+
+
+def _card(label: str, value: str) -> str:
+    return f'<div class="card">{escape(label)}<b>{escape(value)}</b></div>'
+
+
+def _bars(report: DisclosureReport) -> str:
+    apps = report.applications[:MAX_BARS]
+    if not apps:
+        return "<p>No application carbon in this period.</p>"
+    top = max(a.carbon_kgco2eq for a in apps) or 1.0
+    row_h, label_w, bar_w = 22, 180, 420
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{label_w + bar_w + 110}" '
+             f'height="{row_h * len(apps) + 4}" aria-label="carbon per service">']
+    for i, app in enumerate(apps):
+        y = i * row_h + 2
+        width = max(1.0, bar_w * app.carbon_kgco2eq / top)
+        name = escape(app.service_name[:28])
+        parts.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end" font-size="13">{name}</text>'
+                     f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="{row_h - 6}" fill="#3f8f4f">'
+                     f'<title>{escape(app.service_name)}: {escape(fmt_kg(app.carbon_kgco2eq))}</title></rect>'
+                     f'<text x="{label_w + width + 6:.1f}" y="{y + 15}" font-size="12">'
+                     f'{escape(fmt_kg(app.carbon_kgco2eq))}</text>')
+    parts.append("</svg>")
+    more = len(report.applications) - len(apps)
+    if more > 0:
+        parts.append(f'<p class="note">and {more} more services with less carbon each.</p>')
+    return "".join(parts)
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
+    head = "".join(f'<th class="{"n" if i in numeric else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"n" if i in numeric else ""}">{escape(c)}</td>' for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _regions(report: DisclosureReport) -> str:
+    rows = [[r.region, r.status, f"{r.grid_intensity_gco2_kwh:g} g/kWh", f"{r.pue:g}", r.intensity_source,
+             fmt_kwh(r.energy_kwh), fmt_kg(r.carbon_kgco2eq)] for r in report.regions]
+    if not rows:
+        return "<p>No regions recorded.</p>"
+    return _table(["region", "status", "grid intensity", "PUE", "intensity data", "energy", "carbon"],
+                  rows, {2, 3, 5, 6})
+
+
+def _coverage(report: DisclosureReport) -> str:
+    agg, inp = report.aggregate, report.inputs
+    lines = [
+        f"{agg.period_coverage:.1%} of the {agg.windows:,} measurement windows carried per-service "
+        f"figures from the agent ({agg.runtime_windows:,}); {agg.fallback_windows:,} came from older "
+        "agents and were split between services by their share of I/O operations.",
+        f"{agg.unattributed_windows:,} windows could not be split at all and are shown as _unattributed.",
+        f"{inp.malformed_lines:,} unreadable archive lines were skipped; {agg.sanitised_values:,} "
+        f"impossible values (negative, not a number, infinite) were set to zero; "
+        f"{agg.missing_values:,} values were missing.",
+        f"{agg.dropped_services:,} service entries past the limit of services were not listed "
+        f"({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)}); they are in the totals.",
+    ]
+    return "".join(f"<p>{escape(t)}</p>" for t in lines)
+
+
+def _methodology(report: DisclosureReport) -> str:
+    m = report.methodology
+    rows = [
+        ["formula", m.sci_formula],
+        ["grid intensity data", ", ".join(m.intensity_sources) or "none recorded"],
+        ["data vintages", ", ".join(m.vintages) or "none recorded"],
+        ["energy sources", ", ".join(m.energy_source_models) or "none recorded"],
+        ["calibration applied", "yes" if m.calibration_applied else "no"],
+        ["energy per I/O operation (older agents)", f"{m.energy_per_io_op_kwh:g} kWh"],
+        ["data-centre overhead (PUE)", ", ".join(f"{k} {v:g}" for k, v in m.pue.items()) or "none"],
+        ["coefficients", ", ".join(m.coefficients) or "none recorded"],
+    ]
+    return _table(["", ""], rows, set())
+
+
+def render_html(report: DisclosureReport) -> str:
+    """The whole page as a string."""
+    agg, integ = report.aggregate, report.integrity
+    b = agg.carbon_breakdown
+    cards = "".join([
+        _card("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq)),
+        _card("Energy", fmt_kwh(agg.total_energy_kwh)),
+        _card("Requests", f"{agg.total_requests:,}"),
+        _card("Coverage", f"{agg.period_coverage:.1%}"),
+    ])
+    breakdown = _table(["part", "carbon"], [
+        ["running the applications", fmt_kg(b.operational_kgco2eq)],
+        ["making the hardware (embodied)", fmt_kg(b.embodied_kgco2eq)],
+        ["database servers", fmt_kg(b.database_kgco2eq)],
+        ["message brokers", fmt_kg(b.messaging_kgco2eq)],
+    ], {1})
+    period = f"{report.period.start or 'the first record'} to {report.period.end or 'the last record'}"
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Carbon disclosure {escape(report.organisation)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
+        f'<p class="sub">Period {escape(period)} (end excluded). Report format {escape(report.schema_version)}.</p>'
+        f'<div class="cards">{cards}</div>'
+        f"<h2>Where the carbon comes from</h2>{breakdown}"
+        f"<h2>Carbon per service</h2>{_bars(report)}"
+        f"<h2>Per region</h2>{_regions(report)}"
+        f"<h2>Coverage</h2>{_coverage(report)}"
+        f"<h2>Methodology</h2>{_methodology(report)}"
+        "<h2>Integrity</h2><p>Anyone with the archives can check this report with "
+        "<code>carbonspan verify ARCHIVES --report report.json</code>.</p>"
+        f"<p>Content hash <code>{escape(integ.content_hash)}</code><br>first archive record "
+        f"<code>{escape(integ.first_archive_hash)}</code><br>last archive record "
+        f"<code>{escape(integ.last_archive_hash)}</code></p></body></html>\n"
+    )
