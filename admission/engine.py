@@ -176,10 +176,14 @@ class Admission:
             over = self._first_over(pool, e)
             if over is not None:
                 x, cap = over
+                why = (
+                    f"beyond the weighted share of the surplus (rule 6): pool '{x.name}' may "
+                    f"hold {cap} µJ now" if x.parent is not None else f"the window budget of "
+                    f"root pool '{x.name}' ({cap} µJ) is taken; surplus never crosses roots"
+                )
                 return Verdict(
-                    claim.id, "pending", f"{who}beyond the weighted share of the surplus "
-                    f"(rule 6): pool '{x.name}' may hold {cap} µJ now", grade, "borrowing",
-                    devices=d, waits_for=f"{x.used_uj + e - cap} µJ of surplus under "
+                    claim.id, "pending", who + why, grade, "borrowing", devices=d,
+                    waits_for=f"{x.used_uj + e - cap} µJ under pool "
                     f"'{x.parent.name if x.parent else x.name}' (releases or the window rollover)",
                 ), []
             from_g = remaining if remaining > 0 else 0

@@ -1,0 +1,160 @@
+"""``carbonspan admit``: replay claims through pool/1 and audit its decision log."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from admission.grades import DEFAULT_WINDOWS, estimate_service
+from admission.log import DecisionLog, audit
+from admission.model import PoolConfigError, load_pools
+from admission.simulate import EventsError, Outcome, Simulator, parse_events
+
+EPILOG = """\
+example:
+  carbonspan admit simulate --pools pools.toml --events events.jsonl
+  carbonspan admit simulate --pools pools.toml --events events.jsonl --json --log decisions.jsonl
+  carbonspan admit simulate --pools pools.toml --events events.jsonl --archives archives/
+  carbonspan admit audit --log decisions.jsonl
+
+pools.toml holds [[pool]] tables (name, parent, energy_uj, devices, weight); events.jsonl
+holds one event per line: claim, complete, meter, release or rollover (docs/admission.md).
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "admit",
+        help="energy-accounted multi-tenant admission (pool/1)",
+        description="Decide admission in microjoules and devices over a forest of pools: "
+        "estimator claims never borrow, gangs are all-or-nothing, surplus is shared by weight.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
+    sub = parser.add_subparsers(dest="admit_command", metavar="ACTION")
+    sim = sub.add_parser(
+        "simulate",
+        help="replay an events file and print each verdict and the per-pool usage",
+        description="Replay claims, completions, meter readings, releases and rollovers; print "
+        "each verdict and the final per-pool energy usage against budget.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sim.add_argument("--pools", required=True, type=Path, help="pool forest (TOML)")
+    sim.add_argument("--events", required=True, type=Path, help="events (JSON lines)")
+    sim.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    sim.add_argument("--log", type=Path, help="append every input and verdict to this hash-chained log")
+    sim.add_argument("--archives", type=Path, help="carbonspan archive directory for claims naming a service")
+    sim.add_argument("--agent-id", help="only this agent's archives (default: all)")
+    sim.add_argument("--windows", type=int, default=DEFAULT_WINDOWS, help="recent windows per estimate")
+    sim.set_defaults(func=run_simulate)
+    aud = sub.add_parser(
+        "audit",
+        help="verify a decision log's chain and replay its verdicts",
+        description="Check the hash chain of a decision log, rebuild the pools it records and "
+        "replay every input; any verdict that differs is reported.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    aud.add_argument("--log", required=True, type=Path, help="decision log written by simulate --log")
+    aud.set_defaults(func=run_audit)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        forest = load_pools(args.pools)
+    except PoolConfigError as exc:
+        print(f"carbonspan admit: {exc}", file=sys.stderr)
+        return 2
+    estimates = None
+    if args.archives is not None:
+        estimates = partial(estimate_service, args.archives, agent_id=args.agent_id, windows=args.windows)
+    try:
+        events = parse_events(args.events, forest, estimates)
+    except EventsError as exc:
+        print(f"carbonspan admit: {exc}\nnothing was replayed; fix these lines and run again", file=sys.stderr)
+        return 2
+    try:
+        log = DecisionLog(args.log) if args.log else None
+    except ValueError as exc:
+        print(f"carbonspan admit: {exc}", file=sys.stderr)
+        return 2
+    sim = Simulator(forest, log)
+    try:
+        outcome = sim.run(events)
+    finally:
+        if log is not None:
+            log.close()
+    usage = sim.engine.usage()
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(_as_json(outcome, usage), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(_render(outcome, usage))
+    for err in outcome.errors:
+        print(f"carbonspan admit: {err}", file=sys.stderr)
+    return 1 if outcome.errors else 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        problems = audit(args.log)
+    except (ValueError, OSError) as exc:
+        print(f"carbonspan admit: {exc}", file=sys.stderr)
+        return 1
+    for p in problems:
+        print(f"carbonspan admit: {args.log.name}: {p}", file=sys.stderr)
+    if not problems:
+        print(f"{args.log}: chain intact; every recorded verdict replays identically")
+    return 1 if problems else 0
+
+
+def _as_json(outcome: Outcome, usage: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "verdicts": [{"event": where, **v.to_dict()} for where, v in outcome.verdicts],
+        "preempted": outcome.preempted,
+        "pools": usage,
+        "errors": outcome.errors,
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _render(outcome: Outcome, usage: list[dict[str, Any]]) -> str:
+    vrows = [
+        [
+            where, v.claim, v.decision, v.step, v.grade, str(v.from_guarantee_uj),
+            str(v.borrowed_uj), str(v.devices),
+            v.reason + (f"; waits for {v.waits_for}" if v.waits_for else "")
+            + (f"; preempted {', '.join(v.preempted)}" if v.preempted else ""),
+        ]
+        for where, v in outcome.verdicts
+    ]
+    prow = [
+        [
+            "  " * u["depth"] + u["pool"], str(u["guarantee_uj"]), str(u["spent_uj"]),
+            str(u["reserved_uj"]), str(u["used_uj"]), str(u["borrowed_uj"]), str(u["cap_uj"]),
+            f"{100 * u['used_uj'] / u['guarantee_uj']:.1f}%" if u["guarantee_uj"] else "-",
+            f"{u['devices_used']}/{u['devices']}",
+        ]
+        for u in usage
+    ]
+    return "\n".join(
+        [
+            "verdicts",
+            _table(["event", "claim", "decision", "step", "grade", "own_uj", "borrowed_uj", "devices", "reason"], vrows),
+            "",
+            "pools (energy in µJ this window)",
+            _table(["pool", "guarantee", "spent", "reserved", "used", "borrowed", "cap_now", "used/guar", "devices"], prow),
+        ]
+    )

@@ -1,0 +1,126 @@
+"""Estimates and grades from carbonspan's own archives (untrusted input).
+
+A claim that names a service instead of an estimate takes both from the service's recent
+window lines: ``archives/<agent-id>/windows-*.jsonl[.gz]``, each line
+``{"ts", "seq", "prev", "hash", "report"}`` with ``report.green_summary.per_service_energy_kwh``
+and ``per_service_energy_model`` maps keyed by service.
+
+- estimate: the mean of the service's energy over its most recent ``windows`` window lines,
+  converted to µJ (1 kWh = 3.6e12 µJ) and rounded *up*, so a claim never under-reserves by
+  rounding;
+- grade: the weakest grade among those windows' model tags, because one modelled window makes
+  the figure partly modelled: ``schema.tags.is_measured`` tags -> ``measured``;
+  ``cloud_specpower`` and ``io_proxy_*`` (with or without ``+cal``) -> ``modelled``; an
+  unknown or empty tag, or no usable window at all -> ``estimator``.
+
+Archive lines are read with orjson directly (this module imports neither ``agent`` nor
+``aggregator``) and treated as untrusted: a line that is not JSON, a value that is not a finite
+non-negative number, or a map that is not a map is skipped and counted in ``ignored``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from schema.tags import PROXY_TAGS, base_tag, is_measured
+
+UJ_PER_KWH = 3_600_000_000_000  # 1 kWh = 3.6e6 J = 3.6e12 µJ
+DEFAULT_WINDOWS = 12
+_GRADE_RANK = {"estimator": 0, "modelled": 1, "measured": 2}
+MODELLED_TAGS = PROXY_TAGS | {"cloud_specpower"}
+
+
+def grade_of_tag(tag: Any) -> str:
+    """The grade a single energy-model tag earns."""
+    if not isinstance(tag, str) or not tag:
+        return "estimator"
+    if is_measured(tag):
+        return "measured"
+    if base_tag(tag) in MODELLED_TAGS:
+        return "modelled"
+    return "estimator"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEstimate:
+    """What the archives say about one service: µJ per window, grade, and the evidence."""
+
+    service: str
+    estimate_uj: int
+    grade: str
+    windows: int  # window lines the estimate is the mean of (0: no data)
+    tags: tuple[str, ...]
+    ignored: int  # lines or values skipped as unreadable or not finite non-negative numbers
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            yield from fh
+    except (OSError, EOFError):  # truncated gzip or unreadable file: what was read stands
+        return
+
+
+def archive_files(archives: Path, agent_id: str | None = None) -> list[Path]:
+    """Window files under ``archives/<agent-id>/`` (all agents when ``agent_id`` is None)."""
+    dirs = [archives / agent_id] if agent_id else sorted(p for p in archives.iterdir() if p.is_dir())
+    files: list[Path] = []
+    for d in dirs:
+        if d.is_dir():
+            files.extend(sorted(d.glob("windows-*.jsonl")) + sorted(d.glob("windows-*.jsonl.gz")))
+    return files
+
+
+def _observation(raw: bytes, service: str) -> tuple[str, float, Any] | None | bool:
+    """``(ts, kwh, tag)`` for ``service`` in one line, ``None`` if absent, False if unusable."""
+    try:
+        line = orjson.loads(raw)
+        summary = line["report"]["green_summary"]
+        energy = summary.get("per_service_energy_kwh", {})
+        models = summary.get("per_service_energy_model", {})
+        ts = line["ts"]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return False
+    if not isinstance(energy, dict) or not isinstance(models, dict) or not isinstance(ts, str):
+        return False
+    if service not in energy:
+        return None
+    kwh = energy[service]
+    if isinstance(kwh, bool) or not isinstance(kwh, int | float) or not math.isfinite(kwh) or kwh < 0:
+        return False
+    return ts, float(kwh), models.get(service)
+
+
+def estimate_service(
+    archives: str | Path, service: str, *, agent_id: str | None = None, windows: int = DEFAULT_WINDOWS
+) -> ServiceEstimate:
+    """Estimate and grade ``service`` from its ``windows`` most recent archive window lines."""
+    root = Path(archives)
+    seen: list[tuple[str, float, Any]] = []
+    ignored = 0
+    if root.is_dir():
+        for path in archive_files(root, agent_id):
+            for raw in _lines(path):
+                if not raw.strip():
+                    continue
+                obs = _observation(raw, service)
+                if obs is False:
+                    ignored += 1
+                elif obs is not None:
+                    seen.append(obs)  # type: ignore[arg-type]
+    seen.sort(key=lambda o: o[0])
+    recent = seen[-windows:] if windows > 0 else []
+    if not recent:
+        return ServiceEstimate(service, 0, "estimator", 0, (), ignored)
+    tags = tuple(str(t) if isinstance(t, str) else "" for _, _, t in recent)
+    grade = min((grade_of_tag(t) for t in tags), key=_GRADE_RANK.__getitem__)
+    mean_kwh = sum(k for _, k, _ in recent) / len(recent)
+    return ServiceEstimate(service, math.ceil(mean_kwh * UJ_PER_KWH), grade, len(recent), tags, ignored)
