@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from agent.archive import WAL_NAME, ArchiveWriter
@@ -37,16 +38,17 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
 
     base = ScoringContext.from_config(cfg.green)
 
-    def context() -> Any:
+    def context(now: int) -> Any:
+        # the window's clock stands in for absurd span timestamps and judges signal freshness
         if sources is None:
-            return base
-        return dataclasses.replace(base, signals=sources.current())
+            return dataclasses.replace(base, now_ns=now)
+        return dataclasses.replace(base, now_ns=now, signals=sources.current())
 
     def score(batch: Any) -> Any:
-        return score_batch(batch, context())
+        return score_batch(batch, context(time.time_ns()))
 
     def report(partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]) -> dict[str, Any]:
-        rep = build_report(partial, context(), start_ns, end_ns, agent_id=agent_id,
+        rep = build_report(partial, context(end_ns), start_ns, end_ns, agent_id=agent_id,
                            counters=counters or None)
         return rep.model_dump(mode="json")
 

@@ -132,8 +132,8 @@ class Pipeline:
         """
         self._count_rejections(batch)
         n = len(batch)
-        if n == 0:
-            return
+        if n == 0 and not batch.rejected and not any(batch.counters.values()):
+            return  # nothing to score and nothing to count
         partial = self.scoring.score(batch)
         payload = partial.to_bytes()
         with self._lock:

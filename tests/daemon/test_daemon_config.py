@@ -1,0 +1,84 @@
+"""[agent] settings: defaults, TOML, CARBONSPAN_* environment, CLI precedence, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import ConfigError
+from agent.daemon_config import AgentSettings, parse_agent, read_token, resolve
+
+
+def test_defaults_bind_loopback_and_spec_ports() -> None:
+    s = parse_agent(None)
+    assert (s.bind, s.grpc_port, s.http_port) == ("127.0.0.1", 4317, 4318)
+    assert s.window_seconds == 60.0 and s.max_request_bytes == 16 * 1024 * 1024
+    assert s.archive.max_size_mb == 100.0 and s.archive.dir == Path("archives")
+    assert s.archive_path == Path("archives") / s.agent_id
+
+
+def test_toml_table_with_subtables() -> None:
+    s = parse_agent({
+        "bind": "0.0.0.0", "grpc_port": 14317, "window_seconds": 5, "agent_id": "node-1",
+        "archive": {"dir": "/tmp/a", "max_size_mb": 1.5, "compress": True, "rotate_daily": False},
+        "auth": {"token_file": "/etc/token"},
+        "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
+    })
+    assert s.bind == "0.0.0.0" and s.grpc_port == 14317 and s.window_seconds == 5.0
+    assert s.archive.dir == Path("/tmp/a") and s.archive.compress and not s.archive.rotate_daily
+    assert s.auth.token_file == Path("/etc/token") and s.tls.enabled
+    assert s.archive_path == Path("/tmp/a/node-1")
+
+
+def test_precedence_cli_over_env_over_toml() -> None:
+    table = {"grpc_port": 1000, "http_port": 1001, "window_seconds": 30,
+             "archive": {"max_size_mb": 10}}
+    env = {"CARBONSPAN_GRPC_PORT": "2000", "CARBONSPAN_WINDOW_SECONDS": "15",
+           "CARBONSPAN_ARCHIVE_MAX_SIZE_MB": "7", "CARBONSPAN_ARCHIVE_COMPRESS": "true",
+           "OTHER": "x"}
+    s = resolve(table, env, {"grpc_port": 3000, "window_seconds": None, "archive_dir": Path("/d")})
+    assert s.grpc_port == 3000  # CLI
+    assert s.http_port == 1001  # TOML
+    assert s.window_seconds == 15.0  # env (CLI flag not given)
+    assert s.archive.max_size_mb == 7.0 and s.archive.compress is True
+    assert s.archive.dir == Path("/d")
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ({"grpc_port": "4317"}, "[agent] grpc_port = '4317': expected a non-negative integer"),
+        ({"grpc_port": 70000}, "grpc_port"),
+        ({"window_seconds": 0}, "[agent] window_seconds = 0: expected a positive number"),
+        ({"archive": {"max_size_mb": -1}}, "[agent.archive] max_size_mb"),
+        ({"archive": {"compress": "yes"}}, "[agent.archive] compress = 'yes': expected true or false"),
+        ({"colour": "blue"}, "unknown key [agent] colour"),
+        ({"archive": {"dirr": "x"}}, "unknown key [agent] archive.dirr"),
+        ({"agent_id": "../etc"}, "agent_id"),
+        ({"tls": {"cert_file": "c.pem"}}, "both cert_file and key_file"),
+        ({"grpc_port": 5000, "http_port": 5000}, "both 5000"),
+        ({"archive": "x"}, "[agent.archive] must be a table"),
+    ],
+)
+def test_mistakes_name_the_key_and_what_is_expected(table: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_agent(table)
+    assert needle in str(info.value)
+
+
+def test_bad_env_value_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="queue_size = 'many'"):
+        resolve({}, {"CARBONSPAN_QUEUE_SIZE": "many"})
+
+
+def test_token_file(tmp_path: Path) -> None:
+    assert read_token(AgentSettings()) is None
+    tok = tmp_path / "token"
+    tok.write_text("s3cret\n")
+    assert read_token(parse_agent({"auth": {"token_file": str(tok)}})) == b"s3cret"
+    tok.write_text("  \n")
+    with pytest.raises(ConfigError, match="is empty"):
+        read_token(parse_agent({"auth": {"token_file": str(tok)}}))
+    with pytest.raises(ConfigError, match="cannot read it"):
+        read_token(parse_agent({"auth": {"token_file": str(tmp_path / "nope")}}))
