@@ -1,0 +1,39 @@
+"""The fast protobuf decoder: ``_wire.decode`` (C) output -> SpanBatch.
+
+The C scan returns the three string tables, one bytearray per column and the counters; this
+wraps the bytearrays as numpy arrays without copying (bytearrays are writable, so the
+columns are ordinary arrays) and turns the C error into ``OtlpDecodeError``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agent.batch import SpanBatch
+from agent.otlp import _wire
+from agent.otlp.errors import OtlpDecodeError
+from agent.otlp.rules import COUNTER_NAMES, MAX_TIMESTAMP_NS
+
+if _wire.MAX_TIMESTAMP_NS != MAX_TIMESTAMP_NS:  # the C mirror of rules.py must agree
+    raise ImportError("agent.otlp._wire is out of date with agent.otlp.rules: rebuild it")
+
+_DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
+
+
+def decode_protobuf_fast(data: bytes | bytearray | memoryview) -> SpanBatch:
+    """Decode a serialized ``ExportTraceServiceRequest`` straight from the wire format."""
+    try:
+        out = _wire.decode(data)
+    except _wire.WireError as exc:
+        raise OtlpDecodeError(f"malformed OTLP ExportTraceServiceRequest: {exc}") from None
+    services, regions, endpoints = out[0], out[1], out[2]
+    cols = [np.frombuffer(buf, dtype) for buf, dtype in zip(out[3:12], _DTYPES, strict=True)]
+    counts, rejected = out[12], out[13]
+    return SpanBatch(
+        services,
+        regions,
+        endpoints,
+        *cols,
+        counters={name: n for name, n in zip(COUNTER_NAMES, counts, strict=True) if n},
+        rejected=rejected,
+    )
