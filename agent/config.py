@@ -94,7 +94,9 @@ def parse_config(doc: dict[str, Any]) -> Config:
     """Validate an already-parsed TOML document."""
     for key in doc:
         if key not in TOP_LEVEL:
-            raise ConfigError(f"{key}: unknown top-level key; expected one of {', '.join(TOP_LEVEL)}")
+            raise ConfigError(
+                f"{key}: unknown top-level key; expected one of {', '.join(TOP_LEVEL)}"
+            )
     sections: dict[str, dict] = {}
     for name in ("agent", "sources"):
         if name in doc:
@@ -121,7 +123,9 @@ def parse_green(table: dict[str, Any]) -> GreenConfig:
         default_region = _region(table["default_region"], "[green] default_region")
     return GreenConfig(
         default_region=default_region,
-        use_hourly_profiles=_bool(table.get("use_hourly_profiles", True), "[green] use_hourly_profiles"),
+        use_hourly_profiles=_bool(
+            table.get("use_hourly_profiles", True), "[green] use_hourly_profiles"
+        ),
         per_operation_coefficients=_bool(
             table.get("per_operation_coefficients", True), "[green] per_operation_coefficients"
         ),
@@ -177,11 +181,15 @@ def _hosts(value: Any) -> tuple[HostConfig, ...]:
             raise ConfigError(f"{where} name: missing; every host needs a name")
         name = _string(t["name"], f"{where} name", "a non-empty string")
         if name in names:
-            raise ConfigError(f"{where} name: {name!r} is used by an earlier host; names must be unique")
+            raise ConfigError(
+                f"{where} name: {name!r} is used by an earlier host; names must be unique"
+            )
         names.add(name)
         kind = t.get("kind")
         if kind not in HOST_KINDS:
-            raise ConfigError(f"{where} kind: expected \"database\" or \"messaging\", got {_show(kind)}")
+            raise ConfigError(
+                f'{where} kind: expected "database" or "messaging", got {_show(kind)}'
+            )
         if "watts" not in t and "measured" not in t:
             raise ConfigError(f"{where} watts: missing; declare watts or name a measured source")
         count = t.get("count", 1)
@@ -196,7 +204,9 @@ def _hosts(value: Any) -> tuple[HostConfig, ...]:
                 watts=_number(t.get("watts", 0.0), f"{where} watts", "a number of watts >= 0"),
                 count=count,
                 in_totals=_bool(t.get("in_totals", True), f"{where} in_totals"),
-                measured=None if measured is None else _string(measured, f"{where} measured", "a source name"),
+                measured=None
+                if measured is None
+                else _string(measured, f"{where} measured", "a source name"),
             )
         )
     return tuple(hosts)
@@ -251,6 +261,6 @@ def _region(value: Any, where: str) -> str:
     if not isinstance(value, str) or not REGION_RE.match(value):
         raise ConfigError(
             f"{where}: expected a region name of 1-64 ASCII letters, digits, '-' or '_' "
-            f"(e.g. \"eu-west-3\"), got {_show(value)}"
+            f'(e.g. "eu-west-3"), got {_show(value)}'
         )
     return value.lower()

@@ -204,7 +204,9 @@ def methodology(model: CarbonModel, use_profiles: bool, coefficients: bool) -> d
         "intensity_table": "; ".join(f"{k}: {v}" for k, v in SOURCES.items()),
         "intensity_profiles": (
             "shape of the zone's 2022 month x hour (else hour-of-day) means, scaled to the "
-            "annual value" if use_profiles else "off (annual values)"
+            "annual value"
+            if use_profiles
+            else "off (annual values)"
         ),
         "pue": "; ".join(f"{k}: {v}" for k, v in PUE_SOURCES.items()),
     }

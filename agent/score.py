@@ -1,0 +1,344 @@
+"""One scoring pass: SpanBatch + ScoringContext -> WindowPartial, in numpy columns.
+
+For each span (docs/carbon-model.md has the formulas and the worked arithmetic):
+
+    region    = span cloud.region | resource cloud.region (decoder) | [green.service_regions]
+                | default_region | "unknown"           (first MAX_REGIONS regions, rest -> unknown)
+    energy    = measured kWh/op (fresh source)  |  1e-7 x weight(op) x calibration(service)
+    carbon    = energy x intensity(region, month, hour | live) x PUE(region)
+
+and the figures are added to a (service, region) cell. Every per-span step is a numpy gather
+or ``np.bincount`` over integer columns; the only Python loops run over the batch's small
+string tables (services, regions, endpoints). ``WindowPartial`` (agent.carbon.partial) holds the
+cells and merges in order, so scoring batches one by one and merging equals scoring their
+concatenation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.batch import OP_HTTP, OP_NONE, SpanBatch
+from agent.carbon.model import (
+    ANNUAL_COLUMN,
+    ENERGY_PER_IO_OP_KWH,
+    KIND_ANNUAL,
+    KIND_REAL_TIME,
+    PROXY_TAG_BY_KIND,
+    CarbonModel,
+    http_weights,
+    op_weight_table,
+)
+from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
+from agent.carbon.signals import Signals
+from agent.carbon.tagcodes import CODE, SOURCE_TAGS, TAGS, proxy_code
+from agent.config import REGION_RE, Config, GreenConfig
+from schema.tags import LIVE_INTENSITY_TAGS
+
+__all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]
+
+NS_PER_HOUR = 3_600_000_000_000
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What scoring reads besides the batch: config, model, live signals and the clock.
+
+    ``now_ns`` is the window's clock: it judges signal freshness and stands in for absurd
+    span timestamps. ``None`` reads the wall clock for freshness and scores spans without a
+    timestamp at the annual value (so a context without a clock stays deterministic).
+    """
+
+    config: GreenConfig
+    model: CarbonModel
+    signals: Signals = field(default_factory=Signals)
+    now_ns: int | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: Config | GreenConfig | None = None,
+        signals: Signals | None = None,
+        now_ns: int | None = None,
+        model: CarbonModel | None = None,
+    ) -> ScoringContext:
+        green = cfg.green if isinstance(cfg, Config) else (cfg or GreenConfig())
+        return cls(green, model or CarbonModel.default(), signals or Signals(), now_ns)
+
+    def now_s(self) -> float:
+        return self.now_ns / 1e9 if self.now_ns is not None else time.time()
+
+
+def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
+    """Score one batch as a window partial of its own (merge it into the window's)."""
+    n = len(batch)
+    counters = {k: int(v) for k, v in batch.counters.items() if v}
+    if batch.rejected:
+        bump(counters, "spans_rejected", int(batch.rejected))
+    if n == 0:
+        return WindowPartial.empty(counters)
+    keys, span_key = _service_keys(batch)
+    region_names, span_reg = _resolve_regions(batch, keys, span_key, ctx.config, counters)
+    keys, span_key, first_key_row = _first_seen(keys, span_key)
+    region_names, span_reg, _ = _first_seen(region_names, span_reg)
+    region_names, span_reg = _cap_regions(region_names, span_reg, counters)
+    return _accumulate(batch, ctx, keys, span_key, first_key_row, region_names, span_reg, counters)
+
+
+def _service_keys(batch: SpanBatch) -> tuple[list[str], np.ndarray]:
+    """Lowercased service keys (table order) and each span's key index."""
+    index: dict[str, int] = {}
+    of_table = np.array(
+        [index.setdefault(name.lower(), len(index)) for name in batch.services], dtype=np.int64
+    )
+    return list(index), of_table[batch.service_id]
+
+
+def _resolve_regions(
+    batch: SpanBatch, keys: list[str], span_key: np.ndarray, cfg: GreenConfig, counters: dict
+) -> tuple[list[str], np.ndarray]:
+    """Each span's region: its own (decoder) else the service's configured/default/unknown."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    table = np.empty(len(batch.regions) + len(keys), dtype=np.int64)
+    invalid: list[int] = []
+    for i, raw in enumerate(batch.regions):
+        if REGION_RE.match(raw):
+            table[i] = intern(raw.lower())
+        else:  # the decoder filters these; a hand-built batch might not
+            table[i] = -1
+            invalid.append(i)
+    fallback = cfg.default_region or UNKNOWN
+    for k, key in enumerate(keys):
+        table[len(batch.regions) + k] = intern(cfg.service_regions.get(key, fallback))
+    rid = batch.region_id.astype(np.int64)
+    own = table[np.where(rid >= 0, rid, 0)] if len(batch.regions) else np.full(rid.shape, -1)
+    if invalid:
+        bad = np.isin(rid, invalid)
+        bump(counters, "region_invalid", int(bad.sum()))
+        own = np.where(bad, -1, own)
+    own = np.where(rid >= 0, own, -1)
+    return names, np.where(own >= 0, own, table[len(batch.regions) + span_key])
+
+
+def _first_seen(names: list[str], idx: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Renumber ``idx`` so that ids follow first appearance in row order; drop unused names."""
+    used, first = np.unique(idx, return_index=True)
+    order = np.argsort(first, kind="stable")
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used[order]] = np.arange(len(used))
+    return [names[i] for i in used[order]], remap[idx], first[order]
+
+
+def _cap_regions(
+    names: list[str], span_reg: np.ndarray, counters: dict
+) -> tuple[list[str], np.ndarray]:
+    """Keep the first MAX_REGIONS real regions; fold later ones into ``unknown`` (counted)."""
+    real = [i for i, r in enumerate(names) if r != UNKNOWN]
+    if len(real) <= MAX_REGIONS:
+        return names, span_reg
+    over = np.array(real[MAX_REGIONS:])
+    folded = np.isin(span_reg, over)
+    bump(counters, "region_overflow", int(folded.sum()))
+    if UNKNOWN not in names:
+        names = names + [UNKNOWN]
+    unknown = names.index(UNKNOWN)
+    span_reg = np.where(folded, unknown, span_reg)
+    names, span_reg, _ = _first_seen(names, span_reg)
+    return names, span_reg
+
+
+@dataclass(slots=True)
+class _RegionPlan:
+    rows: np.ndarray  # (R, 289) intensity per month x hour cell, last column annual
+    pue: np.ndarray  # (R,)
+    kind: np.ndarray  # (R,) KIND_* the region uses when a span has a timestamp
+    live_code: np.ndarray  # (R,) tag code of a fresh live signal, 0 if none
+    estimated: np.ndarray  # (R,) bool
+
+
+def _plan_regions(names: list[str], ctx: ScoringContext, counters: dict) -> _RegionPlan:
+    """Intensity rows, PUE, kind and live tag of the batch's few regions."""
+    r = len(names)
+    plan = _RegionPlan(
+        rows=np.zeros((r, ANNUAL_COLUMN + 1)),
+        pue=np.ones(r),
+        kind=np.zeros(r, dtype=np.int8),
+        live_code=np.zeros(r, dtype=np.int8),
+        estimated=np.zeros(r, dtype=np.bool_),
+    )
+    use_profiles = ctx.config.use_hourly_profiles
+    sig = ctx.signals
+    for i, name in enumerate(names):
+        if ctx.model.region(name) is None:  # unknown or out of table: energy counted, 0 g
+            continue
+        plan.pue[i] = ctx.model.pue_of(name)
+        live = sig.live_intensity.get(name)
+        if live is not None:
+            if live_ok(live, ctx.now_s(), sig.max_signal_age_s):
+                plan.rows[i] = live.gco2_kwh
+                plan.kind[i] = KIND_REAL_TIME
+                plan.live_code[i] = CODE[live.tag]
+                plan.estimated[i] = bool(live.estimated)
+                continue
+            bump(counters, "live_intensity_stale")
+            plan.estimated[i] = True
+        plan.rows[i] = ctx.model.intensity_row(name, use_profiles)
+        plan.kind[i] = ctx.model.profile_kind(name, use_profiles)
+    return plan
+
+
+def live_ok(live, now_s: float, max_age_s: float) -> bool:
+    value = live.gco2_kwh
+    return (
+        live.tag in LIVE_INTENSITY_TAGS
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value >= 0
+        and now_s - live.taken_at <= max_age_s
+    )
+
+
+def _measured(
+    keys: list[str], ctx: ScoringContext, counters: dict
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per service key: fresh measured kWh/op (or NaN) and its tag code."""
+    rate = np.full(len(keys), np.nan)
+    code = np.zeros(len(keys), dtype=np.int8)
+    now = ctx.now_s()
+    for k, key in enumerate(keys):
+        m = ctx.signals.measured.get(key)
+        if m is None:
+            continue
+        ok = (
+            m.tag in SOURCE_TAGS
+            and math.isfinite(m.kwh_per_op)
+            and m.kwh_per_op >= 0
+            and now - m.taken_at <= 3 * m.interval_s
+        )
+        if ok:
+            rate[k], code[k] = m.kwh_per_op, CODE[m.tag]
+        else:
+            bump(counters, "measured_stale_services")
+    return rate, code
+
+
+def _span_cells(
+    batch: SpanBatch, ctx: ScoringContext, has_profile: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each span's month x hour cell (0..287), or ANNUAL_COLUMN without a usable time."""
+    start = batch.start_ns.astype(np.int64)
+    if ctx.now_ns is not None:
+        absurd = start <= 0
+        start = np.where(absurd, ctx.now_ns, start)
+    known = start > 0
+    if not (has_profile and known.any()):
+        return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), known
+    safe = np.where(known, start, 0)
+    hour = (safe // NS_PER_HOUR) % 24
+    month = safe.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
+    return np.where(known, month * 24 + hour, ANNUAL_COLUMN), known
+
+
+def _accumulate(
+    batch: SpanBatch,
+    ctx: ScoringContext,
+    keys: list[str],
+    span_key: np.ndarray,
+    first_key_row: np.ndarray,
+    regions: list[str],
+    span_reg: np.ndarray,
+    counters: dict,
+) -> WindowPartial:
+    s, r = len(keys), len(regions)
+    cfg = ctx.config
+    plan = _plan_regions(regions, ctx, counters)
+    op = batch.op_class.astype(np.int64)
+    io = op != OP_NONE
+    # energy: proxy weight x calibration, or a fresh measured rate
+    weight = op_weight_table(cfg.per_operation_coefficients)[op]
+    if cfg.per_operation_coefficients:
+        weight = np.where(op == OP_HTTP, http_weights(batch.response_bytes), weight)
+    cal = np.array([cfg.calibration.get(k, 1.0) for k in keys])
+    calibrated = np.array([k in cfg.calibration for k in keys], dtype=np.bool_)
+    rate, meas_code = _measured(keys, ctx, counters)
+    measured = io & ~np.isnan(rate)[span_key]
+    energy = np.where(
+        measured, np.nan_to_num(rate)[span_key], ENERGY_PER_IO_OP_KWH * weight * cal[span_key]
+    )
+    energy = np.where(io, energy, 0.0)
+    # intensity of each span's region at its month x hour
+    has_profile = bool((plan.kind[(plan.kind > KIND_ANNUAL) & (plan.kind < KIND_REAL_TIME)]).size)
+    cell_t, known = _span_cells(batch, ctx, has_profile)
+    carbon = energy * plan.rows[span_reg, cell_t] * plan.pue[span_reg]
+    # the span's kind: real time, or its region's profile kind when it has a time, else annual
+    span_kind = np.where(
+        known | (plan.kind[span_reg] == KIND_REAL_TIME), plan.kind[span_reg], KIND_ANNUAL
+    )
+    proxy_codes = np.array(
+        [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)],
+        dtype=np.int8,
+    )
+    etag = np.where(
+        measured, meas_code[span_key], proxy_codes[calibrated[span_key].astype(np.int64), span_kind]
+    )
+    cell = span_key * r + span_reg
+    size = s * r
+
+    def per_cell(weights: np.ndarray | None, dtype=np.float64) -> np.ndarray:
+        return np.bincount(cell, weights, minlength=size).reshape(s, r).astype(dtype)
+
+    ops = per_cell(io.astype(np.float64), np.int64)
+    nt = len(TAGS)
+    seen = np.bincount(cell[io] * nt + etag[io], minlength=size * nt).reshape(size, nt) > 0
+    cell_etag = (nt - 1 - np.argmax(seen[:, ::-1], axis=1)) * seen.any(axis=1)
+    kinds = np.bincount(span_reg * 4 + span_kind, minlength=r * 4).reshape(r, 4) > 0
+    return WindowPartial(
+        services=keys,
+        service_region=span_reg[first_key_row].tolist(),
+        regions=regions,
+        region_kind=(3 - np.argmax(kinds[:, ::-1], axis=1)).astype(np.int8),
+        region_estimated=plan.estimated,
+        energy=per_cell(energy),
+        carbon=per_cell(carbon),
+        ops=ops,
+        measured_ops=per_cell(measured.astype(np.float64), np.int64),
+        span_count=per_cell(None, np.int64),
+        etag=cell_etag.reshape(s, r).astype(np.int8),
+        ltag=np.where(ops > 0, plan.live_code[None, :], 0).astype(np.int8),
+        requests=np.bincount(span_key, batch.is_entry.astype(np.float64), minlength=s).astype(
+            np.int64
+        ),
+        endpoints=_endpoints(batch, keys, span_key, io, counters),
+        traces=np.unique(batch.trace_lo.astype(np.uint64)),
+        spans=len(batch),
+        counters=counters,
+    )
+
+
+def _endpoints(
+    batch: SpanBatch, keys: list[str], span_key: np.ndarray, io: np.ndarray, counters: dict
+) -> dict[tuple[str, str], int]:
+    """I/O ops per (service, span name), first-seen order, at most MAX_ENDPOINTS."""
+    if not io.any():
+        return {}
+    ne = max(len(batch.endpoints), 1)
+    code = span_key[io] * ne + batch.endpoint_id[io].astype(np.int64)
+    uniq, first, count = np.unique(code, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    out: dict[tuple[str, str], int] = {}
+    for c, n in zip(uniq[order].tolist(), count[order].tolist(), strict=True):
+        key = (keys[c // ne], batch.endpoints[c % ne])
+        WindowPartial.add_endpoint(out, key, n, counters)
+    return out

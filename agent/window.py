@@ -1,0 +1,211 @@
+"""Window figures: WindowPartial + context -> schema.WindowReport (pure; the daemon stamps it).
+
+per_service_energy_kwh[s]     = sum over s's cells of energy
+per_service_carbon_kgco2eq[s] = sum over s's cells of carbon / 1000
+co2.operational_gco2          = sum over services of their carbon (application only)
+host energy                   = watts x window seconds / 3.6e6   (declared watts x count,
+                                or the measured watts a source publishes for the host)
+energy_kwh                    = sum per_service_energy_kwh + host energy counted in totals
+co2.embodied_gco2 (M)         = distinct traces x embodied_carbon_per_request_gco2
+co2.total.mid                 = operational + M + database_gco2 + messaging_gco2
+co2.total.low / high          = mid x 0.5 / mid x 2
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+
+from agent.carbon.model import KIND_NAMES, KIND_REAL_TIME, methodology
+from agent.carbon.partial import UNKNOWN, WindowPartial
+from agent.carbon.tagcodes import TAGS
+from agent.config import HostConfig
+from agent.score import ScoringContext, live_ok
+from schema import (
+    Co2,
+    Co2Total,
+    EndpointIoOps,
+    GreenSummary,
+    HostRow,
+    RegionRow,
+    WindowInfo,
+    WindowReport,
+    pick_window_tag,
+)
+
+J_PER_KWH = 3.6e6
+
+
+def build_report(
+    partial: WindowPartial,
+    ctx: ScoringContext,
+    start_ns: int,
+    end_ns: int,
+    agent_id: str = "",
+    counters: dict[str, int] | None = None,
+) -> WindowReport:
+    """The window report of ``partial`` over [start_ns, end_ns] (ns since the epoch, UTC)."""
+    seconds = max(0, end_ns - start_ns) / 1e9
+    hosts = [_host_row(h, ctx, seconds, start_ns, end_ns) for h in ctx.config.hosts]
+    summary = _summary(partial, ctx, hosts)
+    all_counters = dict(partial.counters)
+    for k, v in (counters or {}).items():
+        all_counters[k] = all_counters.get(k, 0) + int(v)
+    return WindowReport(
+        agent_id=agent_id,
+        window=WindowInfo(
+            start=rfc3339(start_ns),
+            end=rfc3339(max(start_ns, end_ns)),
+            spans=partial.spans,
+            traces=int(partial.traces.size),
+            io_ops=partial.io_ops,
+        ),
+        green_summary=summary,
+        per_endpoint_io_ops=[
+            EndpointIoOps(service=s, endpoint=e, io_ops=n)
+            for (s, e), n in sorted(partial.endpoints.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        counters=all_counters,
+        methodology=methodology(
+            ctx.model, ctx.config.use_hourly_profiles, ctx.config.per_operation_coefficients
+        ),
+    )
+
+
+def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) -> GreenSummary:
+    energy = partial.energy.sum(axis=1)
+    carbon = partial.carbon.sum(axis=1)
+    ops = partial.ops.sum(axis=1)
+    measured = partial.measured_ops.sum(axis=1)
+    tag_codes = np.where(partial.ops > 0, np.maximum(partial.etag, partial.ltag), 0)
+    service_tags = [TAGS[int(row.max())] if row.size else "" for row in tag_codes]
+    operational = float(carbon.sum())
+    in_totals = [h for h in hosts if h.in_totals]
+    database = sum(h.co2_gco2 for h in in_totals if h.kind == "database")
+    messaging = sum(h.co2_gco2 for h in in_totals if h.kind == "messaging")
+    embodied = partial.traces.size * ctx.config.embodied_carbon_per_request_gco2
+    mid = operational + embodied + database + messaging
+    energy_kwh = float(energy.sum()) + sum(h.energy_kwh for h in in_totals)
+    window_tag = pick_window_tag(service_tags + [h.energy_model for h in in_totals])
+    return GreenSummary(
+        total_io_ops=partial.io_ops,
+        co2=Co2(
+            total=Co2Total(
+                low=mid * 0.5,
+                mid=mid,
+                high=mid * 2.0,
+                model=window_tag if energy_kwh > 0 else "",
+                methodology="sci_operational_embodied" + ("_hosts" if in_totals else ""),
+            ),
+            operational_gco2=operational,
+            embodied_gco2=embodied,
+            database_gco2=database,
+            messaging_gco2=messaging,
+        ),
+        regions=_region_rows(partial, ctx),
+        energy_kwh=energy_kwh,
+        energy_model=window_tag if energy_kwh > 0 else "",
+        per_service_energy_kwh={s: float(e) for s, e in zip(partial.services, energy, strict=True)},
+        per_service_carbon_kgco2eq={
+            s: float(c) / 1000.0 for s, c in zip(partial.services, carbon, strict=True)
+        },
+        per_service_region={
+            s: partial.regions[r] or UNKNOWN
+            for s, r in zip(partial.services, partial.service_region, strict=True)
+        },
+        per_service_energy_model=dict(zip(partial.services, service_tags, strict=True)),
+        per_service_measured_ratio={
+            s: float(m) / float(o) if o else 0.0
+            for s, m, o in zip(partial.services, measured, ops, strict=True)
+        },
+        per_service_requests={
+            s: int(n) for s, n in zip(partial.services, partial.requests, strict=True)
+        },
+        hosts=hosts,
+    )
+
+
+def _region_rows(partial: WindowPartial, ctx: ScoringContext) -> list[RegionRow]:
+    rows: list[RegionRow] = []
+    energy = partial.energy.sum(axis=0)
+    carbon = partial.carbon.sum(axis=0)
+    ops = partial.ops.sum(axis=0)
+    for j, name in enumerate(partial.regions):
+        reg = ctx.model.region(name)
+        kind = int(partial.region_kind[j])
+        status = "unresolved" if name == UNKNOWN else ("resolved" if reg else "out_of_table")
+        pue = ctx.model.pue_of(name) if reg else 1.0
+        if reg is None:
+            intensity = 0.0
+        elif energy[j] > 0:  # the energy-weighted intensity the spans actually used
+            intensity = float(carbon[j] / (energy[j] * pue))
+        else:
+            intensity = _intensity_now(name, ctx, kind == KIND_REAL_TIME)
+        rows.append(
+            RegionRow(
+                region=name,
+                status=status,
+                grid_intensity_gco2_kwh=intensity,
+                pue=pue,
+                intensity_source=KIND_NAMES[kind] if reg else "annual",
+                intensity_estimated=bool(partial.region_estimated[j]),
+                io_ops=int(ops[j]),
+                energy_kwh=float(energy[j]),
+                co2_gco2=float(carbon[j]),
+            )
+        )
+    return rows
+
+
+def _intensity_now(name: str, ctx: ScoringContext, want_live: bool) -> float:
+    live = ctx.signals.live_intensity.get(name)
+    if want_live and live is not None and live_ok(live, ctx.now_s(), ctx.signals.max_signal_age_s):
+        return float(live.gco2_kwh)
+    return ctx.model.regions[name].annual_gco2_kwh
+
+
+def _host_row(
+    h: HostConfig, ctx: ScoringContext, seconds: float, start_ns: int, end_ns: int
+) -> HostRow:
+    """A host's energy (watts x window length) and carbon at its region's intensity."""
+    watts, tag = h.watts * h.count, "declared_watts"
+    published = ctx.signals.host_watts.get(h.name)
+    if published is not None:
+        w, t = published
+        if isinstance(w, int | float) and math.isfinite(w) and w >= 0:
+            watts, tag = float(w), t
+    energy = watts * seconds / J_PER_KWH
+    return HostRow(
+        name=h.name,
+        kind=h.kind,
+        region=h.region,
+        in_totals=h.in_totals,
+        watts=watts,
+        energy_kwh=energy,
+        co2_gco2=energy
+        * _host_intensity(h.region, ctx, start_ns, end_ns)
+        * ctx.model.pue_of(h.region)
+        if ctx.model.region(h.region)
+        else 0.0,
+        energy_model=tag,
+    )
+
+
+def _host_intensity(region: str, ctx: ScoringContext, start_ns: int, end_ns: int) -> float:
+    """Live if fresh, else the profile at the window's midpoint hour, else the annual value."""
+    live = ctx.signals.live_intensity.get(region)
+    if live is not None and live_ok(live, ctx.now_s(), ctx.signals.max_signal_age_s):
+        return float(live.gco2_kwh)
+    if start_ns <= 0:
+        return ctx.model.regions[region].annual_gco2_kwh
+    mid = datetime.fromtimestamp((start_ns + max(start_ns, end_ns)) / 2e9, UTC)
+    return ctx.model.intensity_at(region, ctx.config.use_hourly_profiles, mid.month, mid.hour)
+
+
+def rfc3339(ns: int) -> str:
+    """RFC 3339 UTC with microseconds, from integer nanoseconds (no float rounding)."""
+    seconds, rem = divmod(int(ns), 1_000_000_000)
+    dt = datetime.fromtimestamp(seconds, UTC)
+    return f"{dt:%Y-%m-%dT%H:%M:%S}.{rem // 1000:06d}Z"
