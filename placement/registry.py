@@ -78,6 +78,11 @@ def get_provider(name: str) -> Any:
     candidate = policy_dir() / f"{name}.yaml"
     if candidate.is_file():
         return load_policy_file(candidate)
+    if name == "forecast-greedy":
+        raise UnknownPolicy(
+            "forecast-greedy is an evaluation candidate (it schedules start times over a "
+            "trace), not a placement provider; evaluate it with 'carbonspan policy evaluate'"
+        )
     raise UnknownPolicy(
         f"no placement policy named {name!r}; available: {', '.join(sorted(available()))} "
         f"(or a path to a .yaml formula policy, or NAME.yaml in {policy_dir()})"
