@@ -116,8 +116,8 @@ def _open_binary(f: ArchiveFile) -> tuple[io.BufferedIOBase, io.IOBase]:
     else:
         raw = open(f.url, "rb")  # noqa: SIM115 - closed by iter_lines
     if f.gzipped:
-        gz = gzip.GzipFile(fileobj=raw, mode="rb")
-        return io.BufferedReader(gz, buffer_size=1 << 20), raw
+        # GzipFile buffers in small chunks, so the lines before a truncation are still yielded.
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
     return raw, raw
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aggregator.read import Window
-from aggregator.sanitize import Tally
+from aggregator.sanitize import Tally, clean_tag
 from schema.constants import ENERGY_PER_IO_OP_KWH
 from schema.tags import CAL_SUFFIX
 
@@ -137,6 +137,9 @@ class AggregateState:
     def accept_model(self, tag: str | None) -> str | None:
         """The bare tag if the model set takes it (cap, +cal merge), else None (counted)."""
         if tag is None:
+            return None
+        if clean_tag(tag) is None:  # longer than 64 bytes
+            self.rejected_models += 1
             return None
         if tag.endswith(CAL_SUFFIX):
             tag = tag[: -len(CAL_SUFFIX)]

@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import orjson
 
-from aggregator.sanitize import Tally, clean_count, clean_float, clean_name, clean_tag
+from aggregator.sanitize import Tally, clean_count, clean_float, clean_name
 
 
 class Malformed(Exception):
@@ -120,6 +120,11 @@ def _list(parent: dict, key: str) -> list:
     return value
 
 
+def _str(value: object) -> str | None:
+    """A tag as read (length is checked where tags are accepted, so rejections are counted)."""
+    return value if type(value) is str and value else None
+
+
 def load(raw: bytes) -> dict:
     """The line as a dict, or :class:`Malformed`."""
     try:
@@ -163,7 +168,7 @@ def _services(gs: dict, tally: Tally) -> list[tuple[str, float, float, str, str 
                 0.0 if e is None else clean_float(e, tally),
                 0.0 if c is None else clean_float(c, tally),
                 clean_name(region.get(name)) or "unknown",
-                clean_tag(model.get(name)),
+                _str(model.get(name)),
                 0 if r is None else clean_count(r, tally),
             )
         )
@@ -233,7 +238,7 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     window = report["window"]
     host_energy, host_names = _hosts(gs, tally)
     services = _services(gs, tally)
-    model = clean_tag(gs.get("energy_model")) or clean_tag(total.get("model"))
+    model = _str(gs.get("energy_model")) or _str(total.get("model"))
     methodology = report.get("methodology", _EMPTY)
     return Window(
         start=start,

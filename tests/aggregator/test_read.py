@@ -1,0 +1,166 @@
+"""Reading archives: sanitiser rules, malformed lines, gzip/rotation, fsspec URLs, the period."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from datetime import UTC, datetime, timedelta
+
+import fsspec
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aggregator import synth
+from aggregator.engines import run_local
+from aggregator.files import discover
+from aggregator.read import Period
+from aggregator.report import build_report, report_bytes
+from aggregator.sanitize import MAX_FIGURE, Tally, clean_count, clean_float, clean_tag
+
+T0 = datetime(2026, 11, 10, tzinfo=UTC)
+JSON_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+
+
+@given(JSON_LEAVES)
+def test_clean_float_is_always_finite_non_negative_and_counts_what_it_changes(value):
+    tally = Tally()
+    out = clean_float(value, tally)
+    assert type(out) is float and math.isfinite(out) and 0.0 <= out <= MAX_FIGURE
+    kept = type(value) in (int, float) and 0 <= value <= MAX_FIGURE
+    if kept:
+        assert out == float(value) and tally.sanitised == tally.missing == 0
+    else:
+        assert out == 0.0 and tally.sanitised + tally.missing == 1
+        # numbers are sanitised, other types are missing
+        assert tally.sanitised == (1 if type(value) in (int, float) else 0)
+
+
+@given(JSON_LEAVES)
+def test_clean_count_is_a_non_negative_int(value):
+    tally = Tally()
+    out = clean_count(value, tally)
+    assert type(out) is int and out >= 0
+    if type(value) is int and 0 <= value <= 2**53:
+        assert out == value and tally.sanitised + tally.missing == 0
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -1.0, -5, 1e300])
+def test_clean_float_sanitises_nan_inf_negative_and_huge(value):
+    tally = Tally()
+    assert clean_float(value, tally) == 0.0 and tally.sanitised == 1
+
+
+@pytest.mark.parametrize("value", ["1.5", None, True, [1.0], {"a": 1}])
+def test_non_numeric_is_missing(value):
+    tally = Tally()
+    assert clean_float(value, tally) == 0.0 and tally.missing == 1 and tally.sanitised == 0
+
+
+def test_tag_over_64_bytes_is_rejected():
+    assert clean_tag("io_proxy_v1") == "io_proxy_v1"
+    assert clean_tag("x" * 64) == "x" * 64
+    assert clean_tag("x" * 65) is None
+    assert clean_tag("é" * 33) is None  # 66 bytes in UTF-8, 33 characters
+    assert clean_tag(7) is None
+
+
+def _good(n, start=T0, agent="agent-a"):
+    return [orjson.dumps(r) for r in synth.sealed_lines(synth.realistic(n, seed=3, n_services=3, start=start, agent_id=agent))]
+
+
+def test_malformed_lines_are_skipped_and_counted_with_file_and_line(tmp_path, write_lines, fold):
+    good = _good(3)
+    bad_types = orjson.loads(good[0])
+    bad_types["report"]["green_summary"] = [1, 2]
+    no_start = orjson.loads(good[0])
+    del no_start["report"]["window"]["start"]
+    lines = [
+        good[0],
+        b"{not json",  # 2: bad JSON
+        orjson.dumps(bad_types),  # 3: wrong type for green_summary
+        good[1],
+        b"[1, 2, 3]",  # 5: not an object
+        b'{"ts": "x", "report": {"window": {"start": "2026-11-10T00:00:00Z"}, "green_\xff": 1}}',  # 6: not UTF-8
+        orjson.dumps(no_start),  # 7: no window start
+        good[2][: len(good[2]) // 2],  # 8: truncated
+    ]
+    write_lines(tmp_path, lines)
+    state = fold(tmp_path)
+    assert state.windows == 2 and state.malformed == 6
+    where = [s.split(": ")[0] for s in state.malformed_samples]
+    assert where == [f"agent-a/windows-20261110-000000.jsonl:{n}" for n in (2, 3, 5, 6, 7, 8)]
+    assert "green_summary is list" in state.malformed_samples[1]
+    assert state.files[0].malformed_lines == 6 and state.files[0].lines == 8
+
+
+def test_truncated_gzip_keeps_the_lines_before_the_break(tmp_path, fold):
+    lines = _good(50)
+    data = gzip.compress(b"".join(x + b"\n" for x in lines), mtime=0)
+    path = tmp_path / "agent-a" / "windows-20261110-000000.jsonl.gz"
+    path.parent.mkdir()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    state = fold(tmp_path)
+    assert 0 < state.windows < 50
+    assert state.malformed == 1 and "stream ended abnormally" in state.malformed_samples[0]
+
+
+def test_discover_orders_rotations_and_ignores_wal_lock_and_corrupt(mixed_archive):
+    files = discover([str(mixed_archive)])
+    assert [f.label for f in files] == [
+        "agent-a/windows-20261110-000000.jsonl.gz",
+        "agent-a/windows-20261110-000001.jsonl",
+        "agent-a/windows-20261110-000002.jsonl",
+        "agent-b/windows-20261110-000000.jsonl",
+        "agent-b/windows-20261110-000001.jsonl.gz",
+    ]
+
+
+def test_a_plain_file_and_its_gzip_copy_are_read_once(tmp_path, write_lines, fold):
+    path = write_lines(tmp_path, _good(4))
+    path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+    assert fold(tmp_path).windows == 4
+
+
+def test_missing_path_says_what_to_give():
+    with pytest.raises(FileNotFoundError, match="give an archive directory"):
+        discover(["/nonexistent/archives"])
+
+
+def test_fsspec_memory_and_file_urls_give_the_local_report(mixed_archive):
+    mem = fsspec.filesystem("memory")
+    for path in sorted(mixed_archive.rglob("*")):
+        if path.is_file():
+            mem.pipe(f"/t-read/archives/{path.relative_to(mixed_archive)}", path.read_bytes())
+    period = Period.everything()
+
+    def report(url):
+        return report_bytes(build_report(run_local(discover([url]), period), period))
+
+    try:
+        local = report(str(mixed_archive))
+        assert report("memory://t-read/archives") == local
+        assert report(mixed_archive.as_uri()) == local
+    finally:
+        mem.rm("/t-read", recursive=True)
+
+
+def test_period_keeps_windows_starting_inside_and_to_includes_its_day(tmp_path, write_lines, fold):
+    day1 = _good(3, start=T0 + timedelta(hours=23, minutes=58))  # 23:58, 23:59, 00:00 next day
+    write_lines(tmp_path, day1)
+    state = fold(tmp_path, period=Period.parse("2026-11-10", "2026-11-10"))
+    assert state.windows == 2 and state.windows_outside == 1
+    state = fold(tmp_path, period=Period.parse("2026-11-10T23:59:00Z", "2026-11-12"))
+    assert state.windows == 2 and state.windows_outside == 1
+
+
+def test_period_errors_say_what_to_write():
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        Period.parse("last tuesday", "2026-11-30")
+    with pytest.raises(ValueError, match="must be after"):
+        Period.parse("2026-11-30", "2026-11-01")
