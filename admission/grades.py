@@ -6,7 +6,7 @@ window lines: ``archives/<agent-id>/windows-*.jsonl[.gz]``, each line
 and ``per_service_energy_model`` maps keyed by service.
 
 - estimate: the mean of the service's energy over its most recent ``windows`` window lines,
-  converted to µJ (1 kWh = 3.6e12 µJ) and rounded *up*, so a claim never under-reserves by
+  converted to µJ (1 kWh = 3.6e12 µJ) and rounded *up* (exact decimal arithmetic), so a claim never under-reserves by
   rounding;
 - grade: the weakest grade among those windows' model tags, because one modelled window makes
   the figure partly modelled: ``schema.tags.is_measured`` tags -> ``measured``;
@@ -24,6 +24,7 @@ import gzip
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -122,5 +123,17 @@ def estimate_service(
         return ServiceEstimate(service, 0, "estimator", 0, (), ignored)
     tags = tuple(str(t) if isinstance(t, str) else "" for _, _, t in recent)
     grade = min((grade_of_tag(t) for t in tags), key=_GRADE_RANK.__getitem__)
-    mean_kwh = sum(k for _, k, _ in recent) / len(recent)
-    return ServiceEstimate(service, math.ceil(mean_kwh * UJ_PER_KWH), grade, len(recent), tags, ignored)
+    return ServiceEstimate(service, _mean_uj([k for _, k, _ in recent]), grade, len(recent), tags, ignored)
+
+
+def _mean_uj(kwh: list[float]) -> int:
+    """Mean of ``kwh`` in µJ, rounded up, computed on the decimals as written in the archive.
+
+    ``Decimal(repr(x))`` is the shortest decimal that round-trips to ``x`` (what orjson wrote),
+    so 0.001 kWh is exactly 3_600_000_000 µJ rather than one more from binary float noise.
+    """
+    total = sum((Decimal(repr(k)) for k in kwh), Decimal(0))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        uj = total * UJ_PER_KWH / len(kwh)
+        return int(uj.to_integral_value(rounding=ROUND_CEILING))

@@ -1,0 +1,302 @@
+"""Rules 1-6, table-driven in the style of Kueue's scheduler tests: state in, verdicts and
+preemptions out. Each case builds a forest, applies the state (admissions that must succeed,
+completions, releases), submits the claims in order and compares every verdict field that
+matters, the preempted workloads and the pools' used µJ afterwards.
+
+Claims are written ``(id, pool, devices, estimate_uj, grade, priority[, gang])``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from admission.claims import Claim
+
+# org 1000 µJ / 8 devices; a and b 400 µJ / 4 devices each; 200 µJ unassigned at org.
+TWO = [("org", None, 1000, 8, 1), ("a", "org", 400, 4, 1), ("b", "org", 400, 4, 1)]
+# org 1200 µJ; a (weight 3), b (weight 1), c (weight 2) with 300 µJ each; 300 unassigned.
+WEIGHTED = [
+    ("org", None, 1200, 9, 1),
+    ("a", "org", 300, 3, 3),
+    ("b", "org", 300, 3, 1),
+    ("c", "org", 300, 3, 2),
+]
+TWO_ROOTS = [("r1", None, 500, 4, 1), ("x", "r1", 500, 4, 1), ("r2", None, 500, 4, 1), ("y", "r2", 500, 4, 1)]
+
+CASES = {
+    # ---- rule 1: the discriminating pair. a has used its 400; b is idle, so the sibling
+    # surplus is 1000 - 400 - 0 = 600 and a's weighted share is 600 * 1 // 2 = 300.
+    "rule1 measured estimate borrows the surplus": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 1, 400, "measured", 0))],
+        claims=[("c", "a", 1, 200, "measured", 0)],
+        want=[("c", "admitted", "borrowing", 0, 200)],
+        used={"a": 600, "org": 600},
+    ),
+    "rule1 same claim as estimator waits for its own guarantee": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 1, 400, "measured", 0))],
+        claims=[("c", "a", 1, 200, "estimator", 0)],
+        want=[("c", "pending", "guarantee", 0, 0)],
+        used={"a": 400, "org": 400},
+    ),
+    "rule1 estimator that could never fit its own guarantee is denied": dict(
+        pools=TWO,
+        state=[],
+        claims=[("c", "a", 1, 500, "estimator", 0)],
+        want=[("c", "denied", "impossibility", 0, 0)],
+        used={"a": 0},
+    ),
+    "rule1 the same 500 uJ measured is admitted: 400 own + 100 of a 300 share": dict(
+        pools=TWO,
+        state=[],
+        claims=[("c", "a", 1, 500, "measured", 0)],
+        want=[("c", "admitted", "borrowing", 400, 100)],
+        used={"a": 500, "org": 500},
+    ),
+    "rule1 modelled estimates may borrow like measured ones": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 1, 400, "measured", 0))],
+        claims=[("c", "a", 1, 300, "modelled", 0)],
+        want=[("c", "admitted", "borrowing", 0, 300)],
+        used={"a": 700},
+    ),
+    # ---- rule 2: gangs are all-or-nothing in joules and devices.
+    "rule2 gang that fits in devices but not joules admits nobody": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 0, 300, "measured", 0))],
+        claims=[("gang", [("g1", "a", 1, 100, "estimator", 0, "g"), ("g2", "a", 1, 100, "estimator", 0, "g")])],
+        want=[("g1", "pending", "guarantee", 0, 0), ("g2", "pending", "guarantee", 0, 0)],
+        used={"a": 300},
+    ),
+    "rule2 gang whose members together exceed the pool's devices is denied": dict(
+        pools=TWO,
+        state=[],
+        claims=[("gang", [("g1", "a", 3, 10, "measured", 0, "g"), ("g2", "a", 3, 10, "measured", 0, "g")])],
+        want=[("g1", "denied", "impossibility", 0, 0), ("g2", "denied", "impossibility", 0, 0)],
+        used={"a": 0},
+    ),
+    "rule2 gang across pools is admitted whole when it fits": dict(
+        pools=TWO,
+        state=[],
+        claims=[("gang", [("g1", "a", 2, 400, "measured", 0, "g"), ("g2", "b", 2, 400, "estimator", 0, "g")])],
+        want=[("g1", "admitted", "guarantee", 400, 0), ("g2", "admitted", "guarantee", 400, 0)],
+        used={"a": 400, "b": 400, "org": 800},
+    ),
+    "rule2 gang member blocked on devices rolls back the admitted member": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "b", 4, 0, "measured", 0))],
+        claims=[("gang", [("g1", "a", 1, 100, "measured", 0, "g"), ("g2", "b", 1, 100, "measured", 0, "g")])],
+        want=[("g1", "pending", "devices", 0, 0), ("g2", "pending", "devices", 0, 0)],
+        used={"a": 0, "b": 0, "org": 0},
+    ),
+    # ---- rule 3: a lender's claim inside its guarantee reclaims borrowers, evidence first.
+    # a holds w0 400 (own) + w1 300 (borrowed while b was idle); b's 400 needs 100 back.
+    "rule3 unmeasured borrowers go by declared priority, lowest first": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 1, 400, "measured", 5)), ("admit", ("w1", "a", 1, 300, "measured", 1))],
+        claims=[("c", "b", 1, 400, "estimator", 0)],
+        want=[("c", "admitted", "guarantee", 400, 0)],
+        preempted=["w1"],
+        used={"a": 400, "b": 400, "org": 800},
+    ),
+    "rule3 a measured wasteful workload goes before any unmeasured one": dict(
+        pools=TWO,
+        state=[
+            ("admit", ("w0", "a", 1, 400, "measured", 5)),
+            ("admit", ("w1", "a", 1, 300, "measured", 1)),
+            ("complete", "w0", 2, 100),  # 50 µJ per completed unit; 300 still reserved
+        ],
+        claims=[("c", "b", 1, 400, "estimator", 0)],
+        want=[("c", "admitted", "guarantee", 400, 0)],
+        preempted=["w0"],  # w0 leaves 100 spent + 0 reserved; a uses 100 + 300 = 400
+        used={"a": 400, "b": 400, "org": 800},
+    ),
+    "rule3 joules a borrower already spent cannot be reclaimed: pending": dict(
+        pools=TWO,
+        state=[
+            ("admit", ("w0", "a", 1, 400, "measured", 0)),
+            ("admit", ("w1", "a", 1, 300, "measured", 0)),
+            ("complete", "w0", 1, 400),
+            ("complete", "w1", 1, 300),
+        ],
+        claims=[("c", "b", 1, 400, "estimator", 0)],
+        want=[("c", "pending", "guarantee", 0, 0)],
+        used={"a": 700, "b": 0, "org": 700},
+    ),
+    # ---- rule 4: pending and denied differ.
+    "rule4 more devices than the pool guarantees is denied": dict(
+        pools=TWO,
+        state=[],
+        claims=[("c", "a", 5, 10, "measured", 0)],
+        want=[("c", "denied", "impossibility", 0, 0)],
+    ),
+    "rule4 devices busy now is pending": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 3, 10, "measured", 0))],
+        claims=[("c", "a", 2, 10, "measured", 0)],
+        want=[("c", "pending", "devices", 0, 0)],
+    ),
+    "rule4 beyond the pool's ceiling in any window is denied even for measured work": dict(
+        pools=TWO,  # ceiling(a) = 400 + (1000 - 400) * 1 // 2 = 700
+        state=[],
+        claims=[("c", "a", 1, 701, "measured", 0)],
+        want=[("c", "denied", "impossibility", 0, 0)],
+    ),
+    # ---- rule 5: the normative order decides which verdict a many-fault claim gets.
+    "rule5 impossibility is checked before devices": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 4, 0, "measured", 0))],
+        claims=[("c", "a", 1, 900, "measured", 0)],  # no device free now, and 900 > 700 ever
+        want=[("c", "denied", "impossibility", 0, 0)],
+    ),
+    "rule5 devices are checked before the guarantee": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 4, 400, "measured", 0))],
+        claims=[("c", "a", 1, 100, "estimator", 0)],  # no device free and no guarantee left
+        want=[("c", "pending", "devices", 0, 0)],
+    ),
+    "rule5 the guarantee is used before borrowing": dict(
+        pools=TWO,
+        state=[("admit", ("w0", "a", 1, 300, "measured", 0))],
+        claims=[("c", "a", 1, 150, "measured", 0)],
+        want=[("c", "admitted", "borrowing", 100, 50)],
+        used={"a": 450},
+    ),
+    # ---- rule 6: surplus by weight; never across roots.
+    # a and b have used their 300; c is idle. Sibling surplus 1200 - 300 - 300 = 600:
+    # a's share 600 * 3 // 6 = 300, b's 600 * 1 // 6 = 100 (c's 200 stays c's).
+    "rule6 each borrower gets its weighted share, not first come first served": dict(
+        pools=WEIGHTED,
+        state=[("admit", ("a0", "a", 0, 300, "measured", 0)), ("admit", ("b0", "b", 0, 300, "measured", 0))],
+        claims=[
+            ("b1", "b", 0, 101, "measured", 0),
+            ("b2", "b", 0, 100, "measured", 0),
+            ("a1", "a", 0, 301, "measured", 0),
+            ("a2", "a", 0, 300, "measured", 0),
+        ],
+        want=[
+            ("b1", "pending", "borrowing", 0, 0),
+            ("b2", "admitted", "borrowing", 0, 100),
+            ("a1", "pending", "borrowing", 0, 0),
+            ("a2", "admitted", "borrowing", 0, 300),
+        ],
+        used={"a": 600, "b": 400, "org": 1000},
+    ),
+    "rule6 an idle root lends nothing to another root": dict(
+        pools=TWO_ROOTS,
+        state=[("admit", ("x0", "x", 1, 500, "measured", 0))],
+        claims=[("c", "x", 1, 1, "measured", 0)],
+        want=[("c", "pending", "borrowing", 0, 0)],
+        used={"r1": 500, "r2": 0},
+    ),
+}
+
+
+def _apply_state(eng, state):
+    for op in state:
+        if op[0] == "admit":
+            v = eng.admit(Claim(*op[1]))
+            assert v.admitted, f"state setup failed: {v}"
+        elif op[0] == "complete":
+            eng.complete(op[1], op[2], op[3])
+        elif op[0] == "release":
+            eng.release(op[1])
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_scheduler_table(engine, case):
+    eng = engine(case["pools"])
+    _apply_state(eng, case["state"])
+    verdicts = []
+    for c in case["claims"]:
+        if c[0] == "gang":
+            verdicts += eng.admit_gang([Claim(*m) for m in c[1]])
+        else:
+            verdicts.append(eng.admit(Claim(*c)))
+    got = [(v.claim, v.decision, v.step, v.from_guarantee_uj, v.borrowed_uj) for v in verdicts]
+    assert got == case["want"]
+    assert [p for v in verdicts for p in v.preempted] == case.get("preempted", [])
+    for name, used in case.get("used", {}).items():
+        assert eng.forest[name].used_uj == used, name
+    for v in verdicts:
+        assert v.reason, "every verdict says why"
+        assert (v.decision == "pending") == bool(v.waits_for), "pending, and only pending, waits"
+
+
+def test_reclaim_order_evidence_then_declaration(engine, claim):
+    eng = engine(TWO)
+    for wid, prio in (("m_good", 9), ("m_bad", 9), ("new_low", 1), ("new_high", 7), ("new_low2", 1)):
+        assert eng.admit(claim(wid, "a", 0, 10, "measured", prio)).admitted
+    eng.complete("m_good", 10, 100)  # 10 µJ per unit
+    eng.complete("m_bad", 2, 100)  # 50 µJ per unit: worst first
+    order = [w.id for w in eng.reclaim_order("org")]
+    # measured worst-first, then unmeasured by priority (lowest first, newest first among equals)
+    assert order == ["m_bad", "m_good", "new_low2", "new_low", "new_high"]
+
+
+def test_uj_per_completed_unit_is_none_until_a_unit_completes(engine, claim):
+    eng = engine(TWO)
+    eng.admit(claim("w", "a", 0, 100, "measured"))
+    eng.meter("w", 60)
+    assert eng.workloads["w"].uj_per_completed_unit is None
+    eng.complete("w", 3, 30)
+    assert eng.workloads["w"].uj_per_completed_unit == 30  # (60 + 30) µJ // 3 units
+
+
+def test_release_returns_reservation_and_devices_but_not_spent(engine, claim):
+    eng = engine(TWO)
+    eng.admit(claim("w", "a", 2, 300, "measured"))
+    eng.complete("w", 1, 120)
+    a = eng.forest["a"]
+    assert (a.spent_uj, a.reserved_uj, a.devices_used) == (120, 180, 2)
+    eng.release("w")
+    assert (a.spent_uj, a.reserved_uj, a.used_uj, a.devices_used) == (120, 0, 120, 0)
+
+
+def test_overrun_is_charged_to_the_pool(engine, claim):
+    eng = engine(TWO)
+    eng.admit(claim("w", "a", 0, 100, "measured"))
+    eng.complete("w", 1, 250)  # 150 µJ more than estimated: the tenant bears it
+    assert eng.forest["a"].used_uj == 250
+    assert eng.forest["org"].used_uj == 250
+
+
+def test_rollover_clears_spent_and_keeps_reservations(engine, claim):
+    eng = engine(TWO)
+    eng.admit(claim("w1", "a", 0, 400, "estimator"))
+    eng.complete("w1", 1, 150)
+    eng.release("w1")
+    eng.admit(claim("w2", "a", 0, 200, "estimator"))
+    assert not eng.admit(claim("w3", "a", 0, 100, "estimator")).admitted  # 150 + 200 + 100 > 400
+    eng.rollover()
+    assert eng.forest["a"].used_uj == 200
+    assert eng.forest["org"].children_in_guarantee_uj == 200
+    assert eng.admit(claim("w3", "a", 0, 100, "estimator")).admitted
+
+
+def test_claims_must_name_a_known_leaf(engine, claim):
+    from admission.claims import ClaimError
+
+    eng = engine(TWO)
+    with pytest.raises(ClaimError, match="unknown pool 'zz'"):
+        eng.admit(claim("c", "zz"))
+    with pytest.raises(ClaimError, match="has children"):
+        eng.admit(claim("c", "org"))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"estimate_uj": 1.5}, "estimate_uj"),
+        ({"estimate_uj": -1}, "estimate_uj"),
+        ({"devices": True}, "devices"),
+        ({"grade": "guess"}, "grade"),
+    ],
+)
+def test_claim_validation(kwargs, match):
+    from admission.claims import ClaimError
+
+    base = {"id": "c", "pool": "a", "devices": 1, "estimate_uj": 1}
+    with pytest.raises(ClaimError, match=match):
+        Claim(**{**base, **kwargs})
