@@ -94,6 +94,8 @@ class AgentProcess:
             out.append(rec)
         return out
 
+    wait_for = staticmethod(lambda *a, **kw: wait_for(*a, **kw))
+
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as resp:
             text = resp.read().decode()
