@@ -1,0 +1,83 @@
+"""R-ec (ship only by the margin) and R-ed (retire below the threshold)."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.decision import (
+    RETIRE,
+    SHIP_BASELINE,
+    SHIP_CANDIDATE,
+    Settings,
+    decide,
+    settings_from_env,
+)
+from placement.evaluation import run_evaluation
+from placement.sample import sample_trace
+from placement.trace import parse_trace
+
+
+def figures(cand, lowest, threshold, oracle=60.0):
+    red = {"carbon-agnostic": 0.0, "lowest-average-region": lowest, "threshold-shift": threshold,
+           "oracle": oracle, "cand": cand}
+    return {n: {"emissions_g": 100.0 - r, "reduction_pct": r} for n, r in red.items()}
+
+
+def test_policy_that_only_matches_the_simple_baseline_does_not_ship():
+    v = decide(figures(cand=30.0, lowest=30.0, threshold=12.0), "cand", Settings())
+    assert (v.best_simple, v.delta_pp, v.action, v.ships) == (
+        "lowest-average-region", 0.0, SHIP_BASELINE, "lowest-average-region")
+
+
+def test_live_carbon_aware_matching_lowest_average_on_the_sample_does_not_ship():
+    r = run_evaluation(parse_trace(sample_trace()), "carbon-aware", Settings())
+    assert r["delta_pp"] == pytest.approx(0.0)
+    assert r["verdict"]["action"] == SHIP_BASELINE
+    assert r["verdict"]["ships"] == "lowest-average-region"
+
+
+def test_margin_is_inclusive_and_better_baseline_is_used():
+    # best simple = threshold-shift (20 %); 25 − 20 = 5 pp ≥ 5 -> ships; 24.9 − 20 = 4.9 < 5
+    assert decide(figures(25.0, 10.0, 20.0), "cand", Settings()).action == SHIP_CANDIDATE
+    v = decide(figures(24.9, 10.0, 20.0), "cand", Settings())
+    assert (v.action, v.best_simple) == (SHIP_BASELINE, "threshold-shift")
+    assert v.delta_pp == pytest.approx(4.9)
+
+
+def test_retirement_below_the_threshold():
+    # baseline ships (cand 1.5 − 1.9 < 5 pp) and reduces only 1.9 % < 2 % -> retire
+    v = decide(figures(1.5, 1.9, 0.5), "cand", Settings())
+    assert v.action == RETIRE and "retired" in v.reason
+    # exactly at the threshold is not below it
+    assert decide(figures(1.5, 2.0, 0.5), "cand", Settings()).action == SHIP_BASELINE
+    # a candidate that ships but itself reduces too little is retired too (margin 0)
+    assert decide(figures(1.0, 0.2, 0.1), "cand", Settings(margin_pp=0.0)).action == RETIRE
+
+
+def test_retirement_on_a_flat_grid(flat_doc):
+    r = run_evaluation(parse_trace(flat_doc), "forecast-greedy", Settings())
+    assert r["policies"]["oracle"]["reduction_pct"] == pytest.approx(0.0)
+    assert r["verdict"]["action"] == RETIRE
+
+
+def test_settings_come_from_the_environment_and_bad_values_are_explained():
+    s = settings_from_env({"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "7.5",
+                           "CARBONSPAN_CARBON_POLICY_RETIRE_BELOW_PCT": "3",
+                           "CARBONSPAN_CARBON_POLICY_RETEST_DAYS": "30"})
+    assert s == Settings(7.5, 3.0, 30.0)
+    assert settings_from_env({}) == Settings(5.0, 2.0, 90.0)
+    with pytest.raises(ValueError, match="CARBONSPAN_CARBON_POLICY_MARGIN_PP='five' is not a number"):
+        settings_from_env({"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "five"})
+    with pytest.raises(ValueError, match="RETEST_DAYS='0' must be a finite number > 0"):
+        settings_from_env({"CARBONSPAN_CARBON_POLICY_RETEST_DAYS": "0"})
+
+
+def test_sample_reproduces_the_papers_shape():
+    t = parse_trace(sample_trace())
+    live = run_evaluation(t, "carbon-aware", Settings())
+    fg = run_evaluation(t, "forecast-greedy", Settings())
+    red = fg["policies"]
+    assert live["delta_pp"] <= 0.0  # the live spatial provider gains nothing
+    assert fg["delta_pp"] > 5.0 and fg["verdict"]["action"] == SHIP_CANDIDATE
+    assert red["oracle"]["reduction_pct"] - red["forecast-greedy"]["reduction_pct"] < 5.0
+    assert fg["trace"]["synthetic"] is True

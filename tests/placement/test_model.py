@@ -1,0 +1,168 @@
+"""The model C(j, r, t) and the five policies, with the arithmetic written beside each number."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.evaluate import (
+    Placement,
+    agnostic,
+    evaluate_policies,
+    forecast_greedy,
+    job_emissions,
+    lowest_average_region,
+    oracle,
+    prefix_sums,
+    provider_policy,
+    threshold_shift,
+)
+from placement.providers import CarbonAware
+from placement.trace import TraceError, parse_trace
+
+
+def test_emissions_equal_hand_computed_value():
+    doc = {
+        "method": "average",
+        "regions": {"A": [100.0, 200.0, 300.0, 400.0, 500.0], "B": [10.0, 20.0, 30.0, 40.0, 50.0]},
+        "jobs": [{"id": "j", "submit": 0, "duration": 2, "energy_kwh": 6.0, "slack": 3}],
+    }
+    t = parse_trace(doc)
+    # C(j, A, 1) = 6 kWh / 2 h × (200 + 300) g/kWh = 3 × 500 = 1500 g
+    assert job_emissions(t, Placement(np.array([0]), np.array([1])))[0] == pytest.approx(1500.0)
+    # C(j, B, 3) = 3 × (40 + 50) = 270 g
+    assert job_emissions(t, Placement(np.array([1]), np.array([3])))[0] == pytest.approx(270.0)
+    # agnostic: home A at 0 -> 3 × (100 + 200) = 900 g; oracle: B at 0 -> 3 × 30 = 90 g
+    res = evaluate_policies(t, "carbon-aware", provider_policy(CarbonAware()))
+    assert res["carbon-agnostic"]["emissions_g"] == pytest.approx(900.0)
+    assert res["oracle"]["emissions_g"] == pytest.approx(90.0)
+    # reduction(oracle) = 100 × (1 − 90/900) = 90 %
+    assert res["oracle"]["reduction_pct"] == pytest.approx(90.0)
+
+
+def test_job_running_past_the_trace_is_an_error_naming_it():
+    doc = {
+        "method": "average",
+        "regions": {"A": [1.0] * 10},
+        "jobs": [{"id": "ok", "submit": 0, "duration": 1, "energy_kwh": 1, "slack": 0},
+                 {"id": "late-etl", "submit": 5, "duration": 3, "energy_kwh": 1, "slack": 3}],
+    }
+    with pytest.raises(TraceError, match="late-etl.*runs past the trace's 10 hours"):
+        parse_trace(doc)
+
+
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        ({"method": "guess"}, "method"),
+        ({"regions": {"A": [1.0, -2.0]}}, "region 'A' hour 1"),
+        ({"jobs": [{"id": "x", "submit": 0.5, "duration": 1, "energy_kwh": 1}]}, "'submit' must be a whole"),
+        ({"jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1, "regions": ["Z"]}]}, "unknown region"),
+        ({"jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1, "regions": ["A"], "home": "B"}]}, "home 'B'"),
+    ],
+)
+def test_bad_traces_say_what_to_fix(bad, msg):
+    doc = {"method": "average", "regions": {"A": [1.0, 2.0], "B": [1.0, 2.0]},
+           "jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1}]}
+    doc.update(bad)
+    with pytest.raises(TraceError, match=msg):
+        parse_trace(doc)
+
+
+def test_simple_baselines_follow_their_rules():
+    # A: mean 250, B: mean 200 -> lowest-average-region picks B, at submission
+    a = [400.0, 400.0, 100.0, 100.0, 400.0, 400.0, 100.0, 100.0]
+    b = [200.0] * 8
+    doc = {"method": "average", "regions": {"A": a, "B": b},
+           "jobs": [{"id": "j", "submit": 0, "duration": 2, "energy_kwh": 2.0, "slack": 4}]}
+    t = parse_trace(doc)
+    p = prefix_sums(t)
+    la = lowest_average_region(t, p)
+    assert (la.region[0], la.start[0]) == (1, 0)
+    # A's 30th percentile is 100 (half its hours are 100); the first window (home A) with
+    # mean <= 100 starts at hour 2 -> threshold-shift starts there, in A
+    ts = threshold_shift(t, p)
+    assert (ts.region[0], ts.start[0]) == (0, 2)
+    ag = agnostic(t, p)
+    assert (ag.region[0], ag.start[0]) == (0, 0)
+
+
+def test_live_provider_uses_only_the_intensity_at_submission():
+    # at hour 0, B (300) is cleaner than A (350), but A dips to 10 from hour 1:
+    # carbon-aware runs at once in B; it never waits and never looks ahead
+    doc = {"method": "average", "regions": {"A": [350.0, 10.0, 10.0], "B": [300.0, 300.0, 300.0]},
+           "jobs": [{"id": "j", "submit": 0, "duration": 2, "energy_kwh": 1.0, "slack": 1}]}
+    t = parse_trace(doc)
+    pl = provider_policy(CarbonAware())(t, prefix_sums(t))
+    assert (pl.region[0], pl.start[0]) == (1, 0)
+
+
+def test_forecast_greedy_never_reads_the_future_moved_dip():
+    """Yesterday's dip was at 12 h; today it moved three hours to 15 h.
+
+    forecast-greedy (persistence: today looks like yesterday) picks 12 h today; the oracle,
+    seeing the truth, picks 15 h. Submission is at 00 h of day 1 (hour 24) with 23 h slack.
+    """
+    day0 = [400.0] * 24
+    day0[12] = 50.0
+    day1 = [400.0] * 24
+    day1[15] = 50.0
+    doc = {"method": "marginal", "regions": {"r": day0 + day1 + [400.0] * 24},
+           "jobs": [{"id": "j", "submit": 24, "duration": 1, "energy_kwh": 1.0, "slack": 23}]}
+    t = parse_trace(doc)
+    p = prefix_sums(t)
+    assert forecast_greedy(t, p).start[0] == 24 + 12
+    assert oracle(t, p).start[0] == 24 + 15
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=st.lists(st.floats(0, 1000, allow_nan=False), min_size=24, max_size=24),
+    future_a=st.lists(st.floats(0, 1000, allow_nan=False), min_size=30, max_size=30),
+    future_b=st.lists(st.floats(0, 1000, allow_nan=False), min_size=30, max_size=30),
+    duration=st.integers(1, 6),
+    slack=st.integers(0, 24),
+)
+def test_forecast_greedy_choice_is_unchanged_by_any_future(history, future_a, future_b, duration, slack):
+    """Property: whatever happens from the submit hour on, forecast-greedy decides the same."""
+    choices = []
+    for future in (future_a, future_b):
+        doc = {"method": "average", "regions": {"r": history + future, "s": history[::-1] + future},
+               "jobs": [{"id": "j", "submit": 24, "duration": duration, "energy_kwh": 1.0, "slack": slack}]}
+        t = parse_trace(doc)
+        pl = forecast_greedy(t, prefix_sums(t))
+        choices.append((int(pl.region[0]), int(pl.start[0])))
+    assert choices[0] == choices[1]
+
+
+@st.composite
+def traces(draw):
+    n_regions = draw(st.integers(1, 3))
+    hours = draw(st.integers(30, 60))
+    vals = st.floats(0, 900, allow_nan=False, width=32)
+    regions = {f"r{i}": draw(st.lists(vals, min_size=hours, max_size=hours)) for i in range(n_regions)}
+    jobs = []
+    for k in range(draw(st.integers(1, 6))):
+        d = draw(st.integers(1, 5))
+        slack = draw(st.integers(0, min(24, hours - d)))
+        submit = draw(st.integers(0, hours - d - slack))
+        allowed = draw(st.lists(st.sampled_from(list(regions)), min_size=1, max_size=n_regions, unique=True))
+        jobs.append({"id": f"j{k}", "submit": submit, "duration": d, "slack": slack,
+                     "energy_kwh": draw(st.floats(0.1, 50)), "regions": allowed})
+    return {"method": "average", "regions": regions, "jobs": jobs}
+
+
+@settings(max_examples=80, deadline=None)
+@given(doc=traces())
+def test_oracle_is_a_lower_bound_on_every_policy(doc):
+    t = parse_trace(doc)
+    p = prefix_sums(t)
+    best = job_emissions(t, oracle(t, p), p)
+    for policy in (agnostic, lowest_average_region, threshold_shift, forecast_greedy,
+                   provider_policy(CarbonAware())):
+        placed = policy(t, p)
+        assert t.allowed[np.arange(len(placed.region)), placed.region].all()
+        other = job_emissions(t, placed, p)
+        assert (best <= other + 1e-6 * np.maximum(1.0, other)).all(), policy
