@@ -19,6 +19,8 @@ import pytest
 from agent.archive import read_records
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # bench.workload (the pinned request generator) is not installed
+    sys.path.append(str(REPO))
 _LISTEN = re.compile(r"OTLP/gRPC [\d.]+:(\d+), OTLP/HTTP [\d.]+:(\d+)")
 
 
@@ -41,9 +43,11 @@ class AgentProcess:
                                      stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
+        self._stderr_open = True
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
         threading.Thread(target=self._collect, daemon=True).start()
         self.grpc_port = self.http_port = 0
+        self.startup_line = ""
 
     @staticmethod
     def _pump(stream, out: queue.Queue) -> None:
@@ -54,6 +58,7 @@ class AgentProcess:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.stderr.append(line)
+        self._stderr_open = False
 
     def wait_ready(self, timeout: float = 30.0) -> AgentProcess:
         deadline = time.monotonic() + timeout
@@ -67,8 +72,17 @@ class AgentProcess:
             m = _LISTEN.search(line)
             if m:
                 self.grpc_port, self.http_port = int(m.group(1)), int(m.group(2))
+                self.startup_line = line
                 return self
         raise AssertionError(f"agent not ready in {timeout} s: {''.join(self.stderr)}")
+
+    def stderr_text(self) -> list[str]:
+        """What the agent wrote to stderr so far (complete once it has exited)."""
+        if self.proc.poll() is not None:
+            deadline = time.monotonic() + 5
+            while self._stderr_open and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return list(self.stderr)
 
     @property
     def grpc_target(self) -> str:

@@ -1,0 +1,151 @@
+"""Nothing acknowledged is lost: kill -9 part-way, restart, stop cleanly, count; lock; torn tail."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import grpc
+
+from agent.archive import window_files
+from bench.workload import make_request_bytes
+from schema.chain import verify_chain
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+SPANS_PER_REQUEST = 64
+
+
+def _export_fn(target: str):
+    channel = grpc.insecure_channel(target)
+    return channel, channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+
+
+def _check_chain(agent) -> list[dict]:
+    records = agent.records()
+    findings, _, count = verify_chain((str(i), r) for i, r in enumerate(records))
+    assert findings == [], findings
+    assert [r["seq"] for r in records] == list(range(count))
+    return records
+
+
+def _archived_spans(records: list[dict]) -> int:
+    return sum(r["report"]["window"]["spans"] for r in records)
+
+
+def test_kill9_between_acks_loses_nothing(start_agent) -> None:
+    """Client-side count of acknowledged spans == archived spans after kill -9 and restart."""
+    agent = start_agent("--window-seconds", "60")  # nothing archived before the kill: WAL only
+    bodies = [make_request_bytes(SPANS_PER_REQUEST, seed=s) for s in range(8)]
+    acked = 0
+    channel, export = _export_fn(agent.grpc_target)
+    for i in range(40):
+        export(bodies[i % len(bodies)], timeout=10)
+        acked += SPANS_PER_REQUEST
+    channel.close()
+    agent.kill9()  # no request in flight: every span sent was acknowledged
+    assert not window_files(agent.dir)
+    again = start_agent("--window-seconds", "60", root=agent.root)
+    assert "40 partials replayed" in again.startup_line
+    channel, export = _export_fn(again.grpc_target)
+    for i in range(5):
+        export(bodies[i], timeout=10)
+        acked += SPANS_PER_REQUEST
+    channel.close()
+    assert again.stop(signal.SIGTERM) == 0
+    records = _check_chain(again)
+    assert _archived_spans(records) == acked == 45 * SPANS_PER_REQUEST
+    assert (again.dir / "agent.wal").stat().st_size == 0
+
+
+def test_kill9_under_concurrent_load(start_agent) -> None:
+    """Concurrent clients, short windows, kill -9 at an arbitrary moment.
+
+    Every acknowledged span is archived. A request in flight at the kill may or may not have
+    reached the WAL (it was never acknowledged, so the client retries it): archived spans lie
+    between acknowledged and acknowledged + in flight.
+    """
+    agent = start_agent("--window-seconds", "0.3")
+    bodies = [make_request_bytes(SPANS_PER_REQUEST, seed=s) for s in range(8)]
+    lock = threading.Lock()
+    acked = [0]
+    failed = [0]
+    enough = threading.Event()
+
+    def client(k: int) -> None:
+        channel, export = _export_fn(agent.grpc_target)
+        for i in range(100_000):  # until the kill
+            try:
+                export(bodies[(i + k) % len(bodies)], timeout=10)
+            except grpc.RpcError:
+                with lock:
+                    failed[0] += SPANS_PER_REQUEST
+                break
+            with lock:
+                acked[0] += SPANS_PER_REQUEST
+                if acked[0] >= 150 * SPANS_PER_REQUEST:
+                    enough.set()
+        channel.close()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    assert enough.wait(60)
+    agent.wait_for(lambda: window_files(agent.dir), timeout=20, what="a first archived window")
+    agent.kill9()
+    for t in threads:
+        t.join(timeout=30)
+    again = start_agent("--window-seconds", "60", root=agent.root)
+    assert again.stop(signal.SIGTERM) == 0
+    archived = _archived_spans(_check_chain(again))
+    assert acked[0] <= archived <= acked[0] + failed[0]
+
+
+def test_second_agent_on_same_directory_names_the_holder(start_agent) -> None:
+    first = start_agent()
+    second = start_agent(root=first.root, ready=False)
+    assert second.proc.wait(timeout=30) == 1
+    err = "".join(second.stderr_text())
+    assert f"locked by process {first.proc.pid}" in err and "--archive-dir" in err
+    assert first.proc.poll() is None  # the holder keeps running
+    assert first.stop() == 0
+
+
+def test_torn_tail_from_a_crash_is_moved_aside_on_restart(start_agent) -> None:
+    agent = start_agent("--window-seconds", "60")
+    channel, export = _export_fn(agent.grpc_target)
+    export(make_request_bytes(SPANS_PER_REQUEST, seed=1), timeout=10)
+    channel.close()
+    assert agent.stop() == 0
+    path = window_files(agent.dir)[-1]
+    good = path.read_bytes()
+    torn = good[: len(good) // 2]  # half of a line, as a crash mid-write would leave
+    path.write_bytes(good + torn)
+    again = start_agent("--window-seconds", "60", root=agent.root)
+    channel, export = _export_fn(again.grpc_target)
+    export(make_request_bytes(SPANS_PER_REQUEST, seed=2), timeout=10)
+    channel.close()
+    assert again.stop() == 0
+    corrupt = list(again.dir.glob("*.corrupt"))
+    assert len(corrupt) == 1 and corrupt[0].read_bytes() == torn
+    records = _check_chain(again)
+    assert len(records) == 2 and _archived_spans(records) == 2 * SPANS_PER_REQUEST
+    assert "moved to" in "".join(again.stderr_text())
+
+
+def test_stop_with_no_spans_writes_nothing_and_sigint_exits_zero(start_agent) -> None:
+    agent = start_agent("--window-seconds", "0.2")
+    assert agent.stop(signal.SIGINT) == 0
+    assert window_files(agent.dir) == []
+
+
+def test_cli_reports_config_errors(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[agent]\ngrpc_port = 'x'\n")
+    out = subprocess.run([sys.executable, "-m", "carbonspan", "agent", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 2
+    assert "[agent] grpc_port = 'x': expected a non-negative integer" in out.stderr
