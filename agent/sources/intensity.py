@@ -89,7 +89,7 @@ class LiveSource:
             except SourceAuthError:
                 raise
             except SourceError as exc:
-                errors.append(str(exc))
+                errors.append(f"zone {zone}: {exc}")
                 continue
             with self._lock:
                 for region, z in self.region_zones.items():

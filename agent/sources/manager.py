@@ -69,6 +69,7 @@ class SourceManager:
         self.energy.sort(key=lambda s: ENERGY_KINDS.index(s.kind))
         self.host_sources = self._host_sources()
         self._stop = threading.Event()
+        self._prepared = False
         self._lock = threading.Lock()
         self._dirty = True
         self._built_at = -1e18
@@ -94,8 +95,7 @@ class SourceManager:
         endpoint refuses the credentials (401/403): both name the source. An endpoint that is
         merely down is not fatal: it is retried with backoff and shows in ``health()``.
         """
-        for src in (*self.energy, *self.live):
-            src.start()
+        self._prepare()
         self._stop.clear()
         for runner in self.runners.values():
             runner.start(self._stop)
@@ -123,8 +123,16 @@ class SourceManager:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _prepare(self) -> None:
+        """Resolve every source's secrets and files once (``ConfigError`` names the source)."""
+        if not self._prepared:
+            for src in (*self.energy, *self.live):
+                src.start()
+            self._prepared = True
+
     def poll_all(self) -> None:
         """Poll every source once, in this thread (tools and tests; the daemon uses threads)."""
+        self._prepare()
         for runner in self.runners.values():
             runner.poll_once()
 
