@@ -1,0 +1,108 @@
+"""The real console script, run as a subprocess: carbonspan policy ... and carbonspan place."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CARBONSPAN = str(Path(sys.executable).parent / "carbonspan")
+JSON_KEYS = {"trace", "policies", "best_simple", "candidate", "delta_pp", "margin_pp", "verdict"}
+
+
+def run(*args, env_extra=None, check=True):
+    env = dict(os.environ, **(env_extra or {}))
+    proc = subprocess.run([CARBONSPAN, *args], capture_output=True, text=True, env=env, timeout=60)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def write(path: Path, doc) -> str:
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_sample_then_evaluate_json_has_exactly_the_issue_shape(tmp_path, audit_log):
+    out = tmp_path / "sample.json"
+    run("policy", "sample", "--out", str(out))
+    res = json.loads(run("policy", "evaluate", "forecast-greedy", "--trace", str(out), "--json",
+                         "--record").stdout)
+    assert set(res) == JSON_KEYS
+    assert set(res["trace"]) == {"digest", "method", "synthetic"} and res["trace"]["synthetic"] is True
+    assert set(res["verdict"]) == {"ships", "action", "reason"}
+    assert all(set(v) == {"emissions_g", "reduction_pct"} for v in res["policies"].values())
+    assert res["verdict"]["ships"] == "forecast-greedy" and res["margin_pp"] == 5.0
+    listing = run("policy", "list").stdout
+    assert "synthetic" in listing and "forecast-greedy" in listing
+
+
+def test_record_status_place_round_trip(tmp_path, audit_log, spatial_win_doc):
+    trace = write(tmp_path / "grid.json", spatial_win_doc)
+    job = write(tmp_path / "job.json", {"id": "etl-7", "size": 2})
+    clusters = write(tmp_path / "clusters.json", [
+        {"name": "a", "region": "DE", "carbon_intensity": 380, "cost_per_hour": 1.2, "capacity": 8, "used": 3},
+        {"name": "b", "region": "FR", "carbon_intensity": 60, "cost_per_hour": 1.5, "capacity": 8, "used": 5},
+    ])
+    before = json.loads(run("place", "--job", job, "--clusters", clusters, "--policy", "cost-aware",
+                            "--json").stdout)
+    assert before["cluster"] == "a"  # unmeasured: carbon withheld, cost decides
+    assert before["objectives"]["placement_policy"]["action"] == "carbon-withheld"
+    dry = run("policy", "evaluate", "carbon-aware", "--trace", trace)
+    assert "decision figure" in dry.stdout and "ship-candidate" in dry.stdout
+    assert "replaced" in run("policy", "status", "carbon-aware").stdout  # a dry run records nothing
+    run("policy", "evaluate", "carbon-aware", "--trace", trace, "--record")
+    status = json.loads(run("policy", "status", "carbon-aware", "--json").stdout)
+    assert status["action"] == "as-requested" and status["evidence"]["seq"] == 0
+    placed = run("place", "--job", job, "--clusters", clusters, "--policy", "carbon-aware")
+    assert placed.stdout.startswith("job etl-7 -> cluster b (region FR)")
+    assert "[placement policy: carbon-aware: won evaluation seq 0" in placed.stdout
+    warn = run("policy", "status", "cost-aware", env_extra={"CARBONSPAN_CARBON_POLICY_GATE": "warn"})
+    assert "enforce would" in warn.stdout
+
+
+def test_tampered_log_fails_closed_in_every_command(tmp_path, audit_log, spatial_win_doc):
+    trace = write(tmp_path / "grid.json", spatial_win_doc)
+    run("policy", "evaluate", "carbon-aware", "--trace", trace, "--record")
+    audit_log.write_text(audit_log.read_text().replace('"ship-candidate"', '"ship-CANDIDATE"'))
+    listing = run("policy", "list", check=False)
+    assert listing.returncode == 1 and "chain is broken" in listing.stderr
+    status = run("policy", "status", "carbon-aware").stdout
+    assert "carbon-simple" in status and "fail closed" in status
+    rec = run("policy", "evaluate", "carbon-aware", "--trace", trace, "--record", check=False)
+    assert rec.returncode == 1 and "refusing to append" in rec.stderr
+
+
+def test_bad_input_is_a_clear_error(tmp_path, flat_doc):
+    flat_doc["jobs"][0]["slack"] = 100
+    trace = write(tmp_path / "bad.json", flat_doc)
+    proc = run("policy", "evaluate", "carbon-aware", "--trace", trace, check=False)
+    assert proc.returncode == 2 and "job 'only'" in proc.stderr and "runs past the trace" in proc.stderr
+    flat_doc["jobs"][0]["slack"] = 0
+    proc = run("policy", "evaluate", "oracle", "--trace", write(tmp_path / "ok.json", flat_doc), check=False)
+    assert proc.returncode == 2 and "reference policy" in proc.stderr
+    proc = run("place", "--job", str(tmp_path / "missing.json"), "--clusters", trace, check=False)
+    assert proc.returncode == 2 and "cannot read job" in proc.stderr
+
+
+def test_cli_places_with_an_entry_point_provider(tmp_path):
+    site = tmp_path / "site"
+    (site / "cs_cliplugin").mkdir(parents=True)
+    (site / "cs_cliplugin" / "__init__.py").write_text(
+        "class Cheapest:\n    name = 'cheapest'\n"
+        "    def score(self, clusters, job):\n        return [-c['cost_per_hour'] for c in clusters]\n")
+    info = site / "cs_cliplugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cs-cliplugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[carbonspan.placement_policies]\ncheapest = cs_cliplugin:Cheapest\n")
+    job = write(tmp_path / "job.json", {"id": "j"})
+    clusters = write(tmp_path / "c.json", [
+        {"name": "x", "region": "A", "carbon_intensity": 10, "cost_per_hour": 3, "capacity": 4, "used": 0},
+        {"name": "y", "region": "B", "carbon_intensity": 900, "cost_per_hour": 1, "capacity": 4, "used": 0},
+    ])
+    proc = run("place", "--job", job, "--clusters", clusters, "--policy", "cheapest",
+               env_extra={"PYTHONPATH": str(site)})
+    assert "cluster y" in proc.stdout and "does not weigh carbon" in proc.stdout
