@@ -1,0 +1,209 @@
+"""The fast C decoder, the reference decoder and the JSON decoder agree on every request.
+
+Requests are generated with hypothesis and encoded by hand on the wire so that they can carry
+what protobuf objects cannot: unknown fields of every wire type, a resource placed after its
+spans, a span name sent twice (the last wins). The JSON forms are produced by protobuf's own
+``MessageToDict`` (base64 ids, int64 strings, enum names or numbers), with ids rewritten to
+hex as OTLP/JSON requires.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+from google.protobuf.json_format import MessageToDict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+
+from agent.otlp import FAST_DECODER, concat_batches, decode_json
+from agent.otlp.fast import decode_protobuf_fast
+from agent.otlp.reference import decode_protobuf_reference, parse_request
+from agent.otlp.rules import MAX_TIMESTAMP_NS
+
+# ---------------------------------------------------------------- a tiny wire encoder
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number: int, wire_type: int, payload: bytes | int) -> bytes:
+    tag = varint(number << 3 | wire_type)
+    if wire_type == 0:
+        return tag + varint(int(payload))
+    if wire_type == 1:
+        return tag + int(payload).to_bytes(8, "little")
+    if wire_type == 5:
+        return tag + int(payload).to_bytes(4, "little")
+    assert isinstance(payload, bytes)
+    return tag + varint(len(payload)) + payload
+
+
+UNKNOWN = (field(90, 0, 7), field(91, 1, 2**63), field(92, 2, b"\x08\x01junk"), field(93, 5, 9))
+
+# ---------------------------------------------------------------- strategies
+
+REGIONS = ["eu-west-3", "eu-central-1", "pl", "us-east-1", "EU-West-3", "", "x" * 65, "x" * 64,
+           "eu west", "eu-wést-1", "a.b"]  # fmt: skip
+STATEMENTS = ["SELECT 1", "  select *", "/* app */ INSERT INTO t", "-- c\nUPDATE t SET a=1",
+              "((DELETE", "WITH a AS (SELECT 1) SELECT 1", "SELECTED", "/* open", "-- no newline",
+              "", "délete", "\tUpdate x"]  # fmt: skip
+SPAN_KEYS = ["cloud.region", "db.system", "db.system.name", "db.statement", "db.query.text",
+             "messaging.system", "http.url", "url.full", "server.address", "net.peer.name",
+             "http.method", "http.request.method", "http.response.body.size",
+             "http.response_content_length", "code.function", "service.name", ""]  # fmt: skip
+
+others = st.sampled_from(
+    [
+        AnyValue(bool_value=True),
+        AnyValue(double_value=1.5),
+        AnyValue(bytes_value=b"\x00\xff"),
+        AnyValue(array_value=ArrayValue()),
+        AnyValue(kvlist_value=KeyValueList()),
+        AnyValue(),
+        None,  # no value at all
+    ]
+)
+ints = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, -1, 1, 10_240, 2**20 + 1])
+
+
+@st.composite
+def key_values(draw: st.DrawFn, keys: list[str]) -> KeyValue:
+    key = draw(st.sampled_from(keys))
+    if key == "cloud.region":
+        strings = st.sampled_from(REGIONS)
+    elif key in ("db.statement", "db.query.text"):
+        strings = st.sampled_from(STATEMENTS) | st.text(max_size=12)
+    else:
+        strings = st.sampled_from(["postgresql", "kafka", "GET", "https://x/y", ""]) | st.text(max_size=6)
+    value = draw(strings.map(lambda s: AnyValue(string_value=s)) | ints.map(lambda i: AnyValue(int_value=i)) | others)
+    return KeyValue(key=key) if value is None else KeyValue(key=key, value=value)
+
+
+def _kvs(**attrs: str | int) -> list[KeyValue]:
+    return [
+        KeyValue(key=k.replace("_", "."), value=AnyValue(int_value=v) if isinstance(v, int) else AnyValue(string_value=v))
+        for k, v in attrs.items()
+    ]
+
+
+#: Attribute sets as instrumentations send them, so that every class is drawn often.
+PRESETS = [
+    [],
+    _kvs(db_system="postgresql", db_statement="DELETE FROM t"),
+    *[_kvs(**{"db.system.name": "mysql", "db.query.text": q}) for q in STATEMENTS[:6]],
+    _kvs(**{"url.full": "https://a/b", "http.response.body.size": 20_000}),
+    _kvs(**{"http.url": "https://a/b", "http.response_content_length": 5}),
+    _kvs(**{"net.peer.name": "a", "http.method": "GET"}),
+    _kvs(**{"server.address": "a", "http.request.method": "POST", "http.response.body.size": -3}),
+    _kvs(**{"messaging.system": "kafka", "url.full": "https://a/b"}),
+]
+
+timestamps = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, MAX_TIMESTAMP_NS - 1, MAX_TIMESTAMP_NS]) | st.integers(
+    1_700_000_000_000_000_000, 1_700_000_000_000_100_000
+)
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> bytes:
+    good_id = st.binary(min_size=15, max_size=15).map(lambda b: b"\x5a" + b)  # never all zero
+    bad_id = st.sampled_from([b"", bytes(16), b"\x01" * 15, b"\x02" * 17])
+    trace_id = draw(bad_id if draw(st.integers(0, 9)) == 5 else good_id)
+    parts = [
+        field(1, 2, trace_id),
+        field(2, 2, draw(st.binary(min_size=8, max_size=8))),
+        field(5, 2, draw(st.text(max_size=8)).encode()),
+        field(6, 0, draw(st.sampled_from([3, 3, 3, 0, 1, 2, 4, 5, 6, -1, 100, 2**31 - 1]))),
+        field(7, 1, draw(timestamps)),
+        field(8, 1, draw(timestamps)),
+    ]
+    kvs = draw(st.sampled_from(PRESETS)) + draw(st.lists(key_values(SPAN_KEYS), max_size=6))
+    parts += [field(9, 2, kv.SerializeToString()) for kv in draw(st.permutations(kvs))]
+    if draw(st.booleans()):
+        parts.append(field(5, 2, b"renamed"))  # a repeated singular field: the last one wins
+    parts += draw(st.lists(st.sampled_from(UNKNOWN), max_size=2))
+    return b"".join(draw(st.permutations(parts)))
+
+
+@st.composite
+def resource_spans(draw: st.DrawFn) -> bytes:
+    kvs = draw(st.lists(key_values(["service.name", "cloud.region", "host.name"]), max_size=4))
+    if draw(st.booleans()):
+        kvs.append(KeyValue(key="service.name", value=AnyValue(string_value=draw(st.sampled_from(["cart", "pay", "Cart"])))))
+    resource = b"".join(field(1, 2, kv.SerializeToString()) for kv in kvs)
+    scopes = [
+        field(2, 2, field(1, 2, b"\x0a\x03lib") + b"".join(field(2, 2, s) for s in draw(st.lists(spans(), max_size=4))))
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+    parts = [field(1, 2, resource), *scopes, *draw(st.lists(st.sampled_from(UNKNOWN), max_size=1))]
+    if draw(st.booleans()):
+        parts.append(parts.pop(0))  # the resource after its spans
+    return b"".join(parts)
+
+
+requests = st.lists(resource_spans(), max_size=3).map(lambda rs: b"".join(field(1, 2, r) for r in rs))
+
+# ---------------------------------------------------------------- properties
+
+
+def test_the_c_extension_is_built_and_used():
+    """A broken build must fail here rather than silently fall back to the slow decoder."""
+    assert FAST_DECODER, "agent.otlp._wire is not built: run `.venv/bin/pip install -e '.[test]'`"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=requests)
+def test_fast_decoder_equals_reference(data, assert_same):
+    assert_same(decode_protobuf_fast(data), decode_protobuf_reference(data))
+
+
+def _json_doc(data: bytes, hex_ids: bool, enum_ints: bool) -> dict:
+    doc = MessageToDict(parse_request(data), use_integers_for_enums=enum_ints)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                if hex_ids and "traceId" in span:
+                    span["traceId"] = base64.b64decode(span["traceId"]).hex()
+    return doc
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=requests, hex_ids=st.booleans(), enum_ints=st.booleans())
+def test_json_decoder_equals_reference(data, hex_ids, enum_ints, assert_same):
+    doc = _json_doc(data, hex_ids, enum_ints)
+    assert_same(decode_json(orjson.dumps(doc)), decode_protobuf_reference(data))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=requests, second=requests)
+def test_concat_equals_decoding_the_concatenated_request(first, second, assert_same):
+    """Two serialized requests back to back are one request holding both (protobuf merge)."""
+    assert_same(
+        concat_batches([decode_protobuf_fast(first), decode_protobuf_fast(second)]),
+        decode_protobuf_fast(first + second),
+    )
+
+
+def test_workload_requests_agree(workload, assert_same):
+    for seed in range(3):
+        data = workload.make_request_bytes(512, seed)
+        assert_same(decode_protobuf_fast(data), decode_protobuf_reference(data))
+
+
+def test_sdk_encoded_request_agrees(sdk_request_bytes, assert_same):
+    assert_same(decode_protobuf_fast(sdk_request_bytes), decode_protobuf_reference(sdk_request_bytes))
+
+
+def test_fast_decoder_reads_any_buffer(sdk_request_bytes, assert_same):
+    want = decode_protobuf_fast(sdk_request_bytes)
+    assert_same(decode_protobuf_fast(bytearray(sdk_request_bytes)), want)
+    assert_same(decode_protobuf_fast(memoryview(sdk_request_bytes)), want)
