@@ -166,9 +166,10 @@ class _RegionPlan:
     kind: np.ndarray  # (R,) KIND_* the region uses when a span has a timestamp
     live_code: np.ndarray  # (R,) tag code of a fresh live signal, 0 if none
     estimated: np.ndarray  # (R,) bool
+    stale: np.ndarray  # (R,) bool: a live signal was there but stale or invalid
 
 
-def _plan_regions(names: list[str], ctx: ScoringContext, counters: dict) -> _RegionPlan:
+def _plan_regions(names: list[str], ctx: ScoringContext) -> _RegionPlan:
     """Intensity rows, PUE, kind and live tag of the batch's few regions."""
     r = len(names)
     plan = _RegionPlan(
@@ -177,6 +178,7 @@ def _plan_regions(names: list[str], ctx: ScoringContext, counters: dict) -> _Reg
         kind=np.zeros(r, dtype=np.int8),
         live_code=np.zeros(r, dtype=np.int8),
         estimated=np.zeros(r, dtype=np.bool_),
+        stale=np.zeros(r, dtype=np.bool_),
     )
     use_profiles = ctx.config.use_hourly_profiles
     sig = ctx.signals
@@ -192,8 +194,7 @@ def _plan_regions(names: list[str], ctx: ScoringContext, counters: dict) -> _Reg
                 plan.live_code[i] = CODE[live.tag]
                 plan.estimated[i] = bool(live.estimated)
                 continue
-            bump(counters, "live_intensity_stale")
-            plan.estimated[i] = True
+            plan.stale[i] = plan.estimated[i] = True
         plan.rows[i] = ctx.model.intensity_row(name, use_profiles)
         plan.kind[i] = ctx.model.profile_kind(name, use_profiles)
     return plan
@@ -210,12 +211,11 @@ def live_ok(live, now_s: float, max_age_s: float) -> bool:
     )
 
 
-def _measured(
-    keys: list[str], ctx: ScoringContext, counters: dict
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per service key: fresh measured kWh/op (or NaN) and its tag code."""
+def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per service key: fresh measured kWh/op (or NaN), its tag code, and "stale/invalid"."""
     rate = np.full(len(keys), np.nan)
     code = np.zeros(len(keys), dtype=np.int8)
+    stale = np.zeros(len(keys), dtype=np.bool_)
     now = ctx.now_s()
     for k, key in enumerate(keys):
         m = ctx.signals.measured.get(key)
@@ -230,8 +230,8 @@ def _measured(
         if ok:
             rate[k], code[k] = m.kwh_per_op, CODE[m.tag]
         else:
-            bump(counters, "measured_stale_services")
-    return rate, code
+            stale[k] = True
+    return rate, code, stale
 
 
 def _span_cells(
@@ -263,7 +263,7 @@ def _accumulate(
 ) -> WindowPartial:
     s, r = len(keys), len(regions)
     cfg = ctx.config
-    plan = _plan_regions(regions, ctx, counters)
+    plan = _plan_regions(regions, ctx)
     op = batch.op_class.astype(np.int64)
     io = op != OP_NONE
     # energy: proxy weight x calibration, or a fresh measured rate
@@ -272,7 +272,10 @@ def _accumulate(
         weight = np.where(op == OP_HTTP, http_weights(batch.response_bytes), weight)
     cal = np.array([cfg.calibration.get(k, 1.0) for k in keys])
     calibrated = np.array([k in cfg.calibration for k in keys], dtype=np.bool_)
-    rate, meas_code = _measured(keys, ctx, counters)
+    rate, meas_code, meas_stale = _measured(keys, ctx)
+    # counted per span, so the counters add up the same however a window is batched
+    bump(counters, "measured_stale_spans", int((io & meas_stale[span_key]).sum()))
+    bump(counters, "live_intensity_stale_spans", int(plan.stale[span_reg].sum()))
     measured = io & ~np.isnan(rate)[span_key]
     energy = np.where(
         measured, np.nan_to_num(rate)[span_key], ENERGY_PER_IO_OP_KWH * weight * cal[span_key]

@@ -46,7 +46,9 @@ def build_batch(spans: list[dict]) -> SpanBatch:
     services: dict[str, int] = {}
     regions: dict[str, int] = {}
     endpoints: dict[str, int] = {}
-    cols: dict[str, list] = {k: [] for k in ("svc", "reg", "ep", "op", "resp", "start", "dur", "trace", "entry")}
+    cols: dict[str, list] = {
+        k: [] for k in ("svc", "reg", "ep", "op", "resp", "start", "dur", "trace", "entry")
+    }
     for i, s in enumerate(spans):
         cols["svc"].append(services.setdefault(s.get("service", "svc"), len(services)))
         region = s.get("region")
@@ -81,7 +83,11 @@ def context(green: dict | GreenConfig | None = None, **kw) -> ScoringContext:
 
 
 #: the golden-test config: coefficients and profiles off, embodied 0
-PLAIN = {"use_hourly_profiles": False, "per_operation_coefficients": False, "embodied_carbon_per_request_gco2": 0.0}
+PLAIN = {
+    "use_hourly_profiles": False,
+    "per_operation_coefficients": False,
+    "embodied_carbon_per_request_gco2": 0.0,
+}
 
 
 def report(spans: list[dict], green: dict | None = None, start=T0, end=T0 + 60 * 10**9, **kw):

@@ -137,12 +137,14 @@ def test_stale_measured_rate_falls_back_to_proxy_and_is_counted(h):
     assert gs.energy_kwh == pytest.approx(6e-7, rel=1e-12)
     assert gs.per_service_measured_ratio["checkout"] == 0.0
     assert gs.energy_model == "io_proxy_v1"
-    assert rep.counters["measured_stale_services"] == 1
+    assert rep.counters["measured_stale_spans"] == 6
 
 
 def test_fresh_live_intensity_is_real_time(h):
     # live 100 g/kWh: 6 x 1e-7 x 100 x 1.15 = 6.9e-5 g
-    sig = Signals(live_intensity={"eu-west-3": LiveIntensity(100.0, "electricity_maps_api", NOW_S - 60)})
+    sig = Signals(
+        live_intensity={"eu-west-3": LiveIntensity(100.0, "electricity_maps_api", NOW_S - 60)}
+    )
     gs = h.report(six_sql(), h.PLAIN, signals=sig).green_summary
     assert gs.co2.operational_gco2 == pytest.approx(6.9e-5, rel=1e-12)
     assert gs.regions[0].intensity_source == "real_time"
@@ -152,13 +154,15 @@ def test_fresh_live_intensity_is_real_time(h):
 
 def test_stale_live_intensity_falls_back_and_says_estimated(h):
     # 2 h old > max_signal_age 1 h -> annual 41.5: 2.8635e-5 g, estimated
-    sig = Signals(live_intensity={"eu-west-3": LiveIntensity(100.0, "grid_operator_api", NOW_S - 7200)})
+    sig = Signals(
+        live_intensity={"eu-west-3": LiveIntensity(100.0, "grid_operator_api", NOW_S - 7200)}
+    )
     rep = h.report(six_sql(), h.PLAIN, signals=sig)
     gs = rep.green_summary
     assert gs.co2.operational_gco2 == pytest.approx(2.8635e-5, rel=1e-12)
     assert gs.regions[0].intensity_source == "annual" and gs.regions[0].intensity_estimated
     assert gs.energy_model == "io_proxy_v1"
-    assert rep.counters["live_intensity_stale"] == 1
+    assert rep.counters["live_intensity_stale_spans"] == 6
 
 
 def test_hosts_declared_watts(h):
@@ -205,7 +209,9 @@ def test_embodied_only_in_totals(h):
     assert gs.co2.total.mid == pytest.approx(0.003 + 1.43175e-5, rel=1e-12)
     assert gs.co2.total.low == pytest.approx(gs.co2.total.mid * 0.5)
     assert gs.co2.total.high == pytest.approx(gs.co2.total.mid * 2)
-    assert sum(gs.per_service_carbon_kgco2eq.values()) * 1000 == pytest.approx(1.43175e-5, rel=1e-12)
+    assert sum(gs.per_service_carbon_kgco2eq.values()) * 1000 == pytest.approx(
+        1.43175e-5, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("a,b", list(itertools.combinations(TAGS[1:], 2)))
