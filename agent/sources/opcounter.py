@@ -3,7 +3,8 @@
 A power source measures joules over its own polling interval; to publish kWh per I/O op it
 needs how many I/O ops each service performed over the same interval. The daemon scores span
 batches, so it is the one that knows: after each scored batch it calls
-``OpCounter.add({service: io_ops})``. The counter keeps monotonic running totals; each source
+``OpCounter.add({service: io_ops})`` (or ``add_partial(partial)`` with the batch's
+``WindowPartial``). The counter keeps monotonic running totals; each source
 holds an ``OpCursor`` and takes the deltas since its previous successful poll, so several
 sources with different intervals read the same counter without interfering.
 """
@@ -32,6 +33,14 @@ class OpCounter:
                     continue
                 key = service.lower()
                 totals[key] = totals.get(key, 0) + ops
+
+    def add_partial(self, partial: object) -> None:
+        """Count a scored ``WindowPartial``: its ``services`` and the row sums of its ``ops`` grid."""
+        services = getattr(partial, "services", None)
+        grid = getattr(partial, "ops", None)
+        if not services or grid is None:
+            return
+        self.add(dict(zip(services, (int(n) for n in grid.sum(axis=1)), strict=True)))
 
     def totals(self) -> dict[str, int]:
         """A copy of the running totals."""

@@ -1,0 +1,197 @@
+"""SourceManager end to end over loopback: threads, priority, staleness, failures, backoff."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.sources.config import parse_sources
+from agent.sources.errors import ConfigError
+from agent.sources.manager import SourceManager
+from agent.sources.opcounter import OpCounter
+from agent.sources.runner import backoff_delay
+
+SCAPH = """\
+# TYPE scaph_host_power_microwatts gauge
+scaph_host_power_microwatts 30000000
+# TYPE scaph_process_power_consumption_microwatts gauge
+scaph_process_power_consumption_microwatts{pid="7",exe="checkout",cmdline="checkout"} 12000000
+"""
+HEADER = "metric;timestamp;value;resource_kind;resource_id;consumer_kind;consumer_id;__late_attributes\n"
+
+
+def scaph(endpoint, interval=10.0, **extra):
+    return {"url": endpoint.url("/metrics"), "interval_s": interval, "timeout_s": 1.0,
+            "services": {"checkout": {"exe": "checkout"}}, **extra}
+
+
+def test_pollers_run_in_threads_and_publish_signals(endpoint, until):
+    endpoint.set("/metrics", SCAPH)
+    mgr = SourceManager.from_config({"scaphandre": scaph(endpoint, interval=0.05)})
+    with mgr:
+        def fed() -> bool:
+            mgr.ops.add({"checkout": 100})
+            return "checkout" in mgr.current().measured
+        assert until(fed, 10.0)
+        rate = mgr.current().measured["checkout"]
+        assert rate.tag == "scaphandre_rapl" and rate.kwh_per_op > 0
+        polls = len(endpoint.requests)
+        assert until(lambda: len(endpoint.requests) >= polls + 3, 10.0)  # it keeps polling
+    stopped_at = len(endpoint.requests)
+    endpoint.release.wait(0.2)
+    assert len(endpoint.requests) <= stopped_at + 1  # stop() ended the thread
+
+
+def test_current_never_touches_the_network(endpoint):
+    endpoint.set("/metrics", SCAPH)
+    mgr = SourceManager.from_config({"scaphandre": scaph(endpoint)})
+    mgr.poll_all()
+    before = len(endpoint.requests)
+    endpoint.close()  # the exporter is gone
+    t0 = time.monotonic()
+    for _ in range(1000):
+        mgr.current()
+    assert time.monotonic() - t0 < 2.0 and len(endpoint.requests) == before
+
+
+def test_priority_alumet_over_scaphandre_over_redfish_and_stale_fallback(endpoint, tmp_path, clock, monkeypatch):
+    monkeypatch.setenv("BMC_PW", "pw")
+    endpoint.set("/metrics", SCAPH)
+    endpoint.set("/redfish/v1/Chassis/1/Power", b'{"PowerControl":[{"PowerConsumedWatts":300}]}')
+    csv = tmp_path / "alumet.csv"
+    csv.write_text(HEADER)
+    table = {
+        "alumet": {"csv_path": str(csv), "interval_s": 10, "services": {"checkout": {"consumer_id": "^7$"}}},
+        "scaphandre": scaph(endpoint, interval=60.0),
+        "redfish": {"url": endpoint.base, "interval_s": 600, "username": "u", "password_env": "BMC_PW",
+                    "services": ["checkout"]},
+    }
+    mgr = SourceManager(parse_sources(table), clock=clock)
+    mgr.poll_all()
+    with csv.open("a") as f:
+        f.write("rapl_consumed_energy_J;2026-11-30T10:00:01Z;5.0;cpu_package;0;process;7;domain=package\n")
+    mgr.ops.add({"checkout": 1000})
+    clock.advance(1.0)
+    mgr.poll_all()
+    assert mgr.current().measured["checkout"].tag == "alumet_rapl"
+    # no new Alumet rows: after 3 x 10 s its value is stale and dropped; Scaphandre's (60 s) wins
+    clock.advance(31.0)
+    assert mgr.current().measured["checkout"].tag == "scaphandre_rapl"
+    assert mgr.health()["alumet"]["stale_dropped"] == 2  # the rate and the machine watts
+    clock.advance(3 * 60.0)
+    assert mgr.current().measured["checkout"].tag == "redfish_bmc"
+    clock.advance(3 * 600.0)
+    assert "checkout" not in mgr.current().measured  # all stale: the scorer uses the I/O proxy
+
+
+def test_failures_are_counted_and_the_last_good_value_is_kept(endpoint, clock):
+    endpoint.set("/metrics", SCAPH)
+    mgr = SourceManager(parse_sources({"scaphandre": scaph(endpoint)}), clock=clock)
+    mgr.poll_all()
+    mgr.ops.add({"checkout": 10})
+    mgr.poll_all()
+    good = mgr.current().measured["checkout"]
+    endpoint.set("/metrics", "boom", status=503)
+    clock.advance(1.0)
+    mgr.poll_all()
+    mgr.poll_all()
+    health = mgr.health()["scaphandre"]
+    assert health["ok"] is False and health["failures"] == 2 and health["consecutive_failures"] == 2
+    assert "HTTP 503" in health["last_error"] and health["stale"] is False
+    assert mgr.current().measured["checkout"] == good
+    runner = mgr.runners["scaphandre"]
+    assert runner.next_delay() >= 10.0 * 2  # two failures: between 20 s and 40 s
+    endpoint.set("/metrics", SCAPH)
+    mgr.poll_all()
+    assert mgr.health()["scaphandre"]["ok"] is True and runner.next_delay() == 10.0
+    clock.advance(31.0)
+    assert mgr.health()["scaphandre"]["stale"] is True
+
+
+def test_a_hanging_endpoint_times_out(endpoint):
+    endpoint.set("/metrics", SCAPH, hang=True)
+    mgr = SourceManager.from_config({"scaphandre": scaph(endpoint, timeout_s=0.2)})
+    t0 = time.monotonic()
+    mgr.poll_all()
+    assert time.monotonic() - t0 < 3.0
+    health = mgr.health()["scaphandre"]
+    assert health["ok"] is False and "timed out" in health["last_error"]
+
+
+def test_an_endpoint_that_is_down_is_not_fatal_at_start(endpoint):
+    endpoint.set("/metrics", "nope", status=404)
+    mgr = SourceManager.from_config({"scaphandre": scaph(endpoint)})
+    mgr.start()  # down endpoints are retried with backoff, not a start error
+    try:
+        assert mgr.health()["scaphandre"]["failures"] >= 1
+    finally:
+        mgr.stop()
+
+
+@given(st.integers(0, 60), st.floats(0.01, 3600), st.floats(0.01, 86400), st.integers(0, 2**32))
+def test_backoff_is_jittered_exponential_and_capped(failures, interval, cap, seed):
+    delay = backoff_delay(failures, interval, cap, random.Random(seed))
+    if failures == 0:
+        assert delay == interval
+    else:
+        ceiling = max(interval, min(cap, interval * 2.0 ** failures))
+        assert ceiling / 2 <= delay <= ceiling
+
+
+def test_config_mistakes_name_the_key():
+    with pytest.raises(ConfigError, match=r"sources\.scaphandre\[0\]\.url: required key is missing"):
+        parse_sources({"scaphandre": [{"services": {"a": {"exe": "a"}}}]})
+    with pytest.raises(ConfigError, match=r"sources\.kepler\[0\]\.intervl_s: unknown key"):
+        parse_sources({"kepler": {"url": "http://h/metrics", "intervl_s": 3}})
+    with pytest.raises(ConfigError, match=r"bad regex"):
+        parse_sources({"scaphandre": {"url": "http://h/", "services": {"a": {"exe": "("}}}})
+    with pytest.raises(ConfigError, match="repeated: scaphandre"):
+        parse_sources({"scaphandre": [{"url": "http://a/", "name": "scaphandre"}, {"url": "http://b/", "name": "scaphandre"}]})
+    with pytest.raises(ConfigError, match="exactly one of `url`"):
+        parse_sources({"alumet": {"services": {"a": {"x": "y"}}}})
+    with pytest.raises(ConfigError, match="feeds no service and no"):
+        SourceManager.from_config({"scaphandre": {"url": "http://127.0.0.1:9/"}})
+
+
+def test_op_counter_cursors_see_each_op_once_across_threads():
+    counter = OpCounter()
+    cursor = counter.cursor()
+    seen: dict[str, int] = {}
+
+    def feed() -> None:
+        for _ in range(2000):
+            counter.add({"A": 1, "b": 2, "neg": -5, "flag": True})  # type: ignore[dict-item]
+
+    threads = [threading.Thread(target=feed) for _ in range(4)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for k, v in cursor.take().items():
+            seen[k] = seen.get(k, 0) + v
+    for t in threads:
+        t.join()
+    for k, v in cursor.take().items():
+        seen[k] = seen.get(k, 0) + v
+    assert seen == {"a": 8000, "b": 16000} == counter.totals()
+
+
+@given(st.lists(st.dictionaries(st.sampled_from("abc"), st.integers(-3, 50)), max_size=20),
+       st.lists(st.booleans(), max_size=20))
+def test_op_cursor_deltas_sum_to_the_totals(batches, takes):
+    counter = OpCounter()
+    cursor = counter.cursor()
+    got: dict[str, int] = {}
+    for i, batch in enumerate(batches):
+        counter.add(batch)
+        if i < len(takes) and takes[i]:
+            for k, v in cursor.take().items():
+                assert v > 0
+                got[k] = got.get(k, 0) + v
+    for k, v in cursor.take().items():
+        got[k] = got.get(k, 0) + v
+    assert got == counter.totals()
