@@ -37,7 +37,7 @@ SIMPLE_BASELINES = (LOWEST_AVERAGE, THRESHOLD)
 RESERVED = frozenset({AGNOSTIC, LOWEST_AVERAGE, THRESHOLD, ORACLE})
 THRESHOLD_PERCENTILE = 30.0
 PERSISTENCE_HOURS = 24
-CHUNK = 16384
+CHUNK = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +107,13 @@ def _argmin_window(
     region = np.empty(len(trace.submit), np.int64)
     start = np.empty(len(trace.submit), np.int64)
     for sl in _chunks(len(region)):
-        t = trace.submit[sl, None] + np.minimum(k[None, :], trace.slack[sl, None])
-        valid = (k[None, :] <= trace.slack[sl, None])[:, :, None] & trace.allowed[sl, None, :]
-        w = np.where(valid, sums(sl, t), np.inf).reshape(t.shape[0], -1)
-        best = np.argmin(w, axis=1)
+        slack = trace.slack[sl, None]
+        t = trace.submit[sl, None] + np.minimum(k[None, :], slack)
+        w = sums(sl, t)
+        if not ((slack == k[-1]).all() and trace.allowed[sl].all()):  # skip a no-op mask
+            valid = (k[None, :] <= slack)[:, :, None] & trace.allowed[sl, None, :]
+            w = np.where(valid, w, np.inf)
+        best = np.argmin(w.reshape(t.shape[0], -1), axis=1)
         kk, region[sl] = np.divmod(best, n_regions)
         start[sl] = trace.submit[sl] + kk
     return Placement(region, start)
@@ -119,9 +122,10 @@ def _argmin_window(
 def oracle(trace: Trace, p: np.ndarray) -> Placement:
     """The lowest-emission (r, t) with perfect foresight: a bound, not a deployable policy."""
 
+    pt = np.ascontiguousarray(p.T)  # (hours + 1, regions): one gather yields (J, K, R)
+
     def sums(sl: slice, t: np.ndarray) -> np.ndarray:
-        end = t + trace.duration[sl, None]
-        return (p[:, end] - p[:, t]).transpose(1, 2, 0)
+        return pt[t + trace.duration[sl, None]] - pt[t]
 
     return _argmin_window(trace, sums)
 
@@ -136,15 +140,18 @@ def forecast_greedy(trace: Trace, p: np.ndarray) -> Placement:
     hours < s. Jobs submitted in the first 24 hours have no history: they run at once at home.
     """
     day = PERSISTENCE_HOURS
+    pt = np.ascontiguousarray(p.T)
 
     def sums(sl: slice, t: np.ndarray) -> np.ndarray:
         s = trace.submit[sl, None]
         base = np.maximum(s - day, 0)
         a = t - s
         b = a + trace.duration[sl, None]
-        whole = p[:, base + day] - p[:, base]
-        f = (b // day - a // day) * whole + p[:, base + b % day] - p[:, base + a % day]
-        return f.transpose(1, 2, 0)
+        whole = (pt[base + day] - pt[base])  # (J, 1, R): the last 24 observed hours
+        laps = (b // day - a // day)[:, :, None].astype(np.float64)
+        f = pt[base + b % day] - pt[base + a % day]
+        f += laps * whole
+        return f
 
     placed = _argmin_window(trace, sums)
     young = trace.submit < day
