@@ -1,0 +1,185 @@
+"""Region resolution, caps, first-seen facts, counters and the partial's merge edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, OTHER_ENDPOINT, WindowPartial
+from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
+from agent.score import score_batch
+
+T0 = 1_767_268_800_000_000_000
+NOW_S = T0 / 1e9 + 60
+
+
+def test_region_resolution_order(h):
+    # span/resource region > [green.service_regions] (case-insensitive) > default_region > unknown
+    green = {"default_region": "PL", "service_regions": {"Mapped": "eu-central-1"}}
+    spans = [
+        {"service": "mapped", "region": "eu-west-3", "op": "db"},  # own region wins
+        {"service": "MAPPED", "op": "db"},  # service_regions
+        {"service": "other", "op": "db"},  # default_region
+    ]
+    gs = h.report(spans, dict(h.PLAIN, **green)).green_summary
+    assert [(r.region, r.status, r.io_ops) for r in gs.regions] == [
+        ("eu-west-3", "resolved", 1),
+        ("eu-central-1", "resolved", 1),
+        ("pl", "resolved", 1),
+    ]
+    assert gs.per_service_region == {"mapped": "eu-west-3", "other": "pl"}
+
+
+def test_no_region_anywhere_is_the_unknown_row_with_zero_carbon(h):
+    gs = h.report([{"service": "a", "op": "db"}] * 2, h.PLAIN).green_summary
+    (row,) = gs.regions
+    assert (row.region, row.status, row.io_ops, row.co2_gco2) == ("unknown", "unresolved", 2, 0.0)
+    assert row.energy_kwh == pytest.approx(2e-7)
+    assert gs.per_service_region == {"a": "unknown"}
+    assert gs.per_service_energy_kwh["a"] == pytest.approx(2e-7)  # energy still counted
+
+
+def test_out_of_table_region_counts_energy_at_zero_grams(h):
+    gs = h.report([{"region": "Mars-North-1", "op": "db"}], h.PLAIN).green_summary
+    (row,) = gs.regions
+    assert (row.region, row.status, row.co2_gco2) == ("mars-north-1", "out_of_table", 0.0)
+    assert gs.energy_kwh == pytest.approx(1e-7) and gs.co2.operational_gco2 == 0.0
+
+
+def test_invalid_region_string_is_ignored_and_counted(h):
+    spans = [
+        {"service": "a", "region": "eu west 3!", "op": "db"},
+        {"service": "a", "region": "pl", "op": "db"},
+    ]
+    rep = h.report(spans, dict(h.PLAIN, default_region="eu-west-3"))
+    assert rep.counters["region_invalid"] == 1
+    assert [r.region for r in rep.green_summary.regions] == ["eu-west-3", "pl"]
+
+
+def test_max_regions_overflow_goes_to_unknown(h):
+    # 256 out-of-table regions first, then eu-west-3 (in the table) overflows: scored as unknown, 0 g
+    spans = [{"region": f"r-{i}", "op": "db", "trace": i} for i in range(MAX_REGIONS)]
+    spans += [{"region": "eu-west-3", "op": "db", "trace": 999}] * 3
+    rep = h.report(spans, h.PLAIN)
+    gs = rep.green_summary
+    assert len(gs.regions) == MAX_REGIONS + 1 and gs.regions[-1].region == "unknown"
+    assert gs.regions[-1].io_ops == 3 and gs.co2.operational_gco2 == 0.0
+    assert rep.counters["region_overflow"] == 3
+
+
+def test_region_overflow_across_merge_equals_concatenation(h):
+    ctx = h.context({"calibration": {"b": 2.0}})
+    a = [{"service": "a", "region": f"r-{i}", "op": "db", "trace": i} for i in range(200)]
+    b = [{"service": "b", "region": f"r-{i}", "op": "db", "trace": i} for i in range(150, 300)]
+    b += [{"service": "b", "region": "eu-west-3", "op": "select", "trace": 7}]
+    b += [{"service": "b", "region": "unknown", "op": "db", "trace": 8}]
+    whole = score_batch(h.build_batch(a + b), ctx)
+    merged = score_batch(h.build_batch(a), ctx).merge(score_batch(h.build_batch(b), ctx))
+    assert merged.same_as(whole, rel=1e-12)
+    assert merged.counters["region_overflow"] == 45  # r-256..r-299 and eu-west-3
+    assert float(merged.carbon.sum()) == 0.0
+
+
+def test_first_seen_region_survives_merges(h):
+    ctx = h.context(h.PLAIN)
+    first = score_batch(h.build_batch([{"service": "Svc", "region": "pl", "op": "db"}]), ctx)
+    later = score_batch(h.build_batch([{"service": "svc", "region": "eu-west-3", "op": "db"}]), ctx)
+    merged = first.merge(later)
+    assert merged.services == ["svc"] and merged.regions[merged.service_region[0]] == "pl"
+    assert later.merge(first).regions[0] == "eu-west-3"
+
+
+def test_endpoint_cap_folds_new_endpoints_into_other(h):
+    ctx = h.context(h.PLAIN)
+    spans = [
+        {"service": "s", "op": "db", "endpoint": f"q{i}", "trace": 1}
+        for i in range(MAX_ENDPOINTS + 10)
+    ]
+    spans.append({"service": "s", "op": None, "endpoint": "not-io", "trace": 1})
+    whole = score_batch(h.build_batch(spans), ctx)
+    assert len(whole.endpoints) == MAX_ENDPOINTS + 1
+    assert whole.endpoints[("s", OTHER_ENDPOINT)] == 10
+    assert whole.counters["endpoint_overflow"] == 10
+    half = len(spans) // 2
+    merged = score_batch(h.build_batch(spans[:half]), ctx).merge(
+        score_batch(h.build_batch(spans[half:]), ctx)
+    )
+    assert merged.same_as(whole, rel=1e-12)
+
+
+def test_traces_requests_and_spans(h):
+    spans = [
+        {"service": "a", "trace": 1, "entry": True},
+        {"service": "a", "trace": 1, "op": "db"},
+        {"service": "b", "trace": 2**64 - 1, "entry": True},
+        {"service": "b", "trace": 2**64 - 1},
+    ]
+    rep = h.report(spans, h.PLAIN)
+    assert (rep.window.spans, rep.window.traces, rep.window.io_ops) == (4, 2, 1)
+    assert rep.green_summary.per_service_requests == {"a": 1, "b": 1}
+    assert rep.green_summary.per_service_energy_model == {"a": "io_proxy_v1", "b": ""}
+    assert [e.model_dump() for e in rep.per_endpoint_io_ops] == [
+        {"service": "a", "endpoint": "op", "io_ops": 1}
+    ]
+
+
+def test_absurd_timestamp_uses_the_window_clock_or_annual(h):
+    # with a clock (2026-01-01T12:01Z) the span takes the January 12:00 profile cell; without
+    # one it takes the annual value 41.5
+    green = dict(h.PLAIN, use_hourly_profiles=True)
+    spans = [{"region": "eu-west-3", "op": "db", "start": 0}]
+    with_clock = h.report(spans, green).green_summary.regions[0]
+    assert with_clock.grid_intensity_gco2_kwh == pytest.approx(40.521505, rel=1e-6)
+    no_clock = h.report(spans, green, now_ns=None).green_summary.regions[0]
+    assert no_clock.grid_intensity_gco2_kwh == pytest.approx(41.5)
+    assert no_clock.intensity_source == "annual"
+
+
+def test_measured_ratio_is_the_share_of_io_spans_with_measured_energy(h):
+    # batch 1: the rate is fresh for 3 ops; batch 2: stale for 1 op -> ratio 3/4
+    fresh = h.context(
+        h.PLAIN, signals=Signals(measured={"s": MeasuredRate(2e-7, "alumet_rapl", NOW_S, 10.0)})
+    )
+    stale = h.context(
+        h.PLAIN,
+        signals=Signals(measured={"s": MeasuredRate(2e-7, "alumet_rapl", NOW_S - 60, 10.0)}),
+    )
+    one = score_batch(h.build_batch([{"service": "s", "region": "pl", "op": "db"}] * 3), fresh)
+    two = score_batch(h.build_batch([{"service": "s", "region": "pl", "op": "db"}]), stale)
+    from agent.window import build_report
+
+    gs = build_report(one.merge(two), fresh, T0, T0 + 10**9).green_summary
+    assert gs.per_service_measured_ratio == {"s": 0.75}
+    # energy 3 x 2e-7 + 1 x 1e-7 = 7e-7 kWh; tag: the measured one wins
+    assert gs.per_service_energy_kwh["s"] == pytest.approx(7e-7)
+    assert gs.per_service_energy_model["s"] == "alumet_rapl"
+
+
+def test_live_intensity_for_an_out_of_table_region_is_not_used(h):
+    sig = Signals(live_intensity={"mars-1": LiveIntensity(100.0, "electricity_maps_api", NOW_S)})
+    gs = h.report([{"region": "mars-1", "op": "db"}], h.PLAIN, signals=sig).green_summary
+    assert gs.regions[0].status == "out_of_table" and gs.co2.operational_gco2 == 0.0
+
+
+def test_unknown_measured_tag_is_not_trusted(h):
+    sig = Signals(measured={"svc": MeasuredRate(5e-7, "my_meter", NOW_S, 10.0)})
+    rep = h.report([{"region": "pl", "op": "db"}], h.PLAIN, signals=sig)
+    assert rep.green_summary.energy_kwh == pytest.approx(1e-7)
+    assert rep.counters["measured_stale_spans"] == 1
+
+
+def test_empty_batch_and_rejected_counts(h):
+    batch = h.build_batch([])
+    batch.rejected = 3
+    batch.counters["service_name_invalid"] = 2
+    p = score_batch(batch, h.context())
+    assert p.spans == 0 and p.counters == {"spans_rejected": 3, "service_name_invalid": 2}
+    assert WindowPartial.from_bytes(p.to_bytes()).same_as(p)
+    from agent.window import build_report
+
+    rep = build_report(p, h.context(), T0, T0)
+    assert rep.green_summary.energy_model == "" and rep.green_summary.regions == []
+
+
+def test_from_bytes_refuses_an_unknown_version():
+    with pytest.raises(ValueError, match="version 9"):
+        WindowPartial.from_bytes(b'{"v": 9}')
