@@ -1,0 +1,125 @@
+"""Sources -> Signals -> the real scorer (agent.score.score_batch + agent.window.build_report).
+
+Spans are OTLP/JSON decoded by agent.otlp; the sources read loopback Scaphandre and
+Electricity Maps endpoints; the daemon's wiring is reproduced exactly: count each scored
+batch with ``manager.ops.add_partial(partial)`` and score with ``manager.current()``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+
+from agent.config import parse_green
+from agent.otlp import decode_json
+from agent.score import ScoringContext, score_batch
+from agent.sources.config import parse_sources
+from agent.sources.manager import SourceManager
+from agent.window import build_report
+
+SCAPH = """\
+# TYPE scaph_process_power_consumption_microwatts gauge
+scaph_process_power_consumption_microwatts{pid="7",exe="checkout",cmdline="/srv/checkout"} 12000000
+scaph_process_power_consumption_microwatts{pid="9",exe="orders"} 99000000
+"""
+
+
+def otlp_json(now_ns: int, spans_per_service: dict[str, int]) -> bytes:
+    """An OTLP/JSON export request: SQL client spans per service in eu-west-3."""
+    resource_spans = []
+    for s_i, (service, n) in enumerate(spans_per_service.items()):
+        spans = [{
+            "traceId": f"{s_i + 1:016x}{i:016x}", "spanId": f"{s_i + 1:08x}{i:08x}", "name": "SELECT orders",
+            "kind": 3, "startTimeUnixNano": str(now_ns - 10**9), "endTimeUnixNano": str(now_ns - 10**9 + 2_000_000),
+            "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}},
+                           {"key": "db.statement", "value": {"stringValue": "SELECT * FROM orders WHERE id = $1"}}],
+        } for i in range(n)]
+        resource_spans.append({
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}},
+                                        {"key": "cloud.region", "value": {"stringValue": "eu-west-3"}}]},
+            "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.psycopg"}, "spans": spans}],
+        })
+    return orjson.dumps({"resourceSpans": resource_spans})
+
+
+GREEN = parse_green({"use_hourly_profiles": False, "per_operation_coefficients": False,
+                     "embodied_carbon_per_request_gco2": 0.0})
+
+
+def window(mgr: SourceManager, now_s: float, spans: dict[str, int]):
+    now_ns = int(now_s * 1e9)
+    ctx = ScoringContext.from_config(GREEN, signals=mgr.current(), now_ns=now_ns)
+    partial = score_batch(decode_json(otlp_json(now_ns, spans)), ctx)
+    mgr.ops.add_partial(partial)  # what the daemon does after each scored batch
+    return build_report(partial, ctx, now_ns - 60 * 10**9, now_ns).green_summary
+
+
+def test_scaphandre_measured_and_proxy_services_then_live_intensity(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_EM_KEY", "k")
+    clock.t = datetime.now(UTC).timestamp()
+    endpoint.set("/metrics", SCAPH)
+    table = {"scaphandre": {"url": endpoint.url("/metrics"), "interval_s": 10,
+                            "services": {"checkout": {"exe": "^checkout$"}}}}
+    mgr = SourceManager(parse_sources(table), GREEN, clock=clock)
+    mgr.poll_all()  # baseline
+    first = window(mgr, clock(), {"checkout": 4, "orders": 2})  # no measurement yet: all proxy
+    assert first.energy_model == "io_proxy_v1"
+    mgr.poll_all()  # the interval now holds checkout's 4 ops
+    rate = mgr.current().measured["checkout"]
+    gs = window(mgr, clock(), {"checkout": 4, "orders": 2})
+    assert gs.per_service_energy_model == {"checkout": "scaphandre_rapl", "orders": "io_proxy_v1"}
+    assert gs.energy_model == "scaphandre_rapl"
+    assert gs.per_service_measured_ratio == {"checkout": 1.0, "orders": 0.0}
+    assert gs.per_service_energy_kwh["checkout"] == pytest.approx(4 * rate.kwh_per_op, rel=1e-12)
+    assert gs.per_service_energy_kwh["orders"] == pytest.approx(2 * 1e-7)  # 2 ops x 1e-7 kWh
+
+    # live intensity for eu-west-3 (zone FR) from Electricity Maps
+    endpoint.set("/v3/carbon-intensity/latest?zone=FR", orjson.dumps({
+        "zone": "FR", "carbonIntensity": 20.0, "isEstimated": False,
+        "datetime": datetime.fromtimestamp(clock() - 300, UTC).isoformat().replace("+00:00", "Z")}))
+    table["electricity_maps"] = {"base_url": endpoint.base, "api_key_env": "TEST_EM_KEY", "regions": ["eu-west-3"]}
+    mgr = SourceManager(parse_sources(table), GREEN, clock=clock)
+    mgr.poll_all()
+    window(mgr, clock(), {"checkout": 4})
+    mgr.poll_all()
+    gs = window(mgr, clock(), {"checkout": 4, "orders": 2})
+    assert gs.energy_model == "electricity_maps_api"
+    row = next(r for r in gs.regions if r.region == "eu-west-3")
+    assert row.intensity_source == "real_time" and row.grid_intensity_gco2_kwh == 20.0
+    assert row.intensity_estimated is False
+    # carbon uses the live value: energy x 20 g/kWh x PUE 1.15 (AWS)
+    assert gs.co2.operational_gco2 == pytest.approx(gs.energy_kwh * 20.0 * 1.15, rel=1e-9)
+
+
+def test_stale_sources_fall_back_to_the_proxy_and_the_annual_value(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_EM_KEY", "k")
+    clock.t = datetime.now(UTC).timestamp()
+    endpoint.set("/metrics", SCAPH)
+    endpoint.set("/v3/carbon-intensity/latest?zone=FR", orjson.dumps({
+        "zone": "FR", "carbonIntensity": 20.0, "isEstimated": False,
+        "datetime": datetime.fromtimestamp(clock(), UTC).isoformat()}))
+    table = {"scaphandre": {"url": endpoint.url("/metrics"), "interval_s": 10,
+                            "services": {"checkout": {"exe": "^checkout$"}}},
+             "electricity_maps": {"base_url": endpoint.base, "api_key_env": "TEST_EM_KEY", "regions": ["eu-west-3"]}}
+    mgr = SourceManager(parse_sources(table), GREEN, clock=clock)
+    mgr.poll_all()
+    window(mgr, clock(), {"checkout": 4})
+    mgr.poll_all()
+    assert window(mgr, clock(), {"checkout": 1}).energy_model == "electricity_maps_api"
+    # both endpoints now fail; an hour and a bit later everything is stale
+    endpoint.set("/metrics", "down", status=503)
+    endpoint.set("/v3/carbon-intensity/latest?zone=FR", "down", status=503)
+    clock.advance(3601.0)
+    mgr.poll_all()
+    gs = window(mgr, clock(), {"checkout": 4})
+    assert gs.per_service_energy_model == {"checkout": "io_proxy_v1"}
+    assert gs.per_service_energy_kwh["checkout"] == pytest.approx(4e-7)
+    row = gs.regions[0]
+    # annual eu-west-3 value, and the report says a live value was wanted but was stale
+    assert row.intensity_source == "annual" and row.intensity_estimated is True
+    assert row.grid_intensity_gco2_kwh == pytest.approx(41.5)
+    health = mgr.health()
+    assert health["scaphandre"]["stale"] and health["electricity_maps"]["stale"]
+    assert health["scaphandre"]["stale_dropped"] == 1
