@@ -1,0 +1,232 @@
+"""Bad input against a running agent: clear errors, bounded memory, partial success, fuzzing.
+
+The agent runs with ``max_request_bytes`` = 1 MiB so a bomb is cheap to build; bombs inflate to
+64 MiB and the agent's peak RSS (``VmHWM``) must not grow by anything near that.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import urllib.error
+import urllib.request
+import zlib
+
+import grpc
+import pytest
+from google.rpc import status_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from bench.workload import make_request_bytes
+from schema.chain import verify_chain
+from schema.models import ArchiveLine
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+LIMIT = 1 << 20
+BOMB_BYTES = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def agent(start_agent):
+    return start_agent("--window-seconds", "0.5",
+                       env={"CARBONSPAN_MAX_REQUEST_BYTES": str(LIMIT)})
+
+
+@pytest.fixture(scope="module")
+def call(agent):
+    channel = grpc.insecure_channel(agent.grpc_target)
+    yield channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+    channel.close()
+
+
+def post(agent, body: bytes, ctype: str, encoding: str | None = None, path: str = "/v1/traces"):
+    headers = {"Content-Type": ctype}
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    req = urllib.request.Request(agent.http_url + path, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, err.read()
+
+
+def peak_rss_kb(agent) -> int:
+    with open(f"/proc/{agent.proc.pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
+
+
+def gzip_bomb(n: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"\x00" * (1 << 20)
+    return b"".join([c.compress(block) for _ in range(n >> 20)] + [c.flush()])
+
+
+def test_malformed_protobuf_grpc_is_invalid_argument_with_a_message(call) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        call(b"\x0a\xff\xff\xff\xff\x0f garbage", timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert len(info.value.details()) > 10
+
+
+def test_malformed_protobuf_http_is_400_status_in_protobuf(agent) -> None:
+    status, headers, body = post(agent, b"\x0a\xff\xff\xff\xff\x0f garbage", "application/x-protobuf")
+    assert status == 400 and headers["Content-Type"] == "application/x-protobuf"
+    st_ = status_pb2.Status.FromString(body)
+    assert st_.code == 3 and st_.message
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"resourceSpans": 7}'])
+def test_malformed_json_is_400_json_with_a_message(agent, body: bytes) -> None:
+    status, headers, out = post(agent, body, "application/json")
+    assert status == 400 and headers["Content-Type"] == "application/json"
+    doc = json.loads(out)
+    assert doc["code"] == 3 and doc["message"]
+
+
+def test_gzip_bomb_http_is_refused_without_inflating(agent) -> None:
+    bomb = gzip_bomb(BOMB_BYTES)
+    before = peak_rss_kb(agent)
+    status, _, out = post(agent, bomb, "application/x-protobuf", "gzip")
+    assert status == 413
+    assert "limit" in status_pb2.Status.FromString(out).message
+    assert peak_rss_kb(agent) - before < 16 * 1024  # far below the 64 MiB it would inflate to
+
+
+def test_gzip_bomb_grpc_is_refused_without_inflating(agent) -> None:
+    channel = grpc.insecure_channel(agent.grpc_target, compression=grpc.Compression.Gzip)
+    call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+    before = peak_rss_kb(agent)
+    with pytest.raises(grpc.RpcError) as info:
+        call(b"\x0a" + b"\x00" * BOMB_BYTES, timeout=60)
+    channel.close()
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert peak_rss_kb(agent) - before < 16 * 1024
+
+
+def test_declared_oversize_body_is_413_before_reading(agent) -> None:
+    status, headers, out = post(agent, b"x" * (LIMIT + 1), "application/json")
+    assert status == 413 and "max_request_bytes" in json.loads(out)["message"]
+
+
+@pytest.mark.parametrize(
+    ("ctype", "encoding", "status"),
+    [("text/plain", None, 415), ("application/json", "br", 400),
+     ("application/json", "gzip", 400)],  # the last: not actually gzip
+)
+def test_wrong_content_type_or_encoding(agent, ctype, encoding, status) -> None:
+    code, _, out = post(agent, b"{}", ctype, encoding)
+    assert code == status and json.loads(out)["message"]
+
+
+def test_deflate_body_is_accepted(agent) -> None:
+    status, _, out = post(agent, zlib.compress(make_request_bytes(8, seed=3)),
+                          "application/x-protobuf", "deflate")
+    assert status == 200 and ExportTraceServiceResponse.FromString(out).partial_success.rejected_spans == 0
+
+
+def _request_with_bad_spans() -> bytes:
+    """Two good spans, one all-zero trace id (rejected), odd attributes (counted, not fatal)."""
+    def span(tid: bytes, **attrs) -> Span:
+        s = Span(trace_id=tid, span_id=b"\x01" * 8, name="op", kind=Span.SPAN_KIND_SERVER,
+                 start_time_unix_nano=2_000_000_000_000_000_000, end_time_unix_nano=1)
+        for k, v in attrs.items():
+            s.attributes.append(KeyValue(key=k, value=v))
+        return s
+    rs = ResourceSpans()
+    rs.resource.attributes.append(KeyValue(key="service.name", value=AnyValue(int_value=7)))
+    rs.scope_spans.append(ScopeSpans(spans=[
+        span(b"\x11" * 16, **{"cloud.region": AnyValue(string_value="not a region!")}),
+        span(b"\x22" * 16, **{"db.system": AnyValue(), "http.url": AnyValue(string_value="")}),
+        span(b"\x00" * 16),
+    ]))
+    return ExportTraceServiceRequest(resource_spans=[rs]).SerializeToString()
+
+
+def test_partial_success_grpc_and_http(agent, call) -> None:
+    body = _request_with_bad_spans()
+    resp = ExportTraceServiceResponse.FromString(call(body, timeout=10))
+    assert resp.partial_success.rejected_spans == 1
+    assert "trace_id_invalid" in resp.partial_success.error_message
+    status, _, out = post(agent, body, "application/x-protobuf")
+    assert status == 200
+    assert ExportTraceServiceResponse.FromString(out).partial_success.rejected_spans == 1
+
+
+def test_health_ready_and_metrics(agent) -> None:
+    assert post(agent, b"", "application/json", path="/nope")[0] == 404
+    for path in ("/healthz", "/readyz"):
+        with urllib.request.urlopen(agent.http_url + path, timeout=5) as resp:
+            assert resp.status == 200
+    assert agent.metric("carbonspan_ready") == 1
+    assert agent.metric("carbonspan_spans_rejected_total") >= 2  # from the partial-success test
+    assert agent.metric("carbonspan_requests_total") >= 10
+    assert agent.metric("carbonspan_queue_capacity") == 64
+
+
+FUZZ_SEED = make_request_bytes(16, seed=11)
+FUZZ_JSON = json.dumps({"resourceSpans": [{"resource": {"attributes": [
+    {"key": "service.name", "value": {"stringValue": "fuzz"}}]}, "scopeSpans": [{"spans": [
+        {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+         "name": "x", "kind": 3, "startTimeUnixNano": "1764496800000000000",
+         "endTimeUnixNano": "1764496800000001000",
+         "attributes": [{"key": "db.system", "value": {"stringValue": "mysql"}}]}]}]}]}).encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fuzz_mutated_otlp_never_hurts_the_agent(agent, call, data) -> None:
+    """Mutated protobuf and JSON at both endpoints: every answer is OK or a clear refusal."""
+    seed = data.draw(st.sampled_from([FUZZ_SEED, FUZZ_JSON]))
+    buf = bytearray(seed)
+    for _ in range(data.draw(st.integers(1, 8))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert", "dup"]))
+        pos = data.draw(st.integers(0, max(0, len(buf) - 1)))
+        if op == "flip" and buf:
+            buf[pos] = data.draw(st.integers(0, 255))
+        elif op == "cut":
+            del buf[pos: pos + data.draw(st.integers(1, 64))]
+        elif op == "insert":
+            buf[pos:pos] = data.draw(st.binary(min_size=1, max_size=16))
+        else:
+            buf[pos:pos] = buf[pos: pos + data.draw(st.integers(1, 64))]
+    body = bytes(buf)
+    if seed is FUZZ_SEED:
+        try:
+            ExportTraceServiceResponse.FromString(call(body, timeout=10))
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    status, _, out = post(agent, body, "application/json" if seed is FUZZ_JSON else
+                          "application/x-protobuf")
+    assert status in (200, 400), out
+
+
+def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
+    assert call(make_request_bytes(32, seed=5), timeout=10) == b""
+    with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:
+        assert resp.status == 200
+    assert agent.stop(signal.SIGTERM) == 0
+    records = agent.records()
+    findings, _, count = verify_chain((str(i), r) for i, r in enumerate(records))
+    assert findings == [] and count >= 1
+    for rec in records:
+        ArchiveLine.model_validate(rec)
+    counters: dict[str, int] = {}
+    for rec in records:
+        for k, v in rec["report"]["counters"].items():
+            counters[k] = counters.get(k, 0) + v
+    assert counters.get("spans_rejected", 0) >= 2
+    assert counters.get("service_name_invalid", 0) >= 4  # the two good spans, twice
+    assert counters.get("region_invalid", 0) >= 2
+
+
+def test_gzip_helper_really_is_a_bomb() -> None:
+    assert len(gzip.decompress(gzip_bomb(2 << 20))) == 2 << 20
