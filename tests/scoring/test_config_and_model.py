@@ -1,0 +1,248 @@
+"""agent.config errors and defaults; the carbon model's data, provenance and profile scaling."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.carbon import model as m
+from agent.carbon.regions import PINNED_ANNUAL, PROVIDER_ZONES
+from agent.config import Config, ConfigError, GreenConfig, load_config, parse_config
+
+DATA = Path(m.__file__).parent / "data"
+
+
+def test_defaults_without_a_file():
+    cfg = load_config(None)
+    assert cfg == Config()
+    g = cfg.green
+    assert (g.use_hourly_profiles, g.per_operation_coefficients) == (True, True)
+    assert g.embodied_carbon_per_request_gco2 == 0.001 and g.default_region is None
+
+
+def test_full_file_round_trip(tmp_path):
+    path = tmp_path / "carbonspan.toml"
+    path.write_text(
+        """
+[green]
+default_region = "EU-West-3"
+use_hourly_profiles = false
+embodied_carbon_per_request_gco2 = 0
+[green.service_regions]
+Checkout = "PL"
+[green.calibration]
+Cart = 1.8
+[[green.hosts]]
+name = "pg-main"
+kind = "database"
+region = "eu-west-3"
+watts = 120.5
+count = 2
+[[green.hosts]]
+name = "kafka"
+kind = "messaging"
+measured = "alumet"
+in_totals = false
+[agent]
+grpc_port = 4317
+[sources.scaphandre]
+url = "http://127.0.0.1:8080/metrics"
+"""
+    )
+    cfg = load_config(path)
+    g = cfg.green
+    assert g.default_region == "eu-west-3" and g.use_hourly_profiles is False
+    assert g.service_regions == {"checkout": "pl"} and g.calibration == {"cart": 1.8}
+    assert g.hosts[0].watts == 120.5 and g.hosts[0].count == 2 and g.hosts[0].in_totals
+    assert g.hosts[1].measured == "alumet" and g.hosts[1].watts == 0.0 and not g.hosts[1].in_totals
+    assert cfg.sections == {
+        "agent": {"grpc_port": 4317},
+        "sources": {"scaphandre": {"url": "http://127.0.0.1:8080/metrics"}},
+    }
+
+
+@pytest.mark.parametrize(
+    "doc,message",
+    [
+        (
+            {"green": {"use_hourly_profiles": "yes"}},
+            '[green] use_hourly_profiles: expected true or false, got "yes"',
+        ),
+        ({"green": {"colour": 1}}, "[green] colour: unknown key; expected one of default_region"),
+        (
+            {"placement": {}},
+            "placement: unknown top-level key; expected one of green, agent, sources",
+        ),
+        (
+            {"green": {"default_region": "eu west"}},
+            "[green] default_region: expected a region name",
+        ),
+        (
+            {"green": {"embodied_carbon_per_request_gco2": -1}},
+            "[green] embodied_carbon_per_request_gco2: expected a number >= 0",
+        ),
+        ({"green": {"embodied_carbon_per_request_gco2": True}}, "got true"),
+        (
+            {"green": {"service_regions": {"a": 3}}},
+            "[green.service_regions] a: expected a region name",
+        ),
+        (
+            {"green": {"service_regions": {"A": "pl", "a": "pl"}}},
+            "[green.service_regions] a: listed twice",
+        ),
+        ({"green": {"calibration": {"a": 0}}}, "[green.calibration] a: expected a factor > 0"),
+        (
+            {"green": {"calibration": {"a": "x"}}},
+            '[green.calibration] a: expected a factor > 0 (e.g. 1.8), got "x"',
+        ),
+        (
+            {"green": {"hosts": {"name": "x"}}},
+            "[[green.hosts]]: expected an array of tables, got a table",
+        ),
+        (
+            {"green": {"hosts": [{"kind": "database", "watts": 1}]}},
+            "[[green.hosts]] #1 name: missing",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "cache", "watts": 1}]}},
+            '[[green.hosts]] #1 kind: expected "database" or "messaging", got "cache"',
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database"}]}},
+            "[[green.hosts]] #1 watts: missing",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1, "count": 0}]}},
+            "[[green.hosts]] #1 count: expected an integer >= 1, got 0",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1, "cores": 4}]}},
+            "[[green.hosts]] #1 cores: unknown key",
+        ),
+        (
+            {
+                "green": {
+                    "hosts": [
+                        {"name": "a", "kind": "database", "watts": 1},
+                        {"name": "a", "kind": "messaging", "watts": 1},
+                    ]
+                }
+            },
+            "[[green.hosts]] #2 name: 'a' is used by an earlier host",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database", "watts": math.inf}]}},
+            "[[green.hosts]] #1 watts: expected a number of watts >= 0, got inf",
+        ),
+        ({"agent": 3}, "[agent]: expected a table, got 3"),
+    ],
+)
+def test_config_errors_name_the_key_and_what_is_expected(doc, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(doc)
+    assert message in str(info.value)
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[green\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+    assert isinstance(GreenConfig().service_regions, dict)
+
+
+def test_pinned_annual_values_and_pue():
+    model = m.CarbonModel.default()
+    assert {k: model.regions[k].annual_gco2_kwh for k in PINNED_ANNUAL} == {
+        "eu-west-3": 41.5,
+        "eu-central-1": 329.6,
+        "us-east-1": 379.0,
+        "pl": 590.8,
+    }
+    assert [
+        model.pue_of(r) for r in ("us-east-1", "europe-west9", "westeurope", "pl", "mars-1")
+    ] == [1.15, 1.09, 1.17, 1.5, 1.5]
+    assert m.ENERGY_PER_IO_OP_KWH == 1e-7
+
+
+def test_every_region_has_a_source_and_a_zone_in_the_data():
+    zones = json.loads((DATA / "profiles.json").read_text())["zones"]
+    model = m.CarbonModel.default()
+    for provider, mapping in PROVIDER_ZONES.items():
+        for name, zone in mapping.items():
+            assert zone in zones, (provider, name, zone)
+            reg = model.regions[name]
+            assert reg.source in m.SOURCES and reg.annual_gco2_kwh > 0
+    assert len(model.regions) >= 130
+
+
+def test_unpinned_annual_value_is_the_zone_2022_mean():
+    zones = json.loads((DATA / "profiles.json").read_text())["zones"]
+    model = m.CarbonModel.default()
+    assert model.regions["europe-west9"].annual_gco2_kwh == zones["FR"]["annual_mean"]
+    assert model.regions["de"].annual_gco2_kwh == zones["DE"]["annual_mean"]
+
+
+@pytest.mark.parametrize("region", ["eu-west-3", "eu-central-1", "pl", "us-west-1", "westeurope"])
+def test_profiles_average_to_the_annual_value(region):
+    # the month x hour row, weighted by days per month, and the 24-hour row both average
+    # to exactly the annual value: a profile adds shape, never level
+    model = m.CarbonModel.default()
+    annual = model.regions[region].annual_gco2_kwh
+    row = model.intensity_row(region, True)[: m.ANNUAL_COLUMN].reshape(12, 24)
+    days = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+    assert float((row * days[:, None]).sum() / (365 * 24)) == pytest.approx(annual, rel=1e-12)
+    hourly = np.array(model.profiles[model.regions[region].zone].hourly) * annual
+    assert float(hourly.mean()) == pytest.approx(annual, rel=1e-12)
+    assert model.intensity_row(region, True)[m.ANNUAL_COLUMN] == annual
+    assert set(model.intensity_row(region, False).tolist()) == {annual}
+
+
+def test_profile_shape_follows_the_data():
+    # DE 2022: the stored July 12:00 mean is below the January 18:00 one (solar noon vs winter
+    # evening peak), and the scaled values keep that order
+    zones = json.loads((DATA / "profiles.json").read_text())["zones"]
+    de = zones["DE"]["monthly_hourly"]
+    model = m.CarbonModel.default()
+    jul_noon, jan_evening = (
+        model.intensity_at("eu-central-1", True, 7, 12),
+        model.intensity_at("eu-central-1", True, 1, 18),
+    )
+    assert (de[6][12] < de[0][18]) == (jul_noon < jan_evening)
+    assert jul_noon / jan_evening == pytest.approx(de[6][12] / de[0][18], rel=1e-12)
+
+
+def test_constant_placeholder_zones_have_no_profile():
+    model = m.CarbonModel.default()
+    assert model.profile_kind("hk", True) == m.KIND_ANNUAL
+    assert model.profile_kind("eu-west-3", True) == m.KIND_MONTHLY_HOURLY
+    assert model.profile_kind("eu-west-3", False) == m.KIND_ANNUAL
+
+
+def test_http_weight_buckets():
+    got = m.http_weights(np.array([-1, 0, 10239, 10240, 1048576, 1048577]))
+    assert got.tolist() == [1.0, 0.8, 0.8, 1.2, 1.2, 2.0]
+    assert m.op_weight_table(False).tolist() == [0.0] + [1.0] * 7
+
+
+def test_data_notice_carries_the_odbl_attribution():
+    notice = " ".join((DATA / "NOTICE.md").read_text().split())
+    for words in (
+        "Open Database License (ODbL 1.0)",
+        "Database Contents License (DbCL 1.0)",
+        "Sukprasert",
+        "Electricity Maps",
+    ):
+        assert words in notice
+    doc = json.loads((DATA / "profiles.json").read_text())
+    assert doc["vintage"] == 2022 and "ODbL" in doc["source"]
