@@ -1,0 +1,221 @@
+"""Calibration: measured energy over a period / the I/O ops archived for it, per service.
+
+The I/O proxy charges ``ENERGY_PER_IO_OP_KWH = 1e-7`` kWh per op. A team with a power meter
+can say what an op really costs on their hardware:
+
+    factor(service) = (measured kWh in the readings' time range / ops in that range) / 1e-7
+
+Readings are a CSV with a header, one of:
+
+- ``timestamp,service,power_watts``: power samples, integrated per service with the
+  trapezoid rule, sum of (t[i+1] - t[i]) x (P[i] + P[i+1]) / 2 joules;
+- ``timestamp,service,energy_kwh``: each row is the energy used since that service's
+  previous row, so a service's first row only opens its range (its energy lies before it).
+
+Timestamps are RFC 3339 (``2026-11-30T10:00:00Z``) or unix seconds. Ops come from the
+agent's archive window lines (``windows-*.jsonl[.gz]``: ``report.window.start/end`` and
+``report.per_endpoint_io_ops``); a window partly inside a service's range counts its ops pro
+rata to the overlap. Factors above 10x or below 0.1x are kept with a warning (check the
+meter's scope); negative or non-finite readings are refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+ENERGY_PER_IO_OP_KWH = 1e-7  # the proxy's charge per I/O op (docs/carbon-model.md)
+WARN_ABOVE, WARN_BELOW = 10.0, 0.1
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class CalibrationError(ValueError):
+    """The readings or archives cannot be used; the message says where and what to fix."""
+
+
+@dataclass
+class Measured:
+    kwh: float = 0.0
+    start_s: float = math.inf
+    end_s: float = -math.inf
+    rows: int = 0
+
+
+@dataclass
+class Factor:
+    service: str
+    kwh: float
+    ops: float
+    start_s: float
+    end_s: float
+    factor: float = math.nan
+    warning: str = ""
+
+    @property
+    def kwh_per_op(self) -> float:
+        return self.kwh / self.ops if self.ops > 0 else math.nan
+
+
+@dataclass
+class ArchiveScan:
+    ops: dict[str, float] = field(default_factory=dict)
+    files: int = 0
+    windows: int = 0
+    bad_lines: int = 0
+
+
+def parse_timestamp(text: str, where: str) -> float:
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CalibrationError(f"{where}: timestamp {text!r} is neither RFC 3339 nor unix seconds") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def trapezoid_joules(points: list[tuple[float, float]]) -> float:
+    """Integrate (seconds, watts) samples: 12 W at t=0 and t=5 s -> 60 J."""
+    pts = sorted(points)
+    return math.fsum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False))
+
+
+def read_readings(path: Path) -> dict[str, Measured]:
+    """Measured kWh and time range per lowercased service; CalibrationError on bad input."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read the readings ({exc.strerror or exc})") from None
+    rows = list(csv.reader(text.splitlines()))
+    header = [h.strip().lower() for h in rows[0]] if rows else []
+    if header[:2] != ["timestamp", "service"] or len(header) < 3 or header[2] not in ("power_watts", "energy_kwh"):
+        raise CalibrationError(
+            f"{path}: the header must be 'timestamp,service,power_watts' or 'timestamp,service,energy_kwh'; "
+            f"got {','.join(header) or 'an empty file'}"
+        )
+    kind = header[2]
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for n, row in enumerate(rows[1:], start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"{path}:{n}"
+        if len(row) < 3:
+            raise CalibrationError(f"{where}: expected 3 columns, got {len(row)}")
+        try:
+            value = float(row[2])
+        except ValueError:
+            raise CalibrationError(f"{where}: {kind} {row[2]!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise CalibrationError(f"{where}: {kind} {row[2]!r} is negative or not finite; fix the meter export")
+        service = row[1].strip().lower()
+        if not service:
+            raise CalibrationError(f"{where}: the service column is empty")
+        series[service].append((parse_timestamp(row[0], where), value))
+    if not series:
+        raise CalibrationError(f"{path}: no readings after the header")
+    return {svc: _measure(points, kind) for svc, points in series.items()}
+
+
+def _measure(points: list[tuple[float, float]], kind: str) -> Measured:
+    pts = sorted(points)
+    m = Measured(start_s=pts[0][0], end_s=pts[-1][0], rows=len(pts))
+    m.kwh = trapezoid_joules(pts) / 3.6e6 if kind == "power_watts" else math.fsum(v for _, v in pts[1:])
+    return m
+
+
+def window_files(root: Path) -> list[Path]:
+    """Archive window files under ``root`` (an archive root or one agent's directory)."""
+    found = [p for p in root.rglob("windows-*.jsonl*") if p.name.endswith((".jsonl", ".jsonl.gz"))]
+    return sorted(found)
+
+
+def scan_archives(root: Path, ranges: dict[str, tuple[float, float]]) -> ArchiveScan:
+    """I/O ops per service inside its range, pro rata for windows that straddle an edge."""
+    if not root.is_dir():
+        raise CalibrationError(f"{root}: not a directory; give the archive root (e.g. archives/)")
+    scan = ArchiveScan(ops={s: 0.0 for s in ranges})
+    for path in window_files(root):
+        scan.files += 1
+        opener = gzip.open if path.name.endswith(".gz") else open
+        try:
+            with opener(path, "rb") as f:
+                for line in f:
+                    _count_line(line, ranges, scan)
+        except (OSError, EOFError) as exc:
+            raise CalibrationError(f"{path}: cannot read it ({exc})") from None
+    return scan
+
+
+def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: ArchiveScan) -> None:
+    if not line.strip():
+        return
+    try:
+        report = orjson.loads(line)["report"]
+        w_start = parse_timestamp(report["window"]["start"], "window")
+        w_end = parse_timestamp(report["window"]["end"], "window")
+        entries = report.get("per_endpoint_io_ops") or []
+        per_service: dict[str, float] = defaultdict(float)
+        for e in entries:
+            ops = e["io_ops"]
+            if isinstance(ops, int | float) and math.isfinite(ops) and ops > 0:
+                per_service[str(e["service"]).lower()] += ops
+    except (orjson.JSONDecodeError, KeyError, TypeError, CalibrationError):
+        scan.bad_lines += 1
+        return
+    scan.windows += 1
+    length = w_end - w_start
+    for service, ops in per_service.items():
+        if service not in ranges:
+            continue
+        lo, hi = ranges[service]
+        overlap = min(hi, w_end) - max(lo, w_start)
+        if length <= 0:
+            share = 1.0 if lo <= w_start <= hi else 0.0
+        else:
+            share = max(0.0, overlap) / length
+        scan.ops[service] += ops * share
+
+
+def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Factor]:
+    out = []
+    for service in sorted(measured):
+        m = measured[service]
+        f = Factor(service, m.kwh, scan.ops.get(service, 0.0), m.start_s, m.end_s)
+        if f.ops <= 0:
+            f.warning = "no I/O ops archived in its time range: no factor"
+        else:
+            f.factor = f.kwh_per_op / ENERGY_PER_IO_OP_KWH
+            if f.factor > WARN_ABOVE:
+                f.warning = f"factor {f.factor:.4g} is above {WARN_ABOVE:g}x: does the meter cover more than this service?"
+            elif f.factor < WARN_BELOW:
+                f.warning = f"factor {f.factor:.4g} is below {WARN_BELOW:g}x: does the meter see all of this service?"
+        out.append(f)
+    return out
+
+
+def to_toml(factors: list[Factor], note: str = "") -> str:
+    lines = ["# carbonspan calibrate: factor = (measured kWh / I/O ops) / 1e-7 kWh per op"]
+    if note:
+        lines.append(f"# {note}")
+    lines.append("[green.calibration]")
+    for f in factors:
+        if math.isnan(f.factor):
+            lines.append(f"# {f.service}: {f.warning}")
+            continue
+        key = f.service if _BARE_KEY.match(f.service) else orjson.dumps(f.service).decode()
+        comment = f"  # {f.kwh:.6g} kWh / {f.ops:.6g} ops = {f.kwh_per_op:.6g} kWh/op"
+        lines.append(f"{key} = {f.factor!r}{comment}")
+        if f.warning:
+            lines.append(f"# warning: {f.warning}")
+    return "\n".join(lines) + "\n"

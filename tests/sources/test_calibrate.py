@@ -1,0 +1,126 @@
+"""carbonspan calibrate: readings CSV + archive window lines -> [green.calibration] factors."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import tomllib
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.config import load_config
+from agent.sources.calibrate import trapezoid_joules
+from carbonspan.cli import main
+from schema.chain import seal
+from schema.models import EndpointIoOps, WindowInfo, WindowReport
+
+T0 = 1_764_496_800.0  # 2025-11-30T10:00:00Z
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_windows(path, windows, gz=False):
+    """Sealed archive lines as the agent writes them: {ts, seq, prev, hash, report}."""
+    prev, lines = None, []
+    for seq, (start, end, ops) in enumerate(windows):
+        report = WindowReport(
+            window=WindowInfo(start=rfc3339(start), end=rfc3339(end), spans=sum(n for _, _, n in ops)),
+            per_endpoint_io_ops=[EndpointIoOps(service=s, endpoint=e, io_ops=n) for s, e, n in ops],
+        ).model_dump(mode="json")
+        line = seal(prev, seq, rfc3339(end), "report", report)
+        prev = line["hash"]
+        lines.append(orjson.dumps(line))
+    data = b"\n".join(lines) + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data) if gz else data)
+
+
+def run(tmp_path, readings: str, capsys, *extra):
+    csv = tmp_path / "power.csv"
+    csv.write_text(readings)
+    code = main(["calibrate", "--readings", str(csv), "--archives", str(tmp_path / "archives"), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_twelve_watts_for_five_seconds_over_8000_ops(tmp_path, capsys):
+    write_windows(tmp_path / "archives/node-a/windows-20251130-000000.jsonl",
+                  [(T0, T0 + 5, [("checkout", "SELECT orders", 5_000), ("checkout", "POST /pay", 3_000),
+                                 ("orders", "INSERT", 10)])])
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{rfc3339(T0)},checkout,12\n"
+                                   f"{rfc3339(T0 + 5)},checkout,12\n", capsys)
+    assert code == 0
+    factors = tomllib.loads(out)["green"]["calibration"]
+    # 12 W x 5 s = 60 J = 1.6667e-5 kWh; / 8,000 ops = 2.0833e-9 kWh/op; / 1e-7 = 0.020833
+    assert factors["checkout"] == pytest.approx(0.020833, rel=1e-4)
+    assert "2.08333e-09 kWh/op" in out
+    assert "below 0.1x" in err  # a factor under 0.1 is kept but warned about
+
+
+def test_trapezoid_pro_rata_windows_gzip_and_bad_lines(tmp_path, capsys):
+    root = tmp_path / "archives"
+    # the readings cover T0..T0+60; window 1 straddles the start (half inside), window 2 is inside
+    write_windows(root / "a/windows-20251130-000000.jsonl.gz",
+                  [(T0 - 30, T0 + 30, [("api", "GET", 2_000)]), (T0 + 30, T0 + 60, [("api", "GET", 500)])], gz=True)
+    write_windows(root / "b/windows-20251130-000000.jsonl", [(T0 + 100, T0 + 160, [("api", "GET", 9_999)])])
+    with (root / "b/windows-20251130-000000.jsonl").open("a") as f:
+        f.write('{"torn": \n')
+    (root / "a/agent.wal").write_bytes(b"not a window file")
+    readings = "timestamp,service,power_watts\n" + "".join(
+        f"{T0 + t},API,{w}\n" for t, w in ((0, 10.0), (30, 20.0), (60, 20.0)))
+    code, out, err = run(tmp_path, readings, capsys)
+    assert code == 0
+    # energy: 30 s x (10 + 20) / 2 + 30 s x 20 = 450 + 600 = 1,050 J = 2.916667e-4 kWh
+    # ops: 2,000 x 30/60 + 500 = 1,500 -> 1.944444e-7 kWh/op -> factor 1.944444
+    assert tomllib.loads(out)["green"]["calibration"]["api"] == pytest.approx(1050 / 3.6e6 / 1500 / 1e-7)
+    assert "1 unreadable lines skipped" in err and "from 2 files" in err
+
+
+def test_energy_rows_and_the_written_table_loads_as_config(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("billing", "q", 400)])])
+    # each row: kWh since the previous row; the first row opens the range
+    readings = f"timestamp,service,energy_kwh\n{T0},billing,9.9\n{T0 + 30},billing,0.00002\n{T0 + 60},billing,0.00002\n"
+    out_file = tmp_path / "calibration.toml"
+    code, _, err = run(tmp_path, readings, capsys, "--out", str(out_file))
+    assert code == 0 and f"wrote {out_file}" in err
+    # 4e-5 kWh / 400 ops = 1e-7 kWh/op: factor 1.0
+    cfg = load_config(out_file)
+    assert cfg.green.calibration == {"billing": pytest.approx(1.0)}
+
+
+@pytest.mark.parametrize("body,message", [
+    ("timestamp,service,power_watts\n2025-11-30T10:00:00Z,a,-3\n", "power.csv:2: power_watts '-3' is negative"),
+    ("timestamp,service,power_watts\n2025-11-30T10:00:00Z,a,nan\n", "negative or not finite"),
+    ("time,watts\n1,2\n", "header must be 'timestamp,service,power_watts'"),
+    ("timestamp,service,energy_kwh\nyesterday,a,1\n", "timestamp 'yesterday' is neither RFC 3339"),
+])
+def test_bad_readings_are_refused_with_the_line(tmp_path, capsys, body, message):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 1)])])
+    code, out, err = run(tmp_path, body, capsys)
+    assert code == 1 and out == "" and message in err
+
+
+def test_no_archives_or_no_ops_say_so(tmp_path, capsys):
+    (tmp_path / "archives").mkdir()
+    readings = f"timestamp,service,power_watts\n{T0},a,5\n{T0 + 10},a,5\n"
+    code, _, err = run(tmp_path, readings, capsys)
+    assert code == 1 and "no windows-*.jsonl[.gz] files found" in err
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0 + 500, T0 + 560, [("a", "q", 7)])])
+    code, out, err = run(tmp_path, readings, capsys)
+    assert code == 1 and "no I/O ops archived in its time range" in out + err
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e4)), min_size=2, max_size=30))
+def test_trapezoid_is_bounded_by_min_and_max_power(points):
+    joules = trapezoid_joules(points)
+    times = [t for t, _ in points]
+    watts = [w for _, w in points]
+    span = max(times) - min(times)
+    assert min(watts) * span * (1 - 1e-9) - 1e-6 <= joules <= max(watts) * span * (1 + 1e-9) + 1e-6
+    assert math.isfinite(joules)
