@@ -9,7 +9,10 @@ response bytes, -1 unknown), ``start`` (ns, 0 = absurd), ``dur`` (ns), ``trace``
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -106,3 +109,14 @@ class Helpers:
 @pytest.fixture(scope="session")
 def h() -> type[Helpers]:
     return Helpers
+
+
+@pytest.fixture(scope="session")
+def workload() -> ModuleType:
+    """``bench/workload.py`` loaded by path (the bench package is not installed)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "workload.py"
+    spec = importlib.util.spec_from_file_location("scoring_test_workload", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,173 @@
+"""``carbonspan score`` end to end: real OTLP JSON/NDJSON/protobuf files, a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+
+CLI = Path(sys.executable).parent / "carbonspan"
+T0 = 1_767_268_800_000_000_000  # 2026-01-01T12:00:00Z
+PLAIN_TOML = """
+[green]
+use_hourly_profiles = false
+per_operation_coefficients = false
+embodied_carbon_per_request_gco2 = 0.0
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), "score", *args], capture_output=True, text=True, timeout=120)
+
+
+def _attr(key: str, value: str) -> dict:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def six_sql_request(region: str = "eu-west-3") -> dict:
+    """OTLP/JSON as the spec writes it: hex ids, nanosecond strings, camelCase fields."""
+    spans = [
+        {
+            "traceId": f"{0xABC0 + i:032x}",
+            "spanId": f"{i + 1:016x}",
+            "name": "SELECT orders",
+            "kind": 3,  # CLIENT
+            "startTimeUnixNano": str(T0 + i * 1_000_000),
+            "endTimeUnixNano": str(T0 + i * 1_000_000 + 500_000),
+            "attributes": [
+                _attr("db.system", "postgresql"),
+                _attr("db.statement", "SELECT * FROM orders"),
+            ],
+        }
+        for i in range(6)
+    ]
+    resource = {"attributes": [_attr("service.name", "checkout"), _attr("cloud.region", region)]}
+    return {
+        "resourceSpans": [
+            {"resource": resource, "scopeSpans": [{"scope": {"name": "psycopg"}, "spans": spans}]}
+        ]
+    }
+
+
+@pytest.fixture()
+def plain_config(tmp_path: Path) -> Path:
+    path = tmp_path / "carbonspan.toml"
+    path.write_text(PLAIN_TOML)
+    return path
+
+
+def test_golden_six_sql_spans_from_an_otlp_json_file(tmp_path, plain_config):
+    # 6 x 1e-7 kWh x 41.5 g/kWh x 1.15 = 2.8635e-5 g, window = min start .. max end
+    trace = tmp_path / "traces.json"
+    trace.write_text(json.dumps(six_sql_request()))
+    proc = run("--config", str(plain_config), str(trace))
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    gs = rep["green_summary"]
+    assert gs["co2"]["operational_gco2"] == pytest.approx(2.8635e-5, rel=1e-12)
+    assert gs["per_service_region"] == {"checkout": "eu-west-3"}
+    assert rep["window"] == {
+        "start": "2026-01-01T12:00:00.000000Z",
+        "end": "2026-01-01T12:00:00.005500Z",
+        "spans": 6,
+        "traces": 6,
+        "io_ops": 6,
+    }
+
+
+def test_json_ndjson_and_protobuf_files_give_the_same_report(tmp_path, workload):
+    make_request = workload.make_request
+    req = make_request(n_spans=300, seed=3)
+    pb = tmp_path / "export.pb"
+    pb.write_bytes(req.SerializeToString())
+    js = tmp_path / "export.json"
+    js.write_text(json_format.MessageToJson(req))  # base64 ids, as protobuf's JSON mapping writes
+    unnamed = tmp_path / "export.data"  # detected by content
+    unnamed.write_bytes(req.SerializeToString())
+    reports = []
+    for path in (pb, js, unnamed):
+        proc = run(str(path))
+        assert proc.returncode == 0, proc.stderr
+        reports.append(json.loads(proc.stdout))
+    assert reports[0] == reports[1] == reports[2]
+    gs = reports[0]["green_summary"]
+    assert reports[0]["window"]["spans"] == 300 and gs["total_io_ops"] > 0
+    assert {r["region"] for r in gs["regions"]} >= {"eu-west-3", "eu-central-1", "pl"}
+    assert sum(gs["per_service_carbon_kgco2eq"].values()) * 1000 == pytest.approx(
+        gs["co2"]["operational_gco2"], rel=1e-9
+    )
+    # two requests as NDJSON = the two files scored together
+    a, b = make_request(n_spans=40, seed=1), make_request(n_spans=40, seed=2)
+    nd = tmp_path / "both.ndjson"
+    nd.write_text(
+        json_format.MessageToJson(a, indent=None)
+        + "\n"
+        + json_format.MessageToJson(b, indent=None)
+        + "\n"
+    )
+    (tmp_path / "a.pb").write_bytes(a.SerializeToString())
+    (tmp_path / "b.pb").write_bytes(b.SerializeToString())
+    one = run(str(nd))
+    two = run(str(tmp_path / "a.pb"), str(tmp_path / "b.pb"))
+    assert one.returncode == two.returncode == 0
+    assert json.loads(one.stdout) == json.loads(two.stdout)
+    assert json.loads(one.stdout)["window"]["spans"] == 80
+
+
+def test_bad_config_names_the_key(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[green]\nuse_hourly_profiles = "yes"\n')
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(six_sql_request()))
+    proc = run("--config", str(cfg), str(trace))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert '[green] use_hourly_profiles: expected true or false, got "yes"' in proc.stderr
+
+
+def test_missing_and_undecodable_files_are_clear_errors(tmp_path):
+    proc = run(str(tmp_path / "nope.json"))
+    assert proc.returncode == 2 and "nope.json" in proc.stderr
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    proc = run(str(junk))
+    assert proc.returncode == 2 and "junk.json" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_shows_an_example():
+    proc = subprocess.run([str(CLI), "score", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "carbonspan score --config carbonspan.toml" in proc.stdout
+
+
+def test_spans_encoded_by_the_opentelemetry_sdk(tmp_path, plain_config):
+    # real SDK spans, encoded by the SDK's own OTLP encoder: 3 db client spans in pl and one
+    # server span; 3 x 1e-7 x 590.8 x 1.5 = 2.6586e-4 g
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "Orders", "cloud.region": "pl"})
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("GET /orders", kind=SpanKind.SERVER):
+        for _ in range(3):
+            with tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT) as span:
+                span.set_attribute("db.system", "postgresql")
+                span.set_attribute("db.statement", "SELECT 1")
+    provider.shutdown()
+    path = tmp_path / "sdk.bin"
+    path.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    proc = run("--config", str(plain_config), str(path))
+    assert proc.returncode == 0, proc.stderr
+    gs = json.loads(proc.stdout)["green_summary"]
+    assert gs["co2"]["operational_gco2"] == pytest.approx(2.6586e-4, rel=1e-12)
+    assert gs["per_service_requests"] == {"orders": 1} and gs["total_io_ops"] == 3
