@@ -130,8 +130,9 @@ static inline int rd_tag(Dec *d, const uint8_t **pp, const uint8_t *end, uint32_
     return 0;
 }
 
-static inline int rd_len(Dec *d, const uint8_t **pp, const uint8_t *end, Str *out) {
-    const uint8_t *at = *pp;
+/* A length-delimited payload; errors point at the field's tag (tag_at). */
+static inline int rd_len(Dec *d, const uint8_t **pp, const uint8_t *end, Str *out, const uint8_t *tag_at) {
+    const uint8_t *at = tag_at;
     uint64_t n = 0;
     if (rd_varint(d, pp, end, &n)) return -1;
     if (n > (uint64_t)(end - *pp)) return fail(d, at, "truncated length-delimited field (%llu bytes declared, %zd left)", (unsigned long long)n, (Py_ssize_t)(end - *pp));
@@ -157,7 +158,7 @@ static int skip(Dec *d, const uint8_t **pp, const uint8_t *end, int wt, const ui
     switch (wt) {
     case 0: return rd_varint(d, pp, end, &v);
     case 1: return rd_fixed64(d, pp, end, &v);
-    case 2: return rd_len(d, pp, end, &s);
+    case 2: return rd_len(d, pp, end, &s, tag_at);
     case 5:
         if (end - *pp < 4) return fail(d, *pp, "truncated 32-bit field");
         *pp += 4;
@@ -399,7 +400,7 @@ static int any_value(Dec *d, Str body, Val *v) {
         const uint8_t *at = p;
         uint32_t f = 0; int wt = 0; uint64_t x = 0; Str s = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
-        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s)) return -1; v->kind = V_STR; v->s = s; }
+        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s, at)) return -1; v->kind = V_STR; v->s = s; }
         else if (f == 3 && wt == 0) { if (rd_varint(d, &p, end, &x)) return -1; v->kind = V_INT; v->i = (int64_t)x; }
         else if (((f == 2 || f == 8) && wt == 0) || (f == 4 && wt == 1) || (f >= 5 && f <= 7 && wt == 2)) {
             if (skip(d, &p, end, wt, at)) return -1;
@@ -418,8 +419,8 @@ static int key_value(Dec *d, Str body, Val *slots, uint32_t *present, int for_sp
         const uint8_t *at = p;
         uint32_t f = 0; int wt = 0; Str s = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
-        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &key)) return -1; }
-        else if (f == 2 && wt == 2) { if (rd_len(d, &p, end, &s) || any_value(d, s, &v)) return -1; }
+        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &key, at)) return -1; }
+        else if (f == 2 && wt == 2) { if (rd_len(d, &p, end, &s, at) || any_value(d, s, &v)) return -1; }
         else if (skip(d, &p, end, wt, at)) return -1;
     }
     int k = key_id(key);
@@ -438,7 +439,7 @@ static int resource(Dec *d, Str body, Res *res) {
         uint32_t f = 0; int wt = 0; Str s = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
         if (f == 1 && wt == 2) {
-            if (rd_len(d, &p, end, &s)) return -1;
+            if (rd_len(d, &p, end, &s, at)) return -1;
             d->ctx = CTX_RES_ATTR;
             if (key_value(d, s, res->v, &res->present, 0)) return -1;
             d->ctx = CTX_RESOURCE;
@@ -461,13 +462,13 @@ static int span(Dec *d, Str body, Res *res) {
         const uint8_t *at = p;
         uint32_t f = 0; int wt = 0; Str a = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
-        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s.trace)) return -1; }
-        else if (f == 5 && wt == 2) { if (rd_len(d, &p, end, &s.name)) return -1; }
+        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s.trace, at)) return -1; }
+        else if (f == 5 && wt == 2) { if (rd_len(d, &p, end, &s.name, at)) return -1; }
         else if (f == 6 && wt == 0) { if (rd_varint(d, &p, end, &s.kind)) return -1; }
         else if (f == 7 && wt == 1) { if (rd_fixed64(d, &p, end, &s.start)) return -1; }
         else if (f == 8 && wt == 1) { if (rd_fixed64(d, &p, end, &s.end)) return -1; }
         else if (f == 9 && wt == 2) {
-            if (rd_len(d, &p, end, &a)) return -1;
+            if (rd_len(d, &p, end, &a, at)) return -1;
             d->ctx = CTX_SPAN_ATTR;
             if (key_value(d, a, s.v, &s.present, 1)) return -1;
             d->ctx = CTX_SPAN;
@@ -486,7 +487,7 @@ static int scope_spans(Dec *d, Str body, Res *res) {
         d->ctx = CTX_SS;
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
         if (f == 2 && wt == 2) {
-            if (rd_len(d, &p, end, &s) || span(d, s, res)) return -1;
+            if (rd_len(d, &p, end, &s, at) || span(d, s, res)) return -1;
             d->sp++;
         } else if (skip(d, &p, end, wt, at)) return -1;
     }
@@ -505,7 +506,7 @@ static int resource_spans(Dec *d, Str body) {
         uint32_t f = 0; int wt = 0; Str s = {EMPTY, 0};
         d->ctx = CTX_RS;
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
-        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s) || resource(d, s, &res)) return -1; }
+        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s, at) || resource(d, s, &res)) return -1; }
         else if (skip(d, &p, end, wt, at)) return -1;
     }
     const Val *svc = &res.v[K_SERVICE_NAME], *reg = &res.v[K_CLOUD_REGION];
@@ -519,7 +520,7 @@ static int resource_spans(Dec *d, Str body) {
         d->ctx = CTX_RS;
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
         if (f == 2 && wt == 2) {
-            if (rd_len(d, &p, end, &s) || scope_spans(d, s, &res)) return -1;
+            if (rd_len(d, &p, end, &s, at) || scope_spans(d, s, &res)) return -1;
             d->ss++;
         } else if (skip(d, &p, end, wt, at)) return -1;
     }
@@ -535,7 +536,7 @@ static int request(Dec *d, Str body) {
         d->ctx = CTX_REQUEST;
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
         if (f == 1 && wt == 2) {
-            if (rd_len(d, &p, end, &s) || resource_spans(d, s)) return -1;
+            if (rd_len(d, &p, end, &s, at) || resource_spans(d, s)) return -1;
             d->rs++;
         } else if (skip(d, &p, end, wt, at)) return -1;
     }

@@ -160,7 +160,7 @@ def test_the_c_extension_is_built_and_used():
     assert FAST_DECODER, "agent.otlp._wire is not built: run `.venv/bin/pip install -e '.[test]'`"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=requests)
 def test_fast_decoder_equals_reference(data, assert_same):
     assert_same(decode_protobuf_fast(data), decode_protobuf_reference(data))
@@ -176,14 +176,14 @@ def _json_doc(data: bytes, hex_ids: bool, enum_ints: bool) -> dict:
     return doc
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=requests, hex_ids=st.booleans(), enum_ints=st.booleans())
 def test_json_decoder_equals_reference(data, hex_ids, enum_ints, assert_same):
     doc = _json_doc(data, hex_ids, enum_ints)
     assert_same(decode_json(orjson.dumps(doc)), decode_protobuf_reference(data))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=requests, second=requests)
 def test_concat_equals_decoding_the_concatenated_request(first, second, assert_same):
     """Two serialized requests back to back are one request holding both (protobuf merge)."""
