@@ -118,13 +118,27 @@ class _Handler(BaseHTTPRequestHandler):
                         "accepted)", reply_type, close=True)
             return None
         length = int(raw)
-        if length > h.max_request_bytes:  # refuse before reading a byte of it
+        if length > h.max_request_bytes:  # refuse without holding any of it in memory
             h.count("http", "too_large")
+            close = not self._discard(length)
             self._error(413, f"request body is {length} bytes; the limit is "
                         f"{h.max_request_bytes} (max_request_bytes): send smaller batches",
-                        reply_type, close=True)
+                        reply_type, close=close)
             return None
         return self.rfile.read(length)
+
+    def _discard(self, length: int) -> bool:
+        """Read and drop a refused body in small chunks when it is not absurdly large, so the
+        client (still sending) reads our 413 instead of a connection reset. True if drained."""
+        if length > 4 * self.server.handler.max_request_bytes:
+            return False
+        left = length
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            if not chunk:
+                return False
+            left -= len(chunk)
+        return True
 
     def _error(self, status: int, message: str, reply_type: str, *, drain: bool = False,
                close: bool = False, extra: dict[str, str] | None = None) -> None:

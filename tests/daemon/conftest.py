@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.archive import read_records
 
@@ -110,13 +111,15 @@ class AgentProcess:
 
     wait_for = staticmethod(lambda *a, **kw: wait_for(*a, **kw))
 
-    def metric(self, name: str) -> float:
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels`` (from GET /metrics)."""
         with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as resp:
             text = resp.read().decode()
         total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                total += float(line.rsplit(" ", 1)[1])
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and labels.items() <= sample.labels.items():
+                    total += sample.value
         return total
 
 
