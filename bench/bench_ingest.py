@@ -1,0 +1,159 @@
+"""End-to-end ingest: a load generator in a second process sends pre-serialised 512-span
+OTLP/gRPC requests (``bench/workload.py``) to a real ``carbonspan agent`` on loopback.
+
+Reports sustained spans/s with zero loss (archived spans = acknowledged spans, checked after
+a clean stop), p50/p99 export latency, agent CPU seconds per million spans and the agent's
+peak RSS. Target (issue 3): >= 150,000 spans/s on the 2-core machine, RSS < 250 MB.
+
+    python -m bench ingest                       # via make bench
+    python -m bench.bench_ingest --seconds 20 --clients 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+SPANS = 512
+
+
+def loadgen(target: str, seconds: float, clients: int, warmup: float) -> dict:
+    """Blocking gRPC clients in threads (grpc releases the GIL while waiting)."""
+    import grpc
+
+    from bench.workload import make_request_bytes
+
+    bodies = [make_request_bytes(SPANS, seed=s) for s in range(16)]
+    channel = grpc.insecure_channel(target)
+    call = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+    call(bodies[0], timeout=30)  # connect; these spans count as acknowledged too
+    acked = [SPANS]
+    failed = [0]
+    lat: list[float] = []
+    lock = threading.Lock()
+    t_start = time.perf_counter()
+    measure_from = t_start + warmup
+    stop_at = measure_from + seconds
+    measured = [0]
+
+    def worker(k: int) -> None:
+        i = k
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop_at:
+                return
+            try:
+                call(bodies[i % len(bodies)], timeout=30)
+            except grpc.RpcError:
+                with lock:
+                    failed[0] += 1
+                continue
+            t1 = time.perf_counter()
+            with lock:
+                acked[0] += SPANS
+                if t0 >= measure_from:
+                    measured[0] += SPANS
+                    lat.append(t1 - t0)
+            i += clients
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    channel.close()
+    lat.sort()
+    pick = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3) if lat else (lambda q: 0.0)
+    return {"acked_spans": acked[0], "failed_requests": failed[0], "measured_spans": measured[0],
+            "seconds": seconds, "p50_ms": pick(0.50), "p99_ms": pick(0.99)}
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0) -> dict:
+    with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", tmp, "--agent-id",
+             "bench", "--grpc-port", "0", "--http-port", "0", "--window-seconds", "10"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert agent.stdout is not None
+            line = agent.stdout.readline()
+            m = re.search(r"OTLP/gRPC ([\d.]+:\d+)", line)
+            if not m:
+                raise RuntimeError(f"agent did not start: {line!r}")
+            cpu0 = _proc_cpu_s(agent.pid)
+            gen = subprocess.run(
+                [sys.executable, "-m", "bench.bench_ingest", "--loadgen", m.group(1),
+                 "--seconds", str(seconds), "--clients", str(clients), "--warmup", str(warmup)],
+                cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds + warmup + 120)
+            if gen.returncode != 0:
+                raise RuntimeError(f"load generator failed: {gen.stderr[-2000:]}")
+            result = json.loads(gen.stdout.strip().splitlines()[-1])
+            cpu = _proc_cpu_s(agent.pid) - cpu0
+            result["peak_rss_mb"] = _peak_rss_mb(agent.pid)
+            agent.send_signal(signal.SIGTERM)
+            result["exit_code"] = agent.wait(timeout=60)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+        archived = 0
+        for path in sorted((Path(tmp) / "bench").glob("windows-*.jsonl")):
+            for raw in path.read_bytes().splitlines():
+                archived += json.loads(raw)["report"]["window"]["spans"]
+        result["archived_spans"] = archived
+        result["agent_cpu_s_per_million"] = cpu / max(1, result["acked_spans"]) * 1e6
+        result["spans_per_s"] = result["measured_spans"] / seconds
+        return result
+
+
+def main() -> None:
+    r = run()
+    loss = r["acked_spans"] - r["archived_spans"]
+    print(f"OTLP/gRPC ingest, 512-span requests, 8 client threads in a second process, "
+          f"{r['seconds']:.0f} s measured after warm-up")
+    print(f"  sustained:          {r['spans_per_s']:,.0f} spans/s  (target >= 150,000)")
+    print(f"  acknowledged:       {r['acked_spans']:,} spans, archived {r['archived_spans']:,} "
+          f"-> loss {loss} ({'zero loss' if loss == 0 else 'LOSS'}); "
+          f"{r['failed_requests']} requests refused/failed")
+    print(f"  export latency:     p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms")
+    print(f"  agent CPU:          {r['agent_cpu_s_per_million']:.2f} s per million spans")
+    print(f"  agent peak RSS:     {r['peak_rss_mb']:.0f} MB  (target < 250)")
+    print(f"  clean stop exit:    {r['exit_code']}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--loadgen", metavar="HOST:PORT")
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--warmup", type=float, default=3.0)
+    a = ap.parse_args()
+    if a.loadgen:
+        print(json.dumps(loadgen(a.loadgen, a.seconds, a.clients, a.warmup)))
+    else:
+        r = run(a.seconds, a.clients, a.warmup)
+        print(json.dumps(r, indent=2))
