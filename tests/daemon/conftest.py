@@ -68,7 +68,7 @@ class AgentProcess:
                 line = self.lines.get(timeout=0.2)
             except queue.Empty:
                 if self.proc.poll() is not None:
-                    raise AssertionError(f"agent exited {self.proc.returncode}: {''.join(self.stderr)}")
+                    raise AssertionError(f"agent exited {self.proc.returncode}: {''.join(self.stderr)}") from None
                 continue
             m = _LISTEN.search(line)
             if m:
