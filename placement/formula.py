@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from functools import reduce
 from pathlib import Path
@@ -82,10 +83,17 @@ def _compile(node: ast.AST, where: str) -> tuple[Fn, set[str]]:
 def compile_formula(expr: str, where: str = "formula") -> tuple[Fn, set[str]]:
     """Compile an expression into a column function and the field names it reads."""
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        with warnings.catch_warnings():  # "invalid decimal literal" etc.: we report our own
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as exc:
         raise FormulaError(f"{where}: {expr!r} is not an expression ({exc.msg})") from None
-    return _compile(tree.body, where)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise FormulaError(f"{where}: cannot parse the expression ({type(exc).__name__})") from None
+    try:
+        return _compile(tree.body, where)
+    except RecursionError:
+        raise FormulaError(f"{where}: the expression is nested too deeply") from None
 
 
 class FormulaProvider(ArrayProvider):

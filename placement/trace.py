@@ -34,6 +34,7 @@ METHOD_BASIS: dict[str, str] = {
     "average-direct": "accounting",
     "marginal": "decision",
 }
+MAX_HOURS = 10_000_000  # > 1,000 years of hours: anything larger is a unit mistake
 PACKAGED_CSV = Path(__file__).parent / "data" / "grid-intensity-2022-hourly.csv"
 
 
@@ -75,8 +76,8 @@ def _whole(job: Mapping[str, Any], key: str, jid: str, minimum: int) -> int:
     value = job.get(key, 0 if key == "slack" else None)
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         raise TraceError(f"job {jid!r}: {key!r} must be a whole number of hours, got {value!r}")
-    if value < minimum:
-        raise TraceError(f"job {jid!r}: {key!r} must be >= {minimum}, got {value!r}")
+    if not minimum <= value <= MAX_HOURS:
+        raise TraceError(f"job {jid!r}: {key!r} must be in [{minimum}, {MAX_HOURS}], got {value!r}")
     return int(value)
 
 
@@ -103,12 +104,14 @@ def _job_columns(jobs: Sequence[Mapping[str, Any]], names: tuple[str, ...], hour
             raise TraceError(f"job {jid!r}: 'energy_kwh' must be a finite number >= 0, got {e!r}")
         energy[k] = float(e)
         regs = job.get("regions") or list(names)
+        if not isinstance(regs, list) or not all(isinstance(r, str) for r in regs):
+            raise TraceError(f"job {jid!r}: 'regions' must be a list of region names, got {regs!r}")
         unknown = [r for r in regs if r not in index]
         if unknown:
             raise TraceError(f"job {jid!r}: unknown region(s) {unknown}; the trace has {list(names)}")
         allowed[k, [index[r] for r in regs]] = True
         h = job.get("home", regs[0])
-        if h not in regs:
+        if not isinstance(h, str) or h not in regs:
             raise TraceError(f"job {jid!r}: home {h!r} is not one of its allowed regions {regs}")
         home[k] = index[h]
         end = submit[k] + slack[k] + duration[k]
@@ -131,7 +134,7 @@ def parse_trace(doc: Mapping[str, Any], *, synthetic: bool | None = None) -> Tra
     if not isinstance(doc, Mapping):
         raise TraceError("a trace must be a JSON object with 'method', 'regions' and 'jobs'")
     method = doc.get("method")
-    if method not in METHOD_BASIS:
+    if not isinstance(method, str) or method not in METHOD_BASIS:
         raise TraceError(
             f"trace 'method' is {method!r}; say which signal the intensities are: one of "
             f"{sorted(METHOD_BASIS)}"

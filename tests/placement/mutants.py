@@ -1,0 +1,115 @@
+"""Hand mutation check for the placement evaluator and gate (not collected by pytest).
+
+    .venv/bin/python tests/placement/mutants.py
+
+Copies the working tree to a temporary directory (so the shared checkout is never touched),
+applies each mutation below on its own, runs ``tests/placement`` against the copy
+(``PYTHONPATH`` puts the copy ahead of the editable install) and reports which mutations the
+tests caught. Each mutation must match its source text exactly once, so a stale entry fails
+loudly instead of silently "surviving".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: fast in-process tests first, so a caught mutant stops early (-x); the CLI tests last
+FILES = [f"tests/placement/test_{n}.py" for n in
+         ("model", "decision", "gate", "plugins_audit", "real_traces", "cli")]
+
+#: (file, original text, mutated text, what it breaks)
+MUTATIONS: list[tuple[str, str, str, str]] = [
+    ("placement/evaluate.py", "trace.energy_kwh / d * (p[r, t + d] - p[r, t])",
+     "trace.energy_kwh / d * (p[r, t + d - 1] - p[r, t])", "window sum one hour short"),
+    ("placement/evaluate.py", "base = np.maximum(s - day, 0)", "base = np.maximum(s - day + 1, 0)",
+     "persistence forecast reads the submit hour (the future)"),
+    ("placement/evaluate.py", "THRESHOLD_PERCENTILE = 30.0", "THRESHOLD_PERCENTILE = 50.0",
+     "threshold-shift uses the median"),
+    ("placement/evaluate.py", "ok = (mean <= thresholds[h])", "ok = (mean < thresholds[h])",
+     "threshold-shift comparison strict"),
+    ("placement/evaluate.py", "return Placement(np.argmin(masked, axis=1)",
+     "return Placement(np.argmax(np.where(trace.allowed, mean[None, :], -np.inf), axis=1)",
+     "lowest-average picks the highest average"),
+    ("placement/evaluate.py", "valid = (k[None, :] <= slack)[:, :, None] & trace.allowed[sl, None, :]",
+     "valid = (k[None, :] <= slack)[:, :, None] | trace.allowed[sl, None, :]",
+     "oracle/forecast ignore disallowed regions"),
+    ("placement/evaluate.py", "young = trace.submit < day", "young = trace.submit < 0",
+     "forecast-greedy forecasts without history"),
+    ("placement/decision.py", "if delta >= m:", "if delta > m:", "margin exclusive"),
+    ("placement/decision.py", "if red[ships] < settings.retire_below_pct:",
+     "if red[candidate] < settings.retire_below_pct:", "retirement tests the candidate"),
+    ("placement/decision.py", "best = max(SIMPLE_BASELINES", "best = min(SIMPLE_BASELINES",
+     "worse simple baseline chosen"),
+    ("placement/gate.py", 'return not isinstance(trace, dict) or trace.get("synthetic") is not False',
+     "return not isinstance(trace, dict)", "synthetic evaluations gate"),
+    ("placement/gate.py", "if age > settings.retest_days:", "if age > 2 * settings.retest_days:",
+     "re-test cadence doubled"),
+    ("placement/gate.py", 'self.inner.score([{**c, "carbon_intensity": same} for c in clusters], job)',
+     "self.inner.score([dict(c) for c in clusters], job)", "withholding does not neutralise"),
+    ("placement/gate.py", "        if a != b:\n            return True",
+     "        if a != b:\n            return False", "probe never sees carbon"),
+    ("placement/gate.py", "    if name in CARBON_FIRST:\n        retired",
+     "    if name not in CARBON_FIRST:\n        retired", "fallback swaps replace/withhold"),
+    ("placement/gate.py", 'if verdict.get("action") == RETIRE:\n        return Decision(name, WITHHELD',
+     'if verdict.get("action") == "never":\n        return Decision(name, WITHHELD',
+     "retirement of the policy ignored"),
+    ("placement/gate.py", 'if verdict.get("action") != SHIP_CANDIDATE or verdict.get("ships") != name:',
+     'if verdict.get("action") == RETIRE:', "baseline-won evidence licenses"),
+    ("placement/audit.py", "    if findings:\n        return LogState",
+     "    if False:\n        return LogState", "broken chain trusted (not fail-closed)"),
+    ("placement/providers.py", "key = np.where(np.isnan(x), np.inf, x)",
+     "key = np.where(np.isnan(x), -np.inf, x)", "unknown intensity ranks first"),
+    ("placement/providers.py", 'return [float(c["capacity"]) - float(c["used"]) >= size for c in clusters]',
+     'return [float(c["capacity"]) - float(c["used"]) > size for c in clusters]',
+     "a cluster with exactly enough room does not fit"),
+    ("placement/trace.py", "if end > hours:", "if end > hours + 1:", "window past the trace accepted"),
+]
+
+
+def run_one(tree: Path, rel: str, old: str, new: str) -> bool:
+    """Apply one mutation in ``tree``, run the tests, restore. True if the tests failed."""
+    path = tree / rel
+    original = path.read_text()
+    if original.count(old) != 1:
+        raise SystemExit(f"mutation source not found exactly once in {rel}: {old!r}")
+    path.write_text(original.replace(old, new))
+    try:
+        return tests_fail(tree)
+    finally:
+        path.write_text(original)
+
+
+def tests_fail(tree: Path) -> bool:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *FILES],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=600,
+    )
+    return proc.returncode != 0
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="cs-mutants-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__",
+                                                                  ".hypothesis", "archives"))
+        if tests_fail(tree):
+            raise SystemExit("tests/placement fails on the unmutated copy; fix that first")
+        caught = 0
+        for i, (rel, old, new, what) in enumerate(MUTATIONS, 1):
+            ok = run_one(tree, rel, old, new)
+            caught += ok
+            print(f"{i:2d}. {'caught  ' if ok else 'SURVIVED'} {rel}: {what}", flush=True)
+        print(f"caught {caught} of {len(MUTATIONS)} mutations")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
