@@ -47,13 +47,17 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
     def score(batch: Any) -> Any:
         return score_batch(batch, context(time.time_ns()))
 
-    def report(partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]) -> dict[str, Any]:
-        rep = build_report(partial, context(end_ns), start_ns, end_ns, agent_id=agent_id,
-                           counters=counters or None)
+    def report(
+        partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]
+    ) -> dict[str, Any]:
+        rep = build_report(
+            partial, context(end_ns), start_ns, end_ns, agent_id=agent_id, counters=counters or None
+        )
         return rep.model_dump(mode="json")
 
-    return Scoring(score=score, empty=WindowPartial.empty, from_bytes=WindowPartial.from_bytes,
-                   report=report)
+    return Scoring(
+        score=score, empty=WindowPartial.empty, from_bytes=WindowPartial.from_bytes, report=report
+    )
 
 
 def start_sources(cfg: Config) -> Any | None:
@@ -84,25 +88,46 @@ class Agent:
     def run(self) -> int:
         s = self.settings
         token = read_token(s)
-        archive = ArchiveWriter(s.archive_path, max_size_mb=s.archive.max_size_mb,
-                                rotate_daily=s.archive.rotate_daily, compress=s.archive.compress)
+        archive = ArchiveWriter(
+            s.archive_path,
+            max_size_mb=s.archive.max_size_mb,
+            rotate_daily=s.archive.rotate_daily,
+            compress=s.archive.compress,
+        )
         recovery = archive.open()  # ArchiveLockedError: the caller prints it
         if recovery.corrupt_file is not None:
-            log.warning("a torn last line (%d bytes) was moved to %s; the chain continues from "
-                        "seq %s", recovery.corrupt_bytes, recovery.corrupt_file, recovery.last_seq)
+            log.warning(
+                "a torn last line (%d bytes) was moved to %s; the chain continues from seq %s",
+                recovery.corrupt_bytes,
+                recovery.corrupt_file,
+                recovery.last_seq,
+            )
         sources = None
         try:
             sources = start_sources(self.cfg)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
-            wal = WriteAheadLog(s.archive_path / WAL_NAME,
-                                fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0)
-            pipeline = Pipeline(scoring, archive, wal, self.metrics, window_seconds=s.window_seconds,
-                                max_window_spans=s.max_window_spans, queue_size=s.queue_size)
+            wal = WriteAheadLog(
+                s.archive_path / WAL_NAME, fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0
+            )
+            pipeline = Pipeline(
+                scoring,
+                archive,
+                wal,
+                self.metrics,
+                window_seconds=s.window_seconds,
+                max_window_spans=s.max_window_spans,
+                queue_size=s.queue_size,
+            )
             from agent.otlp import OtlpDecodeError, decode_json, decode_protobuf
 
-            handler = ExportHandler(pipeline, self.metrics,
-                                    {"protobuf": decode_protobuf, "json": decode_json},
-                                    OtlpDecodeError, token, s.max_request_bytes)
+            handler = ExportHandler(
+                pipeline,
+                self.metrics,
+                {"protobuf": decode_protobuf, "json": decode_json},
+                OtlpDecodeError,
+                token,
+                s.max_request_bytes,
+            )
             http = HttpReceiver(handler, s)
             http.start()
             replayed = pipeline.restore(wal.open(), recovery)
@@ -116,16 +141,36 @@ class Agent:
         handler.ready = True
         self.metrics.ready.set(1)
         pipeline.start_ticker()
-        print(f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
-              f"{s.bind}:{http.port}, archive {s.archive_path} (next seq "
-              f"{0 if recovery.last_seq is None else recovery.last_seq + 1}, {replayed} partials "
-              "replayed from the WAL)", flush=True)
+        print(
+            f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
+            f"{s.bind}:{http.port}, archive {s.archive_path} (next seq "
+            f"{0 if recovery.last_seq is None else recovery.last_seq + 1}, {replayed} partials "
+            "replayed from the WAL)",
+            flush=True,
+        )
         while not self.stop_event.wait(0.5):
-            pass
+            if sources is not None:
+                self._publish_signal_ages(sources)
         return self._shutdown(handler, pipeline, grpc_rx, http, sources)
 
-    def _shutdown(self, handler: ExportHandler, pipeline: Pipeline, grpc_rx: GrpcReceiver,
-                  http: HttpReceiver, sources: Any | None) -> int:
+    def _publish_signal_ages(self, sources: Any) -> None:
+        try:
+            sig = sources.current()
+            self.metrics.record_signals(
+                {k: v.taken_at for k, v in sig.measured.items()},
+                {k: v.taken_at for k, v in sig.live_intensity.items()},
+            )
+        except Exception:  # a metrics glitch must never stop the agent
+            log.exception("could not read the sources' signals for /metrics")
+
+    def _shutdown(
+        self,
+        handler: ExportHandler,
+        pipeline: Pipeline,
+        grpc_rx: GrpcReceiver,
+        http: HttpReceiver,
+        sources: Any | None,
+    ) -> int:
         budget = self.settings.shutdown_timeout_s
         handler.ready = False
         self.metrics.ready.set(0)
@@ -135,8 +180,11 @@ class Agent:
         done.wait(budget / 2)
         drained = pipeline.drain(budget / 2)
         if not drained:
-            log.warning("%d requests still in flight after %.1f s; they were not acknowledged",
-                        pipeline.inflight, budget)
+            log.warning(
+                "%d requests still in flight after %.1f s; they were not acknowledged",
+                pipeline.inflight,
+                budget,
+            )
         pipeline.shutdown()
         if sources is not None:
             sources.stop()
@@ -149,6 +197,9 @@ def serve(settings: AgentSettings, cfg: Config) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, agent.request_stop)
         signal.signal(signal.SIGINT, agent.request_stop)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     return agent.run()

@@ -62,7 +62,9 @@ def inflate(body: bytes, encoding: str, limit: int) -> bytes:
     elif enc == "deflate":  # RFC 9110 says zlib-wrapped; some clients send raw deflate
         wbits = [zlib.MAX_WBITS, -zlib.MAX_WBITS]
     else:
-        raise BadEncoding(f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none")
+        raise BadEncoding(
+            f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none"
+        )
     last: zlib.error | None = None
     for bits in wbits:
         try:
@@ -81,7 +83,9 @@ def _inflate_stream(body: bytes, wbits: int, limit: int) -> bytes:
         chunk = d.decompress(data, limit - size + 1)
         size += len(chunk)
         if size > limit or d.unconsumed_tail:
-            raise TooLarge(f"request inflates past the limit of {limit} bytes; send smaller batches")
+            raise TooLarge(
+                f"request inflates past the limit of {limit} bytes; send smaller batches"
+            )
         out.append(chunk)
         if not d.eof:
             raise zlib.error("the compressed stream is truncated")
@@ -107,6 +111,10 @@ class ExportHandler:
         self.max_request_bytes = max_request_bytes
         self.ready = False
 
+    def is_ready(self) -> bool:
+        """Ready: recovered, not draining, and the WAL can still make acknowledgements true."""
+        return self.ready and not self.pipeline.closed and not self.pipeline.wal.failed
+
     def authorized(self, header: str | None) -> bool:
         """True when auth is off, or ``header`` is ``Bearer <token>`` (constant-time compare)."""
         if self.token is None:
@@ -120,13 +128,24 @@ class ExportHandler:
 
     def export(self, body: bytes, fmt: str, protocol: str) -> Outcome:
         """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``)."""
-        if not self.ready or self.pipeline.closed:
-            state = "shutting down" if self.pipeline.closed else "starting"
+        if not self.is_ready():
+            state = (
+                "shutting down"
+                if self.pipeline.closed
+                else "not writing its write-ahead log (see its log)"
+                if self.pipeline.wal.failed
+                else "starting"
+            )
             return self._done(protocol, Outcome("unavailable", f"the agent is {state}; retry"))
         if not self.pipeline.admit():
-            return self._done(protocol, Outcome(
-                "exhausted", f"the agent's queue is full ({self.pipeline.queue_size} requests in "
-                "flight); retry after the delay given"))
+            return self._done(
+                protocol,
+                Outcome(
+                    "exhausted",
+                    f"the agent's queue is full ({self.pipeline.queue_size} requests in "
+                    "flight); retry after the delay given",
+                ),
+            )
         try:
             return self._done(protocol, self._export(body, fmt))
         finally:

@@ -24,14 +24,20 @@ class AgentMetrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
-            "carbonspan_requests", "Export requests by protocol and outcome",
-            ["protocol", "outcome"], registry=r,
+            "carbonspan_requests",
+            "Export requests by protocol and outcome",
+            ["protocol", "outcome"],
+            registry=r,
         )
         self.spans_received = Counter(
-            "carbonspan_spans_received", "Spans decoded from accepted requests", registry=r
+            "carbonspan_spans_received",
+            "Spans decoded from admitted requests (accepted or rejected)",
+            registry=r,
         )
         self.spans_accepted = Counter(
-            "carbonspan_spans_accepted", "Spans scored and durable in the write-ahead log", registry=r
+            "carbonspan_spans_accepted",
+            "Spans scored and durable in the write-ahead log",
+            registry=r,
         )
         self.spans_rejected = Counter(
             "carbonspan_spans_rejected", "Spans refused, by reason", ["reason"], registry=r
@@ -55,30 +61,42 @@ class AgentMetrics:
             "carbonspan_open_window_spans", "Spans merged into the open window so far", registry=r
         )
         self.last_window_energy = Gauge(
-            "carbonspan_last_window_energy_kwh", "Energy per service in the last archived window",
-            ["service"], registry=r,
+            "carbonspan_last_window_energy_kwh",
+            "Energy per service in the last archived window",
+            ["service"],
+            registry=r,
         )
         self.last_window_carbon = Gauge(
             "carbonspan_last_window_carbon_gco2",
-            "Operational carbon per service in the last archived window", ["service"], registry=r,
-        )
-        self.last_window_end = Gauge(
-            "carbonspan_last_window_end_seconds", "Unix time the last archived window ended",
+            "Operational carbon per service in the last archived window",
+            ["service"],
             registry=r,
         )
-        self.ready = Gauge("carbonspan_ready", "1 once the archive is open and recovered", registry=r)
+        self.last_window_end = Gauge(
+            "carbonspan_last_window_end_seconds",
+            "Unix time the last archived window ended",
+            registry=r,
+        )
+        self.ready = Gauge(
+            "carbonspan_ready", "1 once the archive is open and recovered", registry=r
+        )
         self.source_up = Gauge(
             "carbonspan_source_signal_age_seconds",
             "Age of each live signal the scorer can use (measured energy, live intensity)",
-            ["kind", "key"], registry=r,
+            ["kind", "key"],
+            registry=r,
         )
         self._lock = threading.Lock()
 
-    def set_gauge_functions(self, queue_depth: Callable[[], float], window_spans: Callable[[], float]) -> None:
+    def set_gauge_functions(
+        self, queue_depth: Callable[[], float], window_spans: Callable[[], float]
+    ) -> None:
         self.queue_depth.set_function(queue_depth)
         self.window_spans.set_function(window_spans)
 
-    def record_window(self, energy: Mapping[str, float], carbon_kg: Mapping[str, float], end_s: float) -> None:
+    def record_window(
+        self, energy: Mapping[str, float], carbon_kg: Mapping[str, float], end_s: float
+    ) -> None:
         """Replace the per-service gauges with the window just archived (labels capped)."""
         ranked = sorted(energy, key=lambda s: (-carbon_kg.get(s, 0.0), -energy.get(s, 0.0), s))
         keep, rest = ranked[:MAX_SERVICE_LABELS], ranked[MAX_SERVICE_LABELS:]

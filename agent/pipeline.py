@@ -145,14 +145,19 @@ class Pipeline:
             w.requests += 1
             ticket = self.wal.append(w.start_ns, payload)
             if w.spans >= self.max_window_spans:
-                self._close_locked(now_ns(), "size")
+                try:
+                    self._close_locked(now_ns(), "size")
+                except Exception:  # logged; this batch is merged and logged: still answer OK
+                    pass
         self.wal.wait(ticket)
-        self.metrics.spans_received.inc(n)
         self.metrics.spans_accepted.inc(n)
 
     def _count_rejections(self, batch: SpanBatch) -> None:
+        self.metrics.spans_received.inc(len(batch) + batch.rejected)
         if batch.rejected:
-            self.metrics.spans_rejected.labels("decode").inc(batch.rejected)
+            # the decode rules reject a span only for an invalid trace id (agent/otlp/rules.py)
+            reason = "trace_id_invalid" if batch.counters.get("trace_id_invalid") else "decode"
+            self.metrics.spans_rejected.labels(reason).inc(batch.rejected)
 
     # -- windows -----------------------------------------------------------------------
     def restore(self, records: list[tuple[int, bytes]], recovery: RecoveryReport) -> int:
@@ -204,15 +209,17 @@ class Pipeline:
             record = self.archive.append(report, utc_rfc3339())
         except Exception:
             self._window = w  # keep the spans (they are still in the WAL) and retry later
-            log.exception("could not archive the window started %s; will retry",
-                          utc_rfc3339(w.start_ns))
+            log.exception(
+                "could not archive the window started %s; will retry", utc_rfc3339(w.start_ns)
+            )
             raise
         log.info("archived window seq=%d spans=%d (%s)", record["seq"], w.spans, reason)
         self.metrics.windows_written.inc()
         self.metrics.archive_bytes.inc(self.archive.bytes_written - before)
         gs = report.get("green_summary", {})
         self.metrics.record_window(
-            gs.get("per_service_energy_kwh", {}), gs.get("per_service_carbon_kgco2eq", {}),
+            gs.get("per_service_energy_kwh", {}),
+            gs.get("per_service_carbon_kgco2eq", {}),
             end_ns / 1e9,
         )
         if truncate:

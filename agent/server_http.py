@@ -59,14 +59,20 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._reply(200, b"ok\n", "text/plain; charset=utf-8")
         elif path == "/readyz":
-            ready = h.ready
-            self._reply(200 if ready else 503, b"ready\n" if ready else b"recovering\n",
-                        "text/plain; charset=utf-8")
+            ready = h.is_ready()
+            self._reply(
+                200 if ready else 503,
+                b"ready\n" if ready else b"recovering\n",
+                "text/plain; charset=utf-8",
+            )
         elif path == "/metrics":
             self._reply(200, h.metrics.exposition(), METRICS_CONTENT_TYPE)
         else:
-            self._reply(404, b"not found: try POST /v1/traces, GET /metrics, /healthz, /readyz\n",
-                        "text/plain; charset=utf-8")
+            self._reply(
+                404,
+                b"not found: try POST /v1/traces, GET /metrics, /healthz, /readyz\n",
+                "text/plain; charset=utf-8",
+            )
 
     # -- POST ------------------------------------------------------------------------
     def do_POST(self) -> None:
@@ -75,17 +81,30 @@ class _Handler(BaseHTTPRequestHandler):
         fmt = _FORMATS.get(ctype)
         reply_type = ctype if fmt else "application/json"
         if self.path.split("?", 1)[0] != "/v1/traces":
-            return self._error(404, f"no such endpoint {self.path!r}; OTLP traces go to /v1/traces",
-                               reply_type, drain=True)
+            return self._error(
+                404,
+                f"no such endpoint {self.path!r}; OTLP traces go to /v1/traces",
+                reply_type,
+                drain=True,
+            )
         if not h.authorized(self.headers.get("Authorization")):
             h.count("http", "unauthenticated")
-            return self._error(401, "missing or wrong bearer token: send 'Authorization: Bearer "
-                               "<token>'", reply_type, drain=True,
-                               extra={"WWW-Authenticate": 'Bearer realm="carbonspan"'})
+            return self._error(
+                401,
+                "missing or wrong bearer token: send 'Authorization: Bearer <token>'",
+                reply_type,
+                drain=True,
+                extra={"WWW-Authenticate": 'Bearer realm="carbonspan"'},
+            )
         if fmt is None:
             h.count("http", "invalid")
-            return self._error(415, f"Content-Type {ctype or '(none)'!r} is not OTLP; use "
-                               "application/x-protobuf or application/json", reply_type, drain=True)
+            return self._error(
+                415,
+                f"Content-Type {ctype or '(none)'!r} is not OTLP; use "
+                "application/x-protobuf or application/json",
+                reply_type,
+                drain=True,
+            )
         body = self._read_body(reply_type)
         if body is None:
             return
@@ -103,8 +122,14 @@ class _Handler(BaseHTTPRequestHandler):
         if fmt == "protobuf":
             payload = export_response_bytes(outcome.rejected, outcome.message)
         elif outcome.rejected:
-            payload = orjson.dumps({"partialSuccess": {"rejectedSpans": str(outcome.rejected),
-                                                       "errorMessage": outcome.message}})
+            payload = orjson.dumps(
+                {
+                    "partialSuccess": {
+                        "rejectedSpans": str(outcome.rejected),
+                        "errorMessage": outcome.message,
+                    }
+                }
+            )
         else:
             payload = b"{}"
         self._reply(200, payload, reply_type)
@@ -114,16 +139,24 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.headers.get("Content-Length")
         if raw is None or not raw.strip().isdigit():
             h.count("http", "invalid")
-            self._error(411, "a Content-Length header is required (chunked bodies are not "
-                        "accepted)", reply_type, close=True)
+            self._error(
+                411,
+                "a Content-Length header is required (chunked bodies are not accepted)",
+                reply_type,
+                close=True,
+            )
             return None
         length = int(raw)
         if length > h.max_request_bytes:  # refuse without holding any of it in memory
             h.count("http", "too_large")
             close = not self._discard(length)
-            self._error(413, f"request body is {length} bytes; the limit is "
-                        f"{h.max_request_bytes} (max_request_bytes): send smaller batches",
-                        reply_type, close=close)
+            self._error(
+                413,
+                f"request body is {length} bytes; the limit is "
+                f"{h.max_request_bytes} (max_request_bytes): send smaller batches",
+                reply_type,
+                close=close,
+            )
             return None
         return self.rfile.read(length)
 
@@ -140,8 +173,16 @@ class _Handler(BaseHTTPRequestHandler):
             left -= len(chunk)
         return True
 
-    def _error(self, status: int, message: str, reply_type: str, *, drain: bool = False,
-               close: bool = False, extra: dict[str, str] | None = None) -> None:
+    def _error(
+        self,
+        status: int,
+        message: str,
+        reply_type: str,
+        *,
+        drain: bool = False,
+        close: bool = False,
+        extra: dict[str, str] | None = None,
+    ) -> None:
         if drain:  # keep the connection usable: consume a bounded body we will not use
             raw = self.headers.get("Content-Length") or ""
             if raw.isdigit() and int(raw) <= self.server.handler.max_request_bytes:
@@ -158,8 +199,14 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Retry-After"] = str(self.server.settings.retry_after_s)
         self._reply(status, payload, reply_type, headers, close)
 
-    def _reply(self, status: int, payload: bytes, ctype: str,
-               headers: dict[str, str] | None = None, close: bool = False) -> None:
+    def _reply(
+        self,
+        status: int,
+        payload: bytes,
+        ctype: str,
+        headers: dict[str, str] | None = None,
+        close: bool = False,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(payload)))
@@ -184,7 +231,10 @@ class HttpReceiver:
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="http",
+            daemon=True,
         )
 
     def start(self) -> int:

@@ -102,7 +102,9 @@ class WriteAheadLog:
                     raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise WalError(f"the write-ahead log {self.path} did not sync within {timeout} s")
+                    raise WalError(
+                        f"the write-ahead log {self.path} did not sync within {timeout} s"
+                    )
                 self._cond.wait(left)
 
     def truncate(self) -> None:
@@ -144,6 +146,11 @@ class WriteAheadLog:
         os.fdatasync(self._fd)
         self.fsyncs += 1
         self.bytes_written += len(data)
+
+    @property
+    def failed(self) -> bool:
+        """True once a write or fsync failed: nothing more can be acknowledged."""
+        return self._error is not None
 
     @property
     def pending(self) -> int:
