@@ -150,6 +150,9 @@ def decide_gate(name: str, log: LogState, settings: Settings, now: datetime) -> 
     if verdict.get("action") == RETIRE:
         return Decision(name, WITHHELD, f"retired by {cite}: {verdict.get('reason', '')}", latest)
     age = _age_days(latest, now)
+    if age < -1.0:  # more than a day ahead of this clock: skew or a forged date
+        why = f"latest real {cite} is dated {-age:.0f} days in the future; treated as no evaluation"
+        return _fallback(name, why, log, latest)
     if age > settings.retest_days:
         why = f"re-test overdue: latest real {cite} is {age:.0f} days old > cadence {settings.retest_days:g} days"
         return _fallback(name, why, log, latest)

@@ -77,7 +77,13 @@ def get_provider(name: str) -> Any:
         return load_policy_file(path)
     candidate = policy_dir() / f"{name}.yaml"
     if candidate.is_file():
-        return load_policy_file(candidate)
+        provider = load_policy_file(candidate)
+        if provider.name != name:  # evaluations are recorded under the name inside the file
+            raise UnknownPolicy(
+                f"{candidate} declares name {provider.name!r}; rename the file or the policy "
+                "so they agree"
+            )
+        return provider
     if name == "forecast-greedy":
         raise UnknownPolicy(
             "forecast-greedy is an evaluation candidate (it schedules start times over a "

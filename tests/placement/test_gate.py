@@ -192,3 +192,22 @@ def test_carbon_simple_ranks_unknown_last_and_breaks_ties_on_headroom():
     # a cluster that does not fit is never chosen, however green
     rep = place({"id": "j", "size": 5}, [cl("full", 1.0, used=9.0), cl("ok", 900.0)], "carbon-simple")
     assert rep["cluster"] == "ok"
+
+
+def test_future_dated_evidence_licenses_nothing(audit_log, spatial_win_doc):
+    recorded(audit_log, spatial_win_doc, "carbon-aware", days_ago=-3)
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert res.action == "replaced" and "in the future" in res.reason
+
+
+def test_yaml_policy_found_by_name_in_the_policy_dir(tmp_path, monkeypatch, audit_log):
+    d = tmp_path / "policies"
+    d.mkdir()
+    (d / "roomiest.yaml").write_text("name: roomiest\nmaximize: headroom\n")
+    (d / "liar.yaml").write_text("name: other\nmaximize: headroom\n")
+    monkeypatch.setenv("CARBONSPAN_PLACEMENT_POLICY_DIR", str(d))
+    rep = place({"id": "j"}, [cl("a", 10.0, used=9.0), cl("b", 900.0, used=1.0)], "roomiest",
+                audit_log=audit_log, now=NOW)
+    assert rep["cluster"] == "b" and rep["objectives"]["placement_policy"]["weighs_carbon"] is False
+    with pytest.raises(LookupError, match="declares name 'other'"):
+        resolve("liar", audit_log=audit_log, now=NOW)
