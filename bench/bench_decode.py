@@ -1,0 +1,97 @@
+"""Decode throughput: raw protobuf parse vs the reference and fast OTLP decoders (+ scoring).
+
+For 200 distinct 512-span requests from ``bench/workload.py`` (~8 attributes per span, as SDK
+instrumentations emit) this prints spans/s, in one process on one core, of:
+``ExportTraceServiceRequest.ParseFromString`` (the protobuf runtime's own parse, the yardstick),
+the reference decoder, the fast C decoder, the fast decoder followed by ``agent.score.score_batch``
+(when the scoring engine is importable), and the OTLP/JSON decoder; each with its ratio to
+ParseFromString, best of several rounds. Then the peak memory one decode allocates
+(tracemalloc, which sees numpy's buffers) and the size of the resulting batch.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import orjson
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from agent.otlp import FAST_DECODER, decode_json, decode_protobuf, decode_protobuf_reference
+from bench.workload import make_request
+
+N_REQUESTS = 200
+N_SPANS = 512
+
+
+def _parse(data: bytes) -> object:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(data)
+    return request
+
+
+def _rate(fn: Callable[[bytes], object], payloads: list[bytes], rounds: int) -> float:
+    """Best spans/s over ``rounds`` passes through ``payloads``."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for data in payloads:
+            fn(data)
+        best = min(best, time.perf_counter() - t0)
+    return len(payloads) * N_SPANS / best
+
+
+def _scorer() -> Callable[[bytes], object] | None:
+    try:
+        from agent.score import ScoringContext, score_batch
+    except ImportError:
+        return None
+    ctx = ScoringContext.from_config(None, now_ns=1_773_151_260_000_000_000)
+    return lambda data: score_batch(decode_protobuf(data), ctx)
+
+
+def _peak(fn: Callable[[bytes], object], data: bytes) -> int:
+    fn(data)  # warm caches so the figure is per batch, not first-use setup
+    tracemalloc.start()
+    try:
+        fn(data)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def main() -> None:
+    print(f"building {N_REQUESTS} distinct requests of {N_SPANS} spans ...", flush=True)
+    requests = [make_request(N_SPANS, seed) for seed in range(N_REQUESTS)]
+    payloads = [r.SerializeToString() for r in requests]
+    json_payloads = [orjson.dumps(MessageToDict(r)) for r in requests[:20]]
+    size = sum(map(len, payloads)) / len(payloads)
+    print(f"mean request: {size / 1024:.0f} KiB, {size / N_SPANS:.0f} B/span; fast decoder built: {FAST_DECODER}")
+    base = _rate(_parse, payloads, rounds=5)
+    rows: list[tuple[str, float]] = [("ParseFromString (protobuf runtime)", base)]
+    rows.append(("reference decoder (protobuf objects)", _rate(decode_protobuf_reference, payloads, 2)))
+    rows.append(("fast decoder (C wire scan)", _rate(decode_protobuf, payloads, rounds=7)))
+    scorer = _scorer()
+    if scorer is not None:
+        rows.append(("fast decode + score_batch", _rate(scorer, payloads, rounds=5)))
+    else:
+        print("agent.score not importable: decode + score not measured")
+    json_rate = _rate(decode_json, json_payloads, rounds=2) * 1.0
+    rows.append(("OTLP/JSON decoder (orjson)", json_rate))
+    print(f"\n{'path':40} {'spans/s':>12} {'x ParseFromString':>18}")
+    for name, rate in rows:
+        print(f"{name:40} {rate:>12,.0f} {rate / base:>18.2f}")
+    batch = decode_protobuf(payloads[0])
+    nbytes = sum(getattr(batch, c).nbytes for c in SpanBatchColumns)
+    print(f"\npeak memory per {N_SPANS}-span request (tracemalloc):")
+    print(f"  fast decoder        {_peak(decode_protobuf, payloads[0]) / 1024:8.1f} KiB"
+          f"  (batch columns {nbytes / 1024:.1f} KiB = {nbytes / N_SPANS:.0f} B/span)")
+    print(f"  reference decoder   {_peak(decode_protobuf_reference, payloads[0]) / 1024:8.1f} KiB")
+    if scorer is not None:
+        print(f"  fast decode + score {_peak(scorer, payloads[0]) / 1024:8.1f} KiB")
+
+
+SpanBatchColumns = ("service_id", "region_id", "endpoint_id", "op_class", "response_bytes",
+                    "start_ns", "duration_ns", "trace_lo", "is_entry")  # fmt: skip
