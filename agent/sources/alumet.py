@@ -33,7 +33,7 @@ from agent.sources.config import AlumetConfig
 from agent.sources.energy import EnergySource, Reading
 from agent.sources.errors import SourceError
 from agent.sources.http import http_get
-from agent.sources.prom import CounterDeltas, ServiceMatcher, zone_ok
+from agent.sources.prom import CounterDeltas, ServiceMatcher, prefilter, zone_ok
 
 _ATTR = re.compile(r"([A-Za-z_][\w.]*)=([^,|;]*)")
 
@@ -59,7 +59,9 @@ class AlumetSource(EnergySource):
             rows = self._tail.new_rows()
             if elapsed_s is None:
                 return None
-            reading = self._sum((labels, value) for metric, labels, value in rows if self._wanted(metric))
+            reading = self._sum(
+                (labels, value) for metric, labels, value in rows if self._wanted(metric)
+            )
             reading.total_watts = (reading.total_watts or 0.0) / elapsed_s
             return reading
         return self._read_prometheus(elapsed_s)
@@ -72,7 +74,8 @@ class AlumetSource(EnergySource):
         gauges: list[tuple[Mapping[str, str], float]] = []
         labels_of: dict[object, Mapping[str, str]] = {}
         try:
-            for family in text_string_to_metric_families(body.decode("utf-8")):
+            text = prefilter(body.decode("utf-8"), (cfg.metric,))
+            for family in text_string_to_metric_families(text):
                 for s in family.samples:
                     if not self._wanted(family.name) and not self._wanted(s.name):
                         continue
@@ -82,9 +85,13 @@ class AlumetSource(EnergySource):
                     else:
                         gauges.append((s.labels, float(s.value)))
         except (UnicodeDecodeError, ValueError, TypeError, IndexError, KeyError) as exc:
-            raise SourceError(f"alumet {self.name}: {cfg.url} is not Prometheus exposition text ({exc})") from None
+            raise SourceError(
+                f"alumet {self.name}: {cfg.url} is not Prometheus exposition text ({exc})"
+            ) from None
         if not counters and not gauges:
-            raise SourceError(f"alumet {self.name}: {cfg.url} serves no {cfg.metric}* series; check `metric`")
+            raise SourceError(
+                f"alumet {self.name}: {cfg.url} serves no {cfg.metric}* series; check `metric`"
+            )
         deltas = self._counters.update(counters)
         self.stats["counter_resets"] = self._counters.resets
         if elapsed_s is None:
@@ -141,7 +148,9 @@ class _CsvTail:
                 f.seek(self._offset)
                 chunk = f.read(max(0, st.st_size - self._offset))
         except OSError as exc:
-            raise SourceError(f"alumet CSV {self.path}: cannot read it ({exc.strerror or exc})") from None
+            raise SourceError(
+                f"alumet CSV {self.path}: cannot read it ({exc.strerror or exc})"
+            ) from None
         end = chunk.rfind(b"\n") + 1  # only complete lines; a half-written row waits
         self._offset += end
         return self._parse(chunk[:end].decode("utf-8", "replace"))
@@ -150,7 +159,9 @@ class _CsvTail:
         self._delim = ";" if line.count(";") >= line.count(",") else ","
         header = [h.strip() for h in line.strip().split(self._delim)]
         if header[:3] != ["metric", "timestamp", "value"]:
-            raise SourceError(f"alumet CSV {self.path}: header must start with metric,timestamp,value; got {header[:3]}")
+            raise SourceError(
+                f"alumet CSV {self.path}: header must start with metric,timestamp,value; got {header[:3]}"
+            )
         self._header = header
 
     def _parse(self, text: str) -> list[tuple[str, dict[str, str], float]]:

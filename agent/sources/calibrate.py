@@ -81,14 +81,18 @@ def parse_timestamp(text: str, where: str) -> float:
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise CalibrationError(f"{where}: timestamp {text!r} is neither RFC 3339 nor unix seconds") from None
+        raise CalibrationError(
+            f"{where}: timestamp {text!r} is neither RFC 3339 nor unix seconds"
+        ) from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def trapezoid_joules(points: list[tuple[float, float]]) -> float:
     """Integrate (seconds, watts) samples: 12 W at t=0 and t=5 s -> 60 J."""
     pts = sorted(points)
-    return math.fsum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False))
+    return math.fsum(
+        (t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(pts, pts[1:], strict=False)
+    )
 
 
 def read_readings(path: Path) -> dict[str, Measured]:
@@ -96,10 +100,16 @@ def read_readings(path: Path) -> dict[str, Measured]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read the readings ({exc.strerror or exc})") from None
+        raise CalibrationError(
+            f"{path}: cannot read the readings ({exc.strerror or exc})"
+        ) from None
     rows = list(csv.reader(text.splitlines()))
     header = [h.strip().lower() for h in rows[0]] if rows else []
-    if header[:2] != ["timestamp", "service"] or len(header) < 3 or header[2] not in ("power_watts", "energy_kwh"):
+    if (
+        header[:2] != ["timestamp", "service"]
+        or len(header) < 3
+        or header[2] not in ("power_watts", "energy_kwh")
+    ):
         raise CalibrationError(
             f"{path}: the header must be 'timestamp,service,power_watts' or 'timestamp,service,energy_kwh'; "
             f"got {','.join(header) or 'an empty file'}"
@@ -117,7 +127,9 @@ def read_readings(path: Path) -> dict[str, Measured]:
         except ValueError:
             raise CalibrationError(f"{where}: {kind} {row[2]!r} is not a number") from None
         if not math.isfinite(value) or value < 0:
-            raise CalibrationError(f"{where}: {kind} {row[2]!r} is negative or not finite; fix the meter export")
+            raise CalibrationError(
+                f"{where}: {kind} {row[2]!r} is negative or not finite; fix the meter export"
+            )
         service = row[1].strip().lower()
         if not service:
             raise CalibrationError(f"{where}: the service column is empty")
@@ -130,7 +142,9 @@ def read_readings(path: Path) -> dict[str, Measured]:
 def _measure(points: list[tuple[float, float]], kind: str) -> Measured:
     pts = sorted(points)
     m = Measured(start_s=pts[0][0], end_s=pts[-1][0], rows=len(pts))
-    m.kwh = trapezoid_joules(pts) / 3.6e6 if kind == "power_watts" else math.fsum(v for _, v in pts[1:])
+    m.kwh = (
+        trapezoid_joules(pts) / 3.6e6 if kind == "power_watts" else math.fsum(v for _, v in pts[1:])
+    )
     return m
 
 

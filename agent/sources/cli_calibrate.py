@@ -35,10 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--readings", required=True, metavar="CSV",
-                        help="timestamp,service,power_watts or timestamp,service,energy_kwh")
-    parser.add_argument("--archives", required=True, metavar="DIR", help="archive root (or one agent's directory)")
-    parser.add_argument("--out", metavar="TOML", help="write the [green.calibration] table here (default: stdout)")
+    parser.add_argument(
+        "--readings",
+        required=True,
+        metavar="CSV",
+        help="timestamp,service,power_watts or timestamp,service,energy_kwh",
+    )
+    parser.add_argument(
+        "--archives", required=True, metavar="DIR", help="archive root (or one agent's directory)"
+    )
+    parser.add_argument(
+        "--out", metavar="TOML", help="write the [green.calibration] table here (default: stdout)"
+    )
     parser.set_defaults(func=handle)
 
 
@@ -53,24 +61,37 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         measured = read_readings(Path(args.readings))
-        scan = scan_archives(Path(args.archives), {s: (m.start_s, m.end_s) for s, m in measured.items()})
+        scan = scan_archives(
+            Path(args.archives), {s: (m.start_s, m.end_s) for s, m in measured.items()}
+        )
     except CalibrationError as exc:
         print(f"carbonspan calibrate: {exc}", file=sys.stderr)
         return 1
     if scan.files == 0:
-        print(f"carbonspan calibrate: {args.archives}: no windows-*.jsonl[.gz] files found; "
-              "give the agent's archive directory", file=sys.stderr)
+        print(
+            f"carbonspan calibrate: {args.archives}: no windows-*.jsonl[.gz] files found; "
+            "give the agent's archive directory",
+            file=sys.stderr,
+        )
         return 1
     factors = compute_factors(measured, scan)
     err = sys.stderr
-    print(f"read {scan.windows} windows from {scan.files} files ({scan.bad_lines} unreadable lines skipped)", file=err)
+    print(
+        f"read {scan.windows} windows from {scan.files} files ({scan.bad_lines} unreadable lines skipped)",
+        file=err,
+    )
     print(f"{'service':<24} {'kWh':>12} {'ops':>12} {'kWh/op':>12} {'factor':>10}", file=err)
     for f in factors:
-        print(f"{f.service:<24} {f.kwh:>12.6g} {f.ops:>12.6g} {f.kwh_per_op:>12.6g} {f.factor:>10.4g}", file=err)
+        print(
+            f"{f.service:<24} {f.kwh:>12.6g} {f.ops:>12.6g} {f.kwh_per_op:>12.6g} {f.factor:>10.4g}",
+            file=err,
+        )
         if f.warning:
             print(f"warning: {f.service}: {f.warning}", file=err)
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    text = to_toml(factors, note=f"readings {args.readings}, archives {args.archives}, generated {when}")
+    text = to_toml(
+        factors, note=f"readings {args.readings}, archives {args.archives}, generated {when}"
+    )
     if args.out:
         Path(args.out).write_text(text)
         print(f"wrote {args.out}", file=err)

@@ -70,7 +70,9 @@ class _LabelMapped(PollSettings):
                     try:
                         re.compile(rx)
                     except re.error as exc:
-                        raise ValueError(f"service {service!r}, label {label!r}: bad regex ({exc})") from None
+                        raise ValueError(
+                            f"service {service!r}, label {label!r}: bad regex ({exc})"
+                        ) from None
         return v
 
 
@@ -108,7 +110,9 @@ class AlumetConfig(_LabelMapped):
     @model_validator(mode="after")
     def _one_input(self) -> AlumetConfig:
         if (self.url is None) == (self.csv_path is None):
-            raise ValueError("give exactly one of `url` (Prometheus exporter) or `csv_path` (CSV output)")
+            raise ValueError(
+                "give exactly one of `url` (Prometheus exporter) or `csv_path` (CSV output)"
+            )
         return self
 
 
@@ -143,7 +147,9 @@ class SpecPowerConfig(PollSettings):
         row = INSTANCE_POWER.get(self.instance_type)
         if row is None:
             known = ", ".join(sorted(INSTANCE_POWER))
-            raise ValueError(f"instance_type {self.instance_type!r} is not in the table; known: {known}")
+            raise ValueError(
+                f"instance_type {self.instance_type!r} is not in the table; known: {known}"
+            )
         if row.per_vcpu and self.vcpus is None:
             raise ValueError(f"instance_type {self.instance_type!r} is per vCPU: give `vcpus`")
         if self.cpu_source == "prometheus" and not self.url:
@@ -177,7 +183,9 @@ class SourcesConfig(_Strict):
     electricity_maps: ElectricityMapsConfig | None = None
     grid_operator: list[GridOperatorConfig] = Field(default_factory=list)
 
-    @field_validator("alumet", "scaphandre", "kepler", "redfish", "specpower", "grid_operator", mode="before")
+    @field_validator(
+        "alumet", "scaphandre", "kepler", "redfish", "specpower", "grid_operator", mode="before"
+    )
     @classmethod
     def _one_is_a_list(cls, v: Any) -> Any:
         return [v] if isinstance(v, Mapping) else v
@@ -190,7 +198,13 @@ class SourcesConfig(_Strict):
             for i, item in enumerate(items, 1):
                 out.append((kind, item.name or (kind if len(items) == 1 else f"{kind}-{i}"), item))
         if self.electricity_maps is not None:
-            out.append(("electricity_maps", self.electricity_maps.name or "electricity_maps", self.electricity_maps))
+            out.append(
+                (
+                    "electricity_maps",
+                    self.electricity_maps.name or "electricity_maps",
+                    self.electricity_maps,
+                )
+            )
         return out
 
 
@@ -201,8 +215,10 @@ def _check_zones(zones: list[str]) -> list[str]:
     present = set(zones)
     for zone, parent in _OVERLAPS.items():
         if zone in present and (parent == "*" and len(present) > 1 or parent in present):
-            raise ValueError(f"zones {sorted(present)} overlap ({zone!r} is inside another): "
-                             "the same joules would be counted twice")
+            raise ValueError(
+                f"zones {sorted(present)} overlap ({zone!r} is inside another): "
+                "the same joules would be counted twice"
+            )
     return zones
 
 
@@ -215,8 +231,10 @@ def parse_sources(table: Mapping[str, Any] | None) -> SourcesConfig:
     names = [name for _, name, _ in cfg.named()]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(f"sources: source names must be unique; repeated: {', '.join(dupes)} "
-                          "(set `name` on each)")
+        raise ConfigError(
+            f"sources: source names must be unique; repeated: {', '.join(dupes)} "
+            "(set `name` on each)"
+        )
     return cfg
 
 

@@ -72,7 +72,10 @@ class EnergySource:
         self._watts: tuple[float, float] | None = None  # (W, taken_at)
         self._last_mono: float | None = None
         self.stats: dict[str, int] = {
-            "discarded": 0, "zero_ops_kept": 0, "stale_dropped": 0, "unmatched_series": 0,
+            "discarded": 0,
+            "zero_ops_kept": 0,
+            "stale_dropped": 0,
+            "unmatched_series": 0,
         }
 
     # -- subclass hook -------------------------------------------------------------------
@@ -118,7 +121,9 @@ class EnergySource:
         elif ops <= 0:
             self.stats["zero_ops_kept"] += 1
         else:
-            self._rates[service] = MeasuredRate(kwh_per_op(joules, ops), self.tag, now, self.interval_s)
+            self._rates[service] = MeasuredRate(
+                kwh_per_op(joules, ops), self.tag, now, self.interval_s
+            )
 
     def snapshot(self, now: float) -> tuple[dict[str, MeasuredRate], float | None]:
         """Fresh rates by service and fresh machine watts; stale entries are dropped and counted."""

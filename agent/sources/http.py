@@ -67,7 +67,9 @@ def http_get(
         raise SourceError(f"GET {url} failed: {type(exc).__name__}: {exc or 'timed out'}") from None
 
 
-def _read_bounded(resp: http.client.HTTPResponse, url: str, deadline: float, max_bytes: int) -> bytes:
+def _read_bounded(
+    resp: http.client.HTTPResponse, url: str, deadline: float, max_bytes: int
+) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:

@@ -47,7 +47,12 @@ def parse_time(value: Any, where: str) -> float:
 
 
 def _intensity(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise SourceError(f"{where}: carbon intensity {value!r} is not a non-negative number")
     return float(value)
 
@@ -65,7 +70,9 @@ class LiveSource:
     kind: ClassVar[str] = ""
     tag: ClassVar[str] = ""
 
-    def __init__(self, name: str, interval_s: float, timeout_s: float, region_zones: dict[str, str]) -> None:
+    def __init__(
+        self, name: str, interval_s: float, timeout_s: float, region_zones: dict[str, str]
+    ) -> None:
         self.name = name
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -131,19 +138,26 @@ class ElectricityMapsSource(LiveSource):
         else:
             self._token = os.environ.get(cfg.api_key_env, "").strip()
         if not self._token:
-            where = f"api_key_file {cfg.api_key_file!r} is empty" if cfg.api_key_file else (
-                f"the environment variable {cfg.api_key_env} is not set")
+            where = (
+                f"api_key_file {cfg.api_key_file!r} is empty"
+                if cfg.api_key_file
+                else (f"the environment variable {cfg.api_key_env} is not set")
+            )
             raise ConfigError(
                 f"sources.electricity_maps {self.name}: no API key ({where}); get a key at "
                 "electricitymaps.com and export it, or remove [sources.electricity_maps]"
             )
         if not self.region_zones:
-            raise ConfigError(f"sources.electricity_maps {self.name}: no regions to poll; set `regions`")
+            raise ConfigError(
+                f"sources.electricity_maps {self.name}: no regions to poll; set `regions`"
+            )
 
     def fetch(self, zone: str) -> LiveIntensity:
         url = f"{self.cfg.base_url.rstrip('/')}/v3/carbon-intensity/latest?zone={urllib.parse.quote(zone)}"
         where = f"electricity_maps {self.name} zone {zone}"
-        doc = _json(http_get(url, timeout_s=self.cfg.timeout_s, headers={"auth-token": self._token}), where)
+        doc = _json(
+            http_get(url, timeout_s=self.cfg.timeout_s, headers={"auth-token": self._token}), where
+        )
         if not isinstance(doc, dict) or "carbonIntensity" not in doc:
             raise SourceError(f"{where}: no carbonIntensity in the answer")
         return LiveIntensity(
@@ -174,14 +188,20 @@ class GbEso:
     def fetch(self, base_url: str, timeout_s: float) -> tuple[float, float, bool]:
         url = f"{base_url.rstrip('/')}/intensity"
         where = f"grid_operator gb_eso ({url})"
-        doc = _json(http_get(url, timeout_s=timeout_s, headers={"Accept": "application/json"}), where)
+        doc = _json(
+            http_get(url, timeout_s=timeout_s, headers={"Accept": "application/json"}), where
+        )
         try:
             period = doc["data"][0]
             block = period["intensity"]
         except (KeyError, IndexError, TypeError):
             raise SourceError(f"{where}: no data[0].intensity in the answer") from None
         actual = block.get("actual") if isinstance(block, dict) else None
-        value = actual if actual is not None else (block.get("forecast") if isinstance(block, dict) else None)
+        value = (
+            actual
+            if actual is not None
+            else (block.get("forecast") if isinstance(block, dict) else None)
+        )
         if value is None:
             raise SourceError(f"{where}: data[0].intensity has neither actual nor forecast")
         return _intensity(value, where), parse_time(period.get("from"), where), actual is None
@@ -197,7 +217,9 @@ class GridOperatorSource(LiveSource):
     def __init__(self, name: str, cfg: GridOperatorConfig) -> None:
         self.operator = OPERATORS[cfg.operator]()
         regions = cfg.regions if cfg.regions is not None else self.operator.default_regions
-        super().__init__(name, cfg.interval_s, cfg.timeout_s, {r.lower(): cfg.operator for r in regions})
+        super().__init__(
+            name, cfg.interval_s, cfg.timeout_s, {r.lower(): cfg.operator for r in regions}
+        )
         self.cfg = cfg
         self.base_url = cfg.base_url or self.operator.default_base_url
 

@@ -37,8 +37,11 @@ from agent.sources.scaphandre import ScaphandreSource
 from agent.sources.specpower import SpecPowerSource
 
 _ENERGY_CLASSES: dict[str, type[EnergySource]] = {
-    "alumet": AlumetSource, "scaphandre": ScaphandreSource, "kepler": KeplerSource,
-    "redfish": RedfishSource, "specpower": SpecPowerSource,
+    "alumet": AlumetSource,
+    "scaphandre": ScaphandreSource,
+    "kepler": KeplerSource,
+    "redfish": RedfishSource,
+    "specpower": SpecPowerSource,
 }
 REFRESH_S = 1.0  # current() rebuilds at most this often unless a poll just succeeded
 
@@ -75,14 +78,23 @@ class SourceManager:
         self._built_at = -1e18
         self._signals = Signals(max_signal_age_s=config.max_signal_age_s)
         self.runners: dict[str, Runner] = {
-            src.name: Runner(src, self._backoff_cap(src.name), self._stale_fn(src), self._mark_dirty, clock,
-                             random.Random(hash(src.name)))
+            src.name: Runner(
+                src,
+                self._backoff_cap(src.name),
+                self._stale_fn(src),
+                self._mark_dirty,
+                clock,
+                random.Random(hash(src.name)),
+            )
             for src in (*self.energy, *self.live)
         }
 
     @classmethod
     def from_config(
-        cls, sources_table: Mapping[str, Any] | None, green: GreenConfig | None = None, ops: OpCounter | None = None
+        cls,
+        sources_table: Mapping[str, Any] | None,
+        green: GreenConfig | None = None,
+        ops: OpCounter | None = None,
     ) -> SourceManager:
         """Parse ``[sources]`` and build the manager; ``ConfigError`` names the key that is wrong."""
         return cls(parse_sources(sources_table), green, ops)
@@ -99,7 +111,9 @@ class SourceManager:
         self._stop.clear()
         for runner in self.runners.values():
             runner.start(self._stop)
-        limit = first_poll_timeout_s if first_poll_timeout_s is not None else self._first_poll_budget()
+        limit = (
+            first_poll_timeout_s if first_poll_timeout_s is not None else self._first_poll_budget()
+        )
         deadline = time.monotonic() + limit
         for runner in self.runners.values():
             runner.first_done.wait(max(0.0, deadline - time.monotonic()))
@@ -169,9 +183,15 @@ class SourceManager:
         for lsrc in self.live:  # Electricity Maps first
             for region, reading in lsrc.snapshot(now).items():
                 live.setdefault(region, reading)
-        hosts = {h: watts_by_source[s] for h, s in self.host_sources.items() if s in watts_by_source}
-        return Signals(measured=measured, live_intensity=live, host_watts=hosts,
-                       max_signal_age_s=self.config.max_signal_age_s)
+        hosts = {
+            h: watts_by_source[s] for h, s in self.host_sources.items() if s in watts_by_source
+        }
+        return Signals(
+            measured=measured,
+            live_intensity=live,
+            host_watts=hosts,
+            max_signal_age_s=self.config.max_signal_age_s,
+        )
 
     def _mark_dirty(self) -> None:
         self._dirty = True
@@ -230,5 +250,9 @@ def _feeds_services(src: EnergySource) -> bool:
 
 def _green_regions(green: GreenConfig) -> list[str]:
     """Regions the scorer will look up: the default region, service regions, host regions."""
-    regions = {green.default_region} | set(green.service_regions.values()) | {h.region for h in green.hosts}
+    regions = (
+        {green.default_region}
+        | set(green.service_regions.values())
+        | {h.region for h in green.hosts}
+    )
     return sorted(r for r in regions if r and r != "unknown")

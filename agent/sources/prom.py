@@ -31,11 +31,23 @@ class Sample:
         return self.name, tuple(sorted(self.labels.items()))
 
 
+def prefilter(text: str, prefixes: tuple[str, ...]) -> str:
+    """Only the lines of metrics whose name starts with one of ``prefixes`` (and their
+    ``# HELP``/``# TYPE`` lines). Exporters serve many metrics and the reference parser costs
+    ~0.1 ms per sample on a busy core, so lines we would drop are not parsed at all."""
+    keep = []
+    for line in text.splitlines():
+        name = line[7:] if line.startswith(("# HELP ", "# TYPE ")) else line
+        if name.startswith(prefixes):
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
 def parse_exposition(body: bytes, names: Iterable[str], where: str) -> list[Sample]:
     """Samples whose name is in ``names``; a body that is not exposition text is a SourceError."""
     wanted = frozenset(names)
     try:
-        text = body.decode("utf-8")
+        text = prefilter(body.decode("utf-8"), tuple(wanted))
         out = [
             Sample(s.name, s.labels, float(s.value), family.type)
             for family in text_string_to_metric_families(text)

@@ -42,7 +42,9 @@ class RedfishSource(EnergySource):
             self._headers["Authorization"] = basic_auth(cfg.username, self._password())
         if cfg.url.startswith("https://"):
             if cfg.ca_file is not None and not Path(cfg.ca_file).is_file():
-                raise ConfigError(f"sources.redfish {self.name}: ca_file {cfg.ca_file!r} does not exist")
+                raise ConfigError(
+                    f"sources.redfish {self.name}: ca_file {cfg.ca_file!r} does not exist"
+                )
             self._tls = tls_context(cfg.ca_file, cfg.verify_tls)
 
     def _password(self) -> str:
@@ -63,7 +65,9 @@ class RedfishSource(EnergySource):
         return value
 
     def read(self, elapsed_s: float | None) -> Reading | None:
-        body = http_get(self.url, timeout_s=self.settings.timeout_s, headers=self._headers, context=self._tls)
+        body = http_get(
+            self.url, timeout_s=self.settings.timeout_s, headers=self._headers, context=self._tls
+        )
         watts = parse_power(body, self.url)
         if elapsed_s is None:
             return None
@@ -78,7 +82,16 @@ def parse_power(body: bytes, where: str) -> float:
     except orjson.JSONDecodeError:
         raise SourceError(f"redfish {where}: the body is not JSON") from None
     except (KeyError, IndexError, TypeError):
-        raise SourceError(f"redfish {where}: no PowerControl[0].PowerConsumedWatts in the Power resource") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise SourceError(f"redfish {where}: PowerConsumedWatts is {value!r}, not a non-negative number")
+        raise SourceError(
+            f"redfish {where}: no PowerControl[0].PowerConsumedWatts in the Power resource"
+        ) from None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise SourceError(
+            f"redfish {where}: PowerConsumedWatts is {value!r}, not a non-negative number"
+        )
     return float(value)

@@ -84,7 +84,9 @@ class Runner:
         return True
 
     def next_delay(self) -> float:
-        return backoff_delay(self.consecutive_failures, self.source.interval_s, self.backoff_cap_s, self._rng)
+        return backoff_delay(
+            self.consecutive_failures, self.source.interval_s, self.backoff_cap_s, self._rng
+        )
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

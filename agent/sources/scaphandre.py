@@ -36,7 +36,9 @@ class ScaphandreSource(EnergySource):
     def read(self, elapsed_s: float | None) -> Reading | None:
         cfg = self.settings
         body = http_get(cfg.url, timeout_s=cfg.timeout_s)
-        samples = parse_exposition(body, (PROCESS_METRIC, HOST_METRIC), f"scaphandre {self.name} ({cfg.url})")
+        samples = parse_exposition(
+            body, (PROCESS_METRIC, HOST_METRIC), f"scaphandre {self.name} ({cfg.url})"
+        )
         if not samples:
             raise SourceError(
                 f"scaphandre {self.name}: {cfg.url} serves no {PROCESS_METRIC} or {HOST_METRIC}; "

@@ -65,7 +65,9 @@ class SpecPowerSource(EnergySource):
             if "mode" in s.labels:
                 times[s.labels["mode"]] += s.value
         if not times:
-            raise SourceError(f"node_exporter {cfg.url}: no node_cpu_seconds_total{{mode=...}} series")
+            raise SourceError(
+                f"node_exporter {cfg.url}: no node_cpu_seconds_total{{mode=...}} series"
+            )
         return dict(times)
 
 

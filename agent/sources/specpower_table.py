@@ -41,11 +41,19 @@ _CCF = "Cloud Carbon Footprint per-vCPU coefficients (SPECpower_ssj2008)"
 
 
 def _ccf(arch: str, vcpus: int, lo: float, hi: float) -> InstancePower:
-    return InstancePower(round(lo * vcpus, 3), round(hi * vcpus, 3), False, f"{_CCF}, {arch} x {vcpus} vCPU", "2021")
+    return InstancePower(
+        round(lo * vcpus, 3), round(hi * vcpus, 3), False, f"{_CCF}, {arch} x {vcpus} vCPU", "2021"
+    )
 
 
 INSTANCE_POWER: dict[str, InstancePower] = {
-    "m5.large": InstancePower(1.4, 8.1, False, "carbonspan issue 5 (CCF-aligned; CCF Skylake x 2 vCPU = 1.30/8.52)", "2021"),
+    "m5.large": InstancePower(
+        1.4,
+        8.1,
+        False,
+        "carbonspan issue 5 (CCF-aligned; CCF Skylake x 2 vCPU = 1.30/8.52)",
+        "2021",
+    ),
     "m5.xlarge": _ccf("Skylake", 4, 0.65, 4.26),
     "m5.2xlarge": _ccf("Skylake", 8, 0.65, 4.26),
     "c5.large": _ccf("Cascade Lake", 2, 0.64, 3.97),
@@ -63,5 +71,7 @@ INSTANCE_POWER: dict[str, InstancePower] = {
     "aws-average": InstancePower(0.74, 3.5, True, f"{_CCF}, AWS fleet average", "2021"),
     "gcp-average": InstancePower(0.71, 4.26, True, f"{_CCF}, GCP fleet average", "2021"),
     "azure-average": InstancePower(0.78, 3.76, True, f"{_CCF}, Azure fleet average", "2021"),
-    "generic": InstancePower(3.0, 20.0, True, "carbonspan issue 5 (conservative, unknown hardware)", "2026"),
+    "generic": InstancePower(
+        3.0, 20.0, True, "carbonspan issue 5 (conservative, unknown hardware)", "2026"
+    ),
 }

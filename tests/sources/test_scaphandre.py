@@ -98,7 +98,7 @@ def test_a_body_that_is_not_scaphandre_is_a_clear_error(endpoint, clock):
     endpoint.set("/metrics", "node_load1 0.5\n")
     with pytest.raises(SourceError, match="scaph_process_power_consumption_microwatts"):
         src.poll()
-    endpoint.set("/metrics", "this is { not exposition")
+    endpoint.set("/metrics", 'scaph_process_power_consumption_microwatts{pid="1",exe= 5\n')
     with pytest.raises(SourceError, match="not Prometheus exposition text"):
         src.poll()
     endpoint.set("/metrics", "oops", status=500)
