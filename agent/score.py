@@ -35,13 +35,18 @@ from agent.carbon.model import (
 )
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
 from agent.carbon.signals import Signals
-from agent.carbon.tagcodes import CODE, SOURCE_TAGS, TAGS, proxy_code
+from agent.carbon.tagcodes import CODE, SOURCE_TAGS, proxy_code
 from agent.config import REGION_RE, Config, GreenConfig
 from schema.tags import LIVE_INTENSITY_TAGS
 
 __all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]
 
 NS_PER_HOUR = 3_600_000_000_000
+NS_PER_DAY = 24 * NS_PER_HOUR
+#: [calibrated][KIND_*] -> tag code of a proxy-scored span
+PROXY_CODES = np.array(
+    [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)], dtype=np.int8
+)
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,10 @@ def _resolve_regions(
 
 def _first_seen(names: list[str], idx: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Renumber ``idx`` so that ids follow first appearance in row order; drop unused names."""
-    used, first = np.unique(idx, return_index=True)
+    first_of = np.full(len(names), len(idx), dtype=np.int64)
+    np.minimum.at(first_of, idx, np.arange(len(idx)))
+    used = np.flatnonzero(first_of < len(idx))
+    first = first_of[used]
     order = np.argsort(first, kind="stable")
     remap = np.full(len(names), -1, dtype=np.int64)
     remap[used[order]] = np.arange(len(used))
@@ -247,7 +255,14 @@ def _span_cells(
         return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), known
     safe = np.where(known, start, 0)
     hour = (safe // NS_PER_HOUR) % 24
-    month = safe.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
+    day = safe // NS_PER_DAY
+    lo, hi = int(day[known].min()), int(day[known].max())
+    if hi - lo < 400:  # usual: a batch spans a few days; month of each day from a small table
+        days = np.arange(lo, hi + 1).astype("datetime64[D]")
+        month_of = days.astype("datetime64[M]").astype(np.int64) % 12
+        month = month_of[np.clip(day - lo, 0, hi - lo)]
+    else:
+        month = safe.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
     return np.where(known, month * 24 + hour, ANNUAL_COLUMN), known
 
 
@@ -262,72 +277,83 @@ def _accumulate(
     counters: dict,
 ) -> WindowPartial:
     s, r = len(keys), len(regions)
-    cfg = ctx.config
     plan = _plan_regions(regions, ctx)
-    op = batch.op_class.astype(np.int64)
+    op = batch.op_class
     io = op != OP_NONE
-    # energy: proxy weight x calibration, or a fresh measured rate
-    weight = op_weight_table(cfg.per_operation_coefficients)[op]
-    if cfg.per_operation_coefficients:
-        weight = np.where(op == OP_HTTP, http_weights(batch.response_bytes), weight)
-    cal = np.array([cfg.calibration.get(k, 1.0) for k in keys])
-    calibrated = np.array([k in cfg.calibration for k in keys], dtype=np.bool_)
-    rate, meas_code, meas_stale = _measured(keys, ctx)
-    # counted per span, so the counters add up the same however a window is batched
-    bump(counters, "measured_stale_spans", int((io & meas_stale[span_key]).sum()))
-    bump(counters, "live_intensity_stale_spans", int(plan.stale[span_reg].sum()))
-    measured = io & ~np.isnan(rate)[span_key]
-    energy = np.where(
-        measured, np.nan_to_num(rate)[span_key], ENERGY_PER_IO_OP_KWH * weight * cal[span_key]
-    )
-    energy = np.where(io, energy, 0.0)
     # intensity of each span's region at its month x hour
-    has_profile = bool((plan.kind[(plan.kind > KIND_ANNUAL) & (plan.kind < KIND_REAL_TIME)]).size)
+    has_profile = bool(((plan.kind > KIND_ANNUAL) & (plan.kind < KIND_REAL_TIME)).any())
     cell_t, known = _span_cells(batch, ctx, has_profile)
-    carbon = energy * plan.rows[span_reg, cell_t] * plan.pue[span_reg]
     # the span's kind: real time, or its region's profile kind when it has a time, else annual
-    span_kind = np.where(
-        known | (plan.kind[span_reg] == KIND_REAL_TIME), plan.kind[span_reg], KIND_ANNUAL
-    )
-    proxy_codes = np.array(
-        [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)],
-        dtype=np.int8,
-    )
-    etag = np.where(
-        measured, meas_code[span_key], proxy_codes[calibrated[span_key].astype(np.int64), span_kind]
-    )
+    reg_kind = plan.kind[span_reg]
+    span_kind = np.where(known | (reg_kind == KIND_REAL_TIME), reg_kind, KIND_ANNUAL)
+    energy, measured, etag = _energy(batch, ctx, keys, span_key, io, span_kind, counters)
+    if plan.stale.any():  # counted per span, so counters add up the same however batched
+        bump(counters, "live_intensity_stale_spans", int(plan.stale[span_reg].sum()))
+    carbon = energy * plan.rows[span_reg, cell_t] * plan.pue[span_reg]
     cell = span_key * r + span_reg
     size = s * r
 
     def per_cell(weights: np.ndarray | None, dtype=np.float64) -> np.ndarray:
         return np.bincount(cell, weights, minlength=size).reshape(s, r).astype(dtype)
 
-    ops = per_cell(io.astype(np.float64), np.int64)
-    nt = len(TAGS)
-    seen = np.bincount(cell[io] * nt + etag[io], minlength=size * nt).reshape(size, nt) > 0
-    cell_etag = (nt - 1 - np.argmax(seen[:, ::-1], axis=1)) * seen.any(axis=1)
-    kinds = np.bincount(span_reg * 4 + span_kind, minlength=r * 4).reshape(r, 4) > 0
+    ops = np.bincount(cell[io], minlength=size).reshape(s, r)
+    cell_etag = np.zeros(size, dtype=np.int8)
+    np.maximum.at(cell_etag, cell[io], etag[io])
+    region_kind = np.zeros(r, dtype=np.int8)
+    np.maximum.at(region_kind, span_reg, span_kind.astype(np.int8))
     return WindowPartial(
         services=keys,
         service_region=span_reg[first_key_row].tolist(),
         regions=regions,
-        region_kind=(3 - np.argmax(kinds[:, ::-1], axis=1)).astype(np.int8),
+        region_kind=region_kind,
         region_estimated=plan.estimated,
         energy=per_cell(energy),
         carbon=per_cell(carbon),
-        ops=ops,
-        measured_ops=per_cell(measured.astype(np.float64), np.int64),
-        span_count=per_cell(None, np.int64),
-        etag=cell_etag.reshape(s, r).astype(np.int8),
+        ops=ops.astype(np.int64),
+        measured_ops=np.bincount(cell[measured], minlength=size).reshape(s, r).astype(np.int64)
+        if measured is not None
+        else np.zeros((s, r), dtype=np.int64),
+        span_count=np.bincount(cell, minlength=size).reshape(s, r).astype(np.int64),
+        etag=cell_etag.reshape(s, r),
         ltag=np.where(ops > 0, plan.live_code[None, :], 0).astype(np.int8),
-        requests=np.bincount(span_key, batch.is_entry.astype(np.float64), minlength=s).astype(
-            np.int64
-        ),
+        requests=np.bincount(span_key[batch.is_entry], minlength=s).astype(np.int64),
         endpoints=_endpoints(batch, keys, span_key, io, counters),
         traces=np.unique(batch.trace_lo.astype(np.uint64)),
         spans=len(batch),
         counters=counters,
     )
+
+
+def _energy(
+    batch: SpanBatch,
+    ctx: ScoringContext,
+    keys: list[str],
+    span_key: np.ndarray,
+    io: np.ndarray,
+    span_kind: np.ndarray,
+    counters: dict,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Each span's kWh, which spans were measured (None: none), and its energy-tag code."""
+    cfg = ctx.config
+    weight = op_weight_table(cfg.per_operation_coefficients)[batch.op_class]
+    if cfg.per_operation_coefficients:
+        weight = np.where(batch.op_class == OP_HTTP, http_weights(batch.response_bytes), weight)
+    energy = ENERGY_PER_IO_OP_KWH * weight  # OP_NONE has weight 0
+    calibrated = np.zeros(len(keys), dtype=np.int64)
+    if cfg.calibration:
+        cal = np.array([cfg.calibration.get(k, 1.0) for k in keys])
+        calibrated = np.array([k in cfg.calibration for k in keys], dtype=np.int64)
+        energy = energy * cal[span_key]
+    etag = PROXY_CODES[calibrated[span_key], span_kind]
+    if not ctx.signals.measured:
+        return energy, None, etag
+    rate, meas_code, meas_stale = _measured(keys, ctx)
+    bump(counters, "measured_stale_spans", int((io & meas_stale[span_key]).sum()))
+    measured = io & ~np.isnan(rate)[span_key]
+    if not measured.any():
+        return energy, None, etag
+    energy = np.where(measured, np.nan_to_num(rate)[span_key], energy)
+    return energy, measured, np.where(measured, meas_code[span_key], etag)
 
 
 def _endpoints(
@@ -340,8 +366,12 @@ def _endpoints(
     code = span_key[io] * ne + batch.endpoint_id[io].astype(np.int64)
     uniq, first, count = np.unique(code, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
+    pairs = uniq[order].tolist()
+    counts = count[order].tolist()
+    eps = batch.endpoints
+    if len(pairs) <= MAX_ENDPOINTS:  # the usual case: no cap to apply, build the dict at once
+        return {(keys[c // ne], eps[c % ne]): n for c, n in zip(pairs, counts, strict=True)}
     out: dict[tuple[str, str], int] = {}
-    for c, n in zip(uniq[order].tolist(), count[order].tolist(), strict=True):
-        key = (keys[c // ne], batch.endpoints[c % ne])
-        WindowPartial.add_endpoint(out, key, n, counters)
+    for c, n in zip(pairs, counts, strict=True):
+        WindowPartial.add_endpoint(out, (keys[c // ne], eps[c % ne]), n, counters)
     return out

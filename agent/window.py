@@ -59,7 +59,7 @@ def build_report(
             start=rfc3339(start_ns),
             end=rfc3339(max(start_ns, end_ns)),
             spans=partial.spans,
-            traces=int(partial.traces.size),
+            traces=int(partial.trace_ids().size),
             io_ops=partial.io_ops,
         ),
         green_summary=summary,
@@ -85,7 +85,7 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
     in_totals = [h for h in hosts if h.in_totals]
     database = sum(h.co2_gco2 for h in in_totals if h.kind == "database")
     messaging = sum(h.co2_gco2 for h in in_totals if h.kind == "messaging")
-    embodied = partial.traces.size * ctx.config.embodied_carbon_per_request_gco2
+    embodied = partial.trace_ids().size * ctx.config.embodied_carbon_per_request_gco2
     mid = operational + embodied + database + messaging
     energy_kwh = float(energy.sum()) + sum(h.energy_kwh for h in in_totals)
     window_tag = pick_window_tag(service_tags + [h.energy_model for h in in_totals])

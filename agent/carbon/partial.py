@@ -49,6 +49,15 @@ class WindowPartial:
     traces: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))  # sorted unique
     spans: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    #: trace-id chunks not yet folded into ``traces`` (merges defer the sort: amortised O(n log n))
+    pending_traces: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def trace_ids(self) -> np.ndarray:
+        """The window's distinct trace ids, sorted (folds pending chunks in)."""
+        if self.pending_traces:
+            self.traces = np.unique(np.concatenate([self.traces, *self.pending_traces]))
+            self.pending_traces = []
+        return self.traces
 
     @classmethod
     def empty(cls, counters: dict[str, int] | None = None) -> WindowPartial:
@@ -132,8 +141,15 @@ class WindowPartial:
             if s_map[i] >= len(self.services)
         ]
         endpoints = dict(self.endpoints)
-        for key, n in other.endpoints.items():
-            WindowPartial.add_endpoint(endpoints, key, n, counters)
+        if len(endpoints) + len(other.endpoints) <= MAX_ENDPOINTS:  # no cap can apply
+            for key, n in other.endpoints.items():
+                endpoints[key] = endpoints.get(key, 0) + n
+        else:
+            for key, n in other.endpoints.items():
+                WindowPartial.add_endpoint(endpoints, key, n, counters)
+        traces, pending = self.traces, [*self.pending_traces, other.traces, *other.pending_traces]
+        if sum(c.size for c in pending) > max(traces.size, 4096):
+            traces, pending = np.unique(np.concatenate([traces, *pending])), []
         return WindowPartial(
             services=services,
             service_region=service_region,
@@ -142,9 +158,10 @@ class WindowPartial:
             region_estimated=est,
             requests=requests,
             endpoints=endpoints,
-            traces=np.union1d(self.traces, other.traces).astype(np.uint64),
+            traces=traces.astype(np.uint64, copy=False),
             spans=self.spans + other.spans,
             counters=counters,
+            pending_traces=pending,
             **out,
         )
 
@@ -179,7 +196,7 @@ class WindowPartial:
             "region_estimated": self.region_estimated.tolist(),
             "requests": self.requests.tolist(),
             "endpoints": [[s, e, n] for (s, e), n in self.endpoints.items()],
-            "traces": base64.b64encode(self.traces.astype("<u8").tobytes()).decode(),
+            "traces": base64.b64encode(self.trace_ids().astype("<u8").tobytes()).decode(),
             "spans": self.spans,
             "counters": self.counters,
             "etag": [[TAGS[c] for c in row] for row in self.etag.tolist()],
@@ -231,6 +248,8 @@ class WindowPartial:
         ints = ("services", "service_region", "regions", "endpoints", "spans", "counters")
         if any(getattr(self, k) != getattr(other, k) for k in ints):
             return False
+        self.trace_ids()
+        other.trace_ids()
         arrays = (
             "region_kind",
             "region_estimated",
