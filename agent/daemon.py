@@ -107,7 +107,9 @@ class Agent:
             sources = start_sources(self.cfg)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
             wal = WriteAheadLog(
-                s.archive_path / WAL_NAME, fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0
+                s.archive_path / WAL_NAME,
+                fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0,
+                on_sync=lambda _n: self.metrics.wal_fsyncs.inc(),
             )
             pipeline = Pipeline(
                 scoring,

@@ -20,6 +20,7 @@ import struct
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 HEADER = struct.Struct("<IIq")
@@ -57,9 +58,11 @@ def read_records(path: Path) -> tuple[list[tuple[int, bytes]], int]:
 class WriteAheadLog:
     """Append-only log with group commit. ``fsync_delay_s`` slows every flush (tests only)."""
 
-    def __init__(self, path: Path, *, fsync_delay_s: float = 0.0) -> None:
+    def __init__(self, path: Path, *, fsync_delay_s: float = 0.0,
+                 on_sync: Callable[[int], None] | None = None) -> None:
         self.path = Path(path)
         self.fsync_delay_s = fsync_delay_s
+        self.on_sync = on_sync  # called with the records covered by each group commit
         self._fd: int | None = None
         self._cond = threading.Condition()
         self._pending: list[bytes] = []
@@ -134,6 +137,8 @@ class WriteAheadLog:
             with self._cond:
                 self._durable = upto
                 self._cond.notify_all()
+            if self.on_sync is not None:
+                self.on_sync(len(batch))
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None

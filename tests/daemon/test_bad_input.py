@@ -170,6 +170,8 @@ def test_health_ready_and_metrics(agent) -> None:
     assert agent.metric("carbonspan_spans_rejected_total") >= 2  # from the partial-success test
     assert agent.metric("carbonspan_requests_total") >= 10
     assert agent.metric("carbonspan_queue_capacity") == 64
+    assert agent.metric("carbonspan_wal_fsyncs_total") >= 1
+    assert agent.metric("carbonspan_spans_accepted_total") >= 4
 
 
 FUZZ_SEED = make_request_bytes(16, seed=11)
