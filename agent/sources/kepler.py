@@ -39,7 +39,7 @@ class KeplerSource(EnergySource):
     def read(self, elapsed_s: float | None) -> Reading | None:
         cfg = self.settings
         body = http_get(cfg.url, timeout_s=cfg.timeout_s)
-        samples = parse_exposition(body, (cfg.metric,), f"kepler {self.name} ({cfg.url})")
+        samples = parse_exposition(body, (cfg.metric,), f"kepler {self.name} ({cfg.url})", cfg.zone_label, self._zones)
         if not samples:
             raise SourceError(
                 f"kepler {self.name}: {cfg.url} serves no {cfg.metric} series; check `metric` "

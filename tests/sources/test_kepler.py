@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.sources.config import parse_sources
 from agent.sources.kepler import KeplerSource
 from agent.sources.opcounter import OpCounter
+from agent.sources.prom import parse_exposition, zone_ok
 
 HEAD = """\
 # HELP kepler_container_cpu_joules_total Energy consumption of cpu at container level in joules
@@ -115,3 +118,42 @@ def test_node_counter_gives_host_watts(endpoint, clock):
     src.poll()
     # 1,500 J of package over 15 s = 100 W (core is inside package and not added)
     assert src.snapshot(clock())[1] == pytest.approx(100.0)
+
+
+_label_text = st.text(alphabet='ab,={}" \\zone', max_size=12)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["kepler_container_cpu_joules_total", "kepler_other_joules_total"]),
+                          st.sampled_from([None, "package", "core", "dram"]), _label_text,
+                          st.integers(0, 10**6)), max_size=25),
+       st.sets(st.sampled_from(["package", "core", "dram"]), max_size=2))
+@settings(max_examples=150, deadline=None)
+def test_prefilter_keeps_exactly_what_the_library_and_zone_filter_keep(series, zones):
+    """The line pre-filter is only a shortcut: same samples as parsing everything then filtering."""
+    lines = ["# TYPE kepler_container_cpu_joules_total counter", "# TYPE kepler_other_joules_total counter"]
+    for i, (name, zone, text, value) in enumerate(series):
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        labels = [f'container_name="{escaped}"', f'i="{i}"'] + ([f'zone="{zone}"'] if zone else [])
+        lines.append(f"{name}{{{','.join(labels)}}} {value}")
+    body = ("\n".join(lines) + "\n").encode()
+    wanted = "kepler_container_cpu_joules_total"
+    fast = parse_exposition(body, (wanted,), "t", "zone", frozenset(zones))
+    slow = [s for s in parse_exposition(body, (wanted,), "t") if zone_ok(s.labels, "zone", frozenset(zones))]
+    assert [(s.key, s.value) for s in fast] == [(s.key, s.value) for s in slow]
+
+
+@given(st.lists(st.dictionaries(st.sampled_from("abc"), st.floats(allow_nan=True, allow_infinity=True,
+                                                                 min_value=None, max_value=None)), max_size=8))
+def test_counter_deltas_are_finite_non_negative_and_follow_reset_rules(polls):
+    from agent.sources.prom import CounterDeltas
+
+    tracker = CounterDeltas()
+    prev: dict[str, float] = {}
+    for values in polls:
+        deltas = tracker.update(values)
+        clean = {k: v for k, v in values.items() if v == v and abs(v) != float("inf") and v >= 0}
+        for key, d in deltas.items():
+            assert d >= 0 and d == d and d != float("inf")
+            assert d == (clean[key] - prev[key] if clean[key] >= prev[key] else clean[key])
+        assert set(deltas) == {k for k in clean if k in prev}
+        prev = clean
