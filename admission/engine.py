@@ -240,18 +240,46 @@ class Admission:
             denied = self._impossible(pool, c, e, e_est, d, f"gang '{gang}' (all members): ")
             if denied is not None:
                 return [self._copy(denied, m) for m in claims]
+        # Members that fit their pool's remaining guarantee go first (estimators before the
+        # rest), so a guess takes the guarantee and measured members borrow; then the whole
+        # gang must leave every pool on its members' paths within its cap.
+        ranked = sorted(
+            range(len(claims)),
+            key=lambda i: (
+                claims[i].estimate_uj > pools[i].guarantee_uj - pools[i].used_uj,
+                claims[i].grade != "estimator",
+            ),
+        )
         done: list[tuple[Verdict, list[Workload]]] = []
-        for c, pool in zip(claims, pools, strict=True):
-            verdict, victims = self._decide(pool, c, f"gang '{gang}' member '{c.id}': ")
+        for i in ranked:
+            verdict, victims = self._decide(pools[i], claims[i], f"gang '{gang}' member '{claims[i].id}': ")
             if not verdict.admitted:
-                for v, vic in reversed(done):
-                    self._detach(self.workloads[v.claim])
-                    for w in reversed(vic):
-                        self._attach(w)
-                self._seq -= len(done)
+                self._rollback(done)
                 return [self._copy(verdict, m) for m in claims]
             done.append((verdict, victims))
-        return [v for v, _ in done]
+        for pool in {id(p): p for p in pools}.values():
+            over = self._first_over(pool, 0)
+            if over is not None:
+                excess = over[0].used_uj - over[1]
+                self._rollback(done)
+                first = claims[ranked[0]]
+                pending = Verdict(
+                    first.id, "pending", f"gang '{gang}' as a whole would leave pool "
+                    f"'{over[0].name}' beyond its weighted share (rule 6)", first.grade,
+                    "borrowing", waits_for=f"{excess} µJ under pool "
+                    f"'{over[0].name}' (releases or the window rollover)",
+                )
+                return [self._copy(pending, m) for m in claims]
+        by_id = {v.claim: v for v, _ in done}
+        return [by_id[c.id] for c in claims]
+
+    def _rollback(self, done: list[tuple[Verdict, list[Workload]]]) -> None:
+        """Undo a partial gang: detach its members, re-attach the workloads they preempted."""
+        for v, victims in reversed(done):
+            self._detach(self.workloads[v.claim])
+            for w in reversed(victims):
+                self._attach(w)
+        self._seq -= len(done)
 
     @staticmethod
     def _copy(v: Verdict, member: Claim) -> Verdict:

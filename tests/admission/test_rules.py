@@ -90,6 +90,22 @@ CASES = {
         want=[("g1", "pending", "devices", 0, 0), ("g2", "pending", "devices", 0, 0)],
         used={"a": 0, "b": 0, "org": 0},
     ),
+    "rule2 gang judged as a whole: a member using its pool's idle guarantee shrinks the share "
+    "another member borrowed": dict(
+        pools=TWO,  # alone, g1 fits a's cap 400 + (1000 - 400 - 300) // 2 = 550; once g2 takes
+        # b's idle 100, a's cap is 400 + (1000 - 400 - 400) // 2 = 500 < 550: the gang waits
+        state=[("admit", ("a0", "a", 0, 400, "measured", 0)), ("admit", ("b0", "b", 0, 300, "measured", 0))],
+        claims=[("gang", [("g1", "a", 0, 150, "measured", 0, "g"), ("g2", "b", 0, 150, "measured", 0, "g")])],
+        want=[("g1", "pending", "borrowing", 0, 0), ("g2", "pending", "borrowing", 0, 0)],
+        used={"a": 400, "b": 300, "org": 700},
+    ),
+    "rule2 gang members that fit their guarantee go first, so the estimator is not starved": dict(
+        pools=TWO,
+        state=[],
+        claims=[("gang", [("g1", "a", 0, 500, "measured", 0, "g"), ("g2", "a", 0, 100, "estimator", 0, "g")])],
+        want=[("g1", "admitted", "borrowing", 300, 200), ("g2", "admitted", "guarantee", 100, 0)],
+        used={"a": 600},
+    ),
     # ---- rule 3: a lender's claim inside its guarantee reclaims borrowers, evidence first.
     # a holds w0 400 (own) + w1 300 (borrowed while b was idle); b's 400 needs 100 back.
     "rule3 unmeasured borrowers go by declared priority, lowest first": dict(

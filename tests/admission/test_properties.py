@@ -1,0 +1,207 @@
+"""Property tests: random forests and random claim/complete/release/rollover sequences.
+
+The engine keeps per-pool aggregates incrementally; these tests recompute everything from
+scratch (an oracle written as a plain recursion over the tree) and check after every step:
+- the incremental aggregates equal the recomputed ones;
+- no pool's admitted µJ exceeds guarantee + its weighted share of sibling surplus (checked on
+  the path of every admitted claim, at the moment it is admitted);
+- no estimator claim ever borrows;
+- gangs are never partially admitted, and a refused gang leaves no trace;
+- the arrival order of borrowers does not change what each one may borrow.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from admission.claims import Claim
+from admission.engine import Admission
+from admission.model import build_forest
+from admission.reclaim import leaves_under
+
+GRADE = st.sampled_from(["measured", "modelled", "estimator"])
+
+
+@st.composite
+def forests(draw):
+    """1-2 roots, depth <= 3, each child's guarantees a slice of what its parent has left."""
+    tables = []
+    counter = [0]
+
+    def grow(parent, energy, devices, depth):
+        counter[0] += 1
+        name = f"p{counter[0]}"
+        tables.append(
+            {"name": name, "parent": parent, "energy_uj": energy, "devices": devices,
+             "weight": draw(st.integers(1, 4))}
+        )
+        if depth >= 3:
+            return
+        n = draw(st.integers(0 if depth else 1, 3 - depth))
+        left_e, left_d = energy, devices
+        for _ in range(n):
+            e = draw(st.integers(left_e // 4 if left_e else 0, left_e))
+            d = draw(st.integers(left_d // 4, left_d))
+            left_e, left_d = left_e - e, left_d - d
+            grow(name, e, d, depth + 1)
+
+    for _ in range(draw(st.integers(1, 2))):
+        grow(None, draw(st.integers(1, 2000)), draw(st.integers(4, 24)), 0)
+    return build_forest(tables)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("claim"), st.integers(0, 99), st.integers(0, 1), st.integers(0, 250), GRADE, st.integers(0, 3)),
+        st.tuples(st.just("gang"), st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(0, 100), GRADE), min_size=2, max_size=3)),
+        st.tuples(st.just("complete"), st.integers(0, 99), st.integers(0, 3), st.integers(0, 400)),
+        st.tuples(st.just("release"), st.integers(0, 99)),
+        st.tuples(st.just("rollover")),
+    ),
+    min_size=8,
+    max_size=60,
+)
+
+
+class Oracle:
+    """Usage recomputed from scratch from the engine's workloads and the spends we made."""
+
+    def __init__(self, eng: Admission) -> None:
+        self.eng = eng
+        self.spent: dict[str, int] = {}
+
+    def used(self, pool) -> int:
+        return sum(
+            self.spent.get(leaf.name, 0) + sum(w.reserved_uj for w in leaf.workloads.values())
+            for leaf in leaves_under(pool)
+        )
+
+    def cap(self, pool) -> int:
+        """guarantee + weight/Σweights x (parent cap - guarantee - siblings' in-guarantee use)."""
+        parent = pool.parent
+        if parent is None:
+            return pool.guarantee_uj
+        others = sum(min(self.used(c), c.guarantee_uj) for c in parent.children if c is not pool)
+        surplus = max(0, self.cap(parent) - pool.guarantee_uj - others)
+        return pool.guarantee_uj + surplus * pool.weight // sum(c.weight for c in parent.children)
+
+    def check_aggregates(self) -> None:
+        for p in self.eng.forest.pools.values():
+            assert p.used_uj == self.used(p), p.name
+            assert p.used_uj == p.spent_uj + p.reserved_uj
+            assert p.children_in_guarantee_uj == sum(min(self.used(c), c.guarantee_uj) for c in p.children)
+            devs = sum(w.devices for leaf in leaves_under(p) for w in leaf.workloads.values())
+            assert p.devices_used == devs <= p.devices, p.name
+
+
+def _uj(leaf, pct: int) -> int:
+    """Claims sized as a percentage of their pool's guarantee, so boundaries are hit often."""
+    return leaf.guarantee_uj * pct // 100 if leaf.guarantee_uj else pct
+
+
+def _snapshot(eng):
+    return {n: (p.used_uj, p.devices_used) for n, p in eng.forest.pools.items()}, set(eng.workloads)
+
+
+def _check_admitted(oracle, claim, verdict, alone=True):
+    leaf = oracle.eng.forest[claim.pool]
+    for x in leaf.path:
+        assert oracle.used(x) <= oracle.cap(x), f"{x.name} holds more than guarantee + share"
+    if claim.grade == "estimator":
+        assert verdict.borrowed_uj == 0, "an estimator claim borrowed"
+        if alone:  # a gang's measured members may borrow after it; judge it by its verdict
+            assert oracle.used(leaf) <= leaf.guarantee_uj, "an estimator claim borrowed"
+    assert verdict.from_guarantee_uj + verdict.borrowed_uj == claim.estimate_uj
+
+
+@settings(max_examples=150, deadline=None)
+@given(forests(), OPS)
+def test_random_sequences_keep_every_invariant(forest, ops):
+    eng = Admission(forest)
+    oracle = Oracle(eng)
+    leaves = forest.leaves()
+    n = 0
+    for op in ops:
+        if op[0] == "claim":
+            n += 1
+            leaf = leaves[op[1] % len(leaves)]
+            c = Claim(f"c{n}", leaf.name, op[2], _uj(leaf, op[3]), op[4], op[5])
+            v = eng.admit(c)
+            if v.admitted:
+                _check_admitted(oracle, c, v)
+        elif op[0] == "gang":
+            n += 1
+            members = [
+                Claim(f"c{n}.{i}", leaves[li % len(leaves)].name, d, _uj(leaves[li % len(leaves)], e), g, 0, f"g{n}")
+                for i, (li, d, e, g) in enumerate(op[1])
+            ]
+            before = _snapshot(eng)
+            vs = eng.admit_gang(members)
+            assert len({v.decision for v in vs}) == 1, "a gang was partially admitted"
+            if vs[0].admitted:
+                for c, v in zip(members, vs, strict=True):
+                    _check_admitted(oracle, c, v, alone=False)
+            else:
+                assert _snapshot(eng) == before, "a refused gang left usage behind"
+        elif op[0] == "complete" and eng.workloads:
+            w = sorted(eng.workloads)[op[1] % len(eng.workloads)]
+            leaf = eng.workloads[w].pool.name
+            eng.complete(w, op[2], op[3])
+            oracle.spent[leaf] = oracle.spent.get(leaf, 0) + op[3]
+        elif op[0] == "release" and eng.workloads:
+            eng.release(sorted(eng.workloads)[op[1] % len(eng.workloads)])
+        elif op[0] == "rollover":
+            eng.rollover()
+            oracle.spent.clear()
+        oracle.check_aggregates()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    weights=st.lists(st.integers(1, 5), min_size=2, max_size=4),
+    lender_use=st.integers(0, 300),
+    claims=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 400)), min_size=1, max_size=12),
+    order_seed=st.randoms(use_true_random=False),
+)
+def test_arrival_order_of_borrowers_does_not_change_their_shares(weights, lender_use, claims, order_seed):
+    """Borrowers that have used their guarantee, and one lender: interleave the borrowers'
+    claims in two different orders (each pool's own claims keep their order) and compare."""
+    spec = [{"name": "org", "energy_uj": 300 * (len(weights) + 2), "devices": 100}]
+    spec += [
+        {"name": f"b{i}", "parent": "org", "energy_uj": 300, "devices": 16, "weight": w}
+        for i, w in enumerate(weights)
+    ]
+    spec.append({"name": "lender", "parent": "org", "energy_uj": 300, "devices": 4, "weight": 2})
+
+    def run(seq):
+        eng = Admission(build_forest(spec))
+        for i in range(len(weights)):
+            assert eng.admit(Claim(f"own{i}", f"b{i}", 0, 300, "measured")).admitted
+        if lender_use:
+            assert eng.admit(Claim("l", "lender", 0, lender_use, "estimator")).admitted
+        shares = {f"b{i}": eng.cap_uj(f"b{i}") - 300 for i in range(len(weights))}
+        verdicts = {}
+        for k, (pi, uj) in seq:
+            pool = f"b{pi % len(weights)}"
+            verdicts[k] = eng.admit(Claim(f"x{k}", pool, 0, uj, "measured")).decision
+        borrowed = {f"b{i}": eng.forest[f"b{i}"].used_uj - 300 for i in range(len(weights))}
+        return shares, verdicts, borrowed
+
+    tagged = list(enumerate(claims))
+    shuffled = tagged[:]
+    order_seed.shuffle(shuffled)
+    # keep each pool's own claims in their original relative order
+    by_pool: dict[int, list] = {}
+    for item in tagged:
+        by_pool.setdefault(item[1][0] % len(weights), []).append(item)
+    interleaved = [by_pool[item[1][0] % len(weights)].pop(0) for item in shuffled]
+    first, second = run(tagged), run(interleaved)
+    assert first == second
+    shares, _, borrowed = first
+    # org 300 x (n + 2) less n + 1 guarantees of 300 leaves 300 unassigned, plus the lender's idle
+    surplus = 300 + (300 - lender_use)
+    total_w = sum(weights) + 2
+    for i, w in enumerate(weights):
+        assert shares[f"b{i}"] == surplus * w // total_w  # the documented formula, by hand
+        assert 0 <= borrowed[f"b{i}"] <= shares[f"b{i}"]
