@@ -108,3 +108,19 @@ def test_prometheus_counter_is_read_as_an_increase(endpoint, clock):
     endpoint.set("/metrics", body % 1_036)
     src.poll()
     assert src.snapshot(clock())[0]["orders"].kwh_per_op == pytest.approx(36 / 3.6e6 / 100)
+
+
+def test_csv_with_comma_delimiter_as_issue_5_writes_it(tmp_path, clock):
+    path = tmp_path / "alumet.csv"
+    path.write_text("metric,timestamp,value,resource_kind,resource_id,consumer_kind,consumer_id\n")
+    ops = OpCounter()
+    src = make(clock, ops, csv_path=str(path), services={"search": {"consumer_id": "^/kubepods/search$"}})
+    src.poll()
+    with path.open("a") as f:
+        f.write("rapl_consumed_energy,2026-11-30T10:00:01Z,0.75,cpu_package,0,cgroup,/kubepods/search\n")
+        f.write("rapl_consumed_energy,2026-11-30T10:00:02Z,0.25,cpu_package,0,cgroup,/kubepods/search\n")
+    ops.add({"search": 250})
+    clock.advance(10.0)
+    src.poll()
+    # 0.75 + 0.25 = 1 J / 3.6e6 / 250 ops = 1.1111e-9 kWh/op
+    assert src.snapshot(clock())[0]["search"].kwh_per_op == pytest.approx(1.1111e-9, rel=1e-4)

@@ -124,3 +124,34 @@ def test_stale_sources_fall_back_to_the_proxy_and_the_annual_value(endpoint, clo
     health = mgr.health()
     assert health["scaphandre"]["stale"] and health["electricity_maps"]["stale"]
     assert health["scaphandre"]["stale_dropped"] == 1
+
+
+def test_a_database_host_takes_measured_watts_until_they_are_stale(tmp_path, clock):
+    clock.t = datetime.now(UTC).timestamp()
+    csv = tmp_path / "alumet.csv"
+    csv.write_text("metric;timestamp;value;resource_kind;resource_id;consumer_kind;consumer_id\n")
+    green = parse_green({"use_hourly_profiles": False, "embodied_carbon_per_request_gco2": 0.0,
+                         "hosts": [{"name": "pg-main", "kind": "database", "region": "eu-west-3",
+                                    "watts": 120.0, "measured": "db-alumet"}]})
+    table = {"alumet": {"name": "db-alumet", "csv_path": str(csv), "interval_s": 10}}
+    mgr = SourceManager(parse_sources(table), green, clock=clock)
+    mgr.poll_all()
+    with csv.open("a") as f:  # 450 J in the interval
+        f.write("rapl_consumed_energy_J;t;300;cpu_package;0;local_machine;\n")
+        f.write("rapl_consumed_energy_J;t;150;dram;0;local_machine;\n")
+    mgr.poll_all()  # elapsed is real time here: watts = 450 J / elapsed
+    watts, tag = mgr.current().host_watts["pg-main"]
+    assert tag == "alumet_rapl" and watts > 0
+
+    def host_row():
+        now_ns = int(clock() * 1e9)
+        ctx = ScoringContext.from_config(green, signals=mgr.current(), now_ns=now_ns)
+        partial = score_batch(decode_json(otlp_json(now_ns, {"checkout": 1})), ctx)
+        return build_report(partial, ctx, now_ns - 60 * 10**9, now_ns).green_summary.hosts[0]
+
+    row = host_row()
+    # measured watts x 60 s window / 3.6e6
+    assert row.energy_model == "alumet_rapl" and row.energy_kwh == pytest.approx(watts * 60 / 3.6e6)
+    clock.advance(31.0)  # 3 x 10 s without a new reading: the declared 120 W apply again
+    row = host_row()
+    assert row.energy_model == "declared_watts" and row.energy_kwh == pytest.approx(120 * 60 / 3.6e6)
