@@ -70,7 +70,7 @@ class AgentSettings:
     max_window_spans: int = 2_000_000
     max_request_bytes: int = 16 * 1024 * 1024
     queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
-    grpc_workers: int = 8
+    grpc_workers: int = 4  # more threads only add GIL contention (bench/bench_ingest.py)
     shutdown_timeout_s: float = 20.0
     retry_after_s: int = 1
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
