@@ -163,3 +163,24 @@ def test_compressed_last_file_with_bad_tail_is_refused(tmp_path: Path) -> None:
         fh.write(b'{"not": "a record"}\n')
     with pytest.raises(ArchiveError, match="carbonspan verify"):
         ArchiveWriter(tmp_path).open()
+
+
+def test_daily_rotation_starts_a_new_file_and_keeps_lexical_order(tmp_path: Path) -> None:
+    _write(tmp_path, 2).close()
+    old = window_files(tmp_path)[-1]
+    yesterday = old.with_name("windows-20000101-000001.jsonl")  # as if opened long ago
+    old.rename(yesterday)
+    w = _write(tmp_path, 1)  # same size limit, new UTC day: a new file, counter + 1
+    w.close()
+    files = window_files(tmp_path)
+    assert files[0] == yesterday and len(files) == 2
+    assert files[1].name.endswith("-000002.jsonl") and files[1].name > files[0].name
+    findings, _, count = verify_chain(read_records(tmp_path))
+    assert findings == [] and count == 3
+    # without daily rotation the same situation appends to the old file
+    yesterday2 = tmp_path / "other"
+    _write(yesterday2, 1).close()
+    f = window_files(yesterday2)[0]
+    f.rename(f.with_name("windows-20000101-000001.jsonl"))
+    _write(yesterday2, 1, rotate_daily=False).close()
+    assert len(window_files(yesterday2)) == 1
