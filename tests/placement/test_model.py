@@ -166,3 +166,15 @@ def test_oracle_is_a_lower_bound_on_every_policy(doc):
         assert t.allowed[np.arange(len(placed.region)), placed.region].all()
         other = job_emissions(t, placed, p)
         assert (best <= other + 1e-6 * np.maximum(1.0, other)).all(), policy
+
+
+def test_forecast_greedy_without_a_day_of_history_runs_at_once_at_home():
+    # submitted at hour 5: there is no same-hour value from yesterday to forecast with, so
+    # it must not "forecast" from hours 0-23 (which include the future dip at 10 h)
+    a = [400.0] * 48
+    a[10] = 5.0
+    doc = {"method": "average", "regions": {"A": a, "B": [300.0] * 48},
+           "jobs": [{"id": "early", "submit": 5, "duration": 1, "energy_kwh": 1.0, "slack": 10}]}
+    t = parse_trace(doc)
+    pl = forecast_greedy(t, prefix_sums(t))
+    assert (pl.region[0], pl.start[0]) == (0, 5)
