@@ -45,7 +45,10 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
         return dataclasses.replace(base, now_ns=now, signals=sources.current())
 
     def score(batch: Any) -> Any:
-        return score_batch(batch, context(time.time_ns()))
+        partial = score_batch(batch, context(time.time_ns()))
+        if sources is not None:  # measured sources turn watts into kWh per I/O op with these
+            sources.ops.add_partial(partial)
+        return partial
 
     def report(
         partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]
@@ -162,6 +165,7 @@ class Agent:
                 {k: v.taken_at for k, v in sig.measured.items()},
                 {k: v.taken_at for k, v in sig.live_intensity.items()},
             )
+            self.metrics.record_source_health(sources.health())
         except Exception:  # a metrics glitch must never stop the agent
             log.exception("could not read the sources' signals for /metrics")
 

@@ -86,6 +86,12 @@ class AgentMetrics:
             ["kind", "key"],
             registry=r,
         )
+        self.source_ok = Gauge(
+            "carbonspan_source_up", "1 when the source's last poll succeeded", ["source"], registry=r
+        )
+        self.source_failures = Gauge(
+            "carbonspan_source_failures", "Failed polls of the source so far", ["source"], registry=r
+        )
         self._lock = threading.Lock()
 
     def set_gauge_functions(
@@ -122,6 +128,14 @@ class AgentMetrics:
                 self.source_up.labels("measured_energy", key).set(max(0.0, now - taken))
             for key, taken in live.items():
                 self.source_up.labels("live_intensity", key).set(max(0.0, now - taken))
+
+    def record_source_health(self, health: Mapping[str, Mapping[str, object]]) -> None:
+        """Per source: up (last poll ok) and failures, from ``SourceManager.health()``."""
+        with self._lock:
+            for name, h in health.items():
+                self.source_ok.labels(name).set(1.0 if h.get("ok") else 0.0)
+                failures = h.get("failures", 0)
+                self.source_failures.labels(name).set(float(failures) if isinstance(failures, int | float) else 0.0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
