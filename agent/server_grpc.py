@@ -53,16 +53,20 @@ class GrpcReceiver:
         )
 
     def start(self) -> int:
-        address = f"{self.settings.bind}:{self.settings.grpc_port}"
+        bind = self.settings.bind
+        address = f"[{bind}]:{self.settings.grpc_port}" if ":" in bind else f"{bind}:{self.settings.grpc_port}"
         tls = self.settings.tls
-        if tls.enabled:
-            assert tls.cert_file is not None and tls.key_file is not None
-            creds = grpc.ssl_server_credentials(
-                [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())]
-            )
-            self.port = self.server.add_secure_port(address, creds)
-        else:
-            self.port = self.server.add_insecure_port(address)
+        try:
+            if tls.enabled:
+                assert tls.cert_file is not None and tls.key_file is not None
+                creds = grpc.ssl_server_credentials(
+                    [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())]
+                )
+                self.port = self.server.add_secure_port(address, creds)
+            else:
+                self.port = self.server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpcio raises this when the port cannot be bound
+            raise OSError(f"cannot listen for OTLP/gRPC on {address} ({exc}); is the port in use?") from None
         if self.port == 0:
             raise OSError(f"cannot listen for OTLP/gRPC on {address} (port in use?)")
         self.server.start()

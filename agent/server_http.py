@@ -11,6 +11,7 @@ inflating). The standard library's threading server is enough here: gRPC carries
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -183,12 +184,9 @@ class _Handler(BaseHTTPRequestHandler):
         close: bool = False,
         extra: dict[str, str] | None = None,
     ) -> None:
-        if drain:  # keep the connection usable: consume a bounded body we will not use
+        if drain:  # keep the connection usable: consume (and drop) a body we will not use
             raw = self.headers.get("Content-Length") or ""
-            if raw.isdigit() and int(raw) <= self.server.handler.max_request_bytes:
-                self.rfile.read(int(raw))
-            else:
-                close = True
+            close = close or not (raw.isdigit() and self._discard(int(raw)))
         code = _RPC_CODE.get(status, 2)
         if reply_type == "application/x-protobuf":
             payload = status_bytes(code, message)
@@ -219,16 +217,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class HttpReceiver:
     def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
-        self.server = _Server((settings.bind, settings.http_port), _Handler)
+        cls = _Server6 if ":" in settings.bind else _Server
+        self.server = cls((settings.bind, settings.http_port), _Handler)
         self.server.handler = handler
         self.server.settings = settings
         tls = settings.tls
         if tls.enabled:
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ctx.load_cert_chain(str(tls.cert_file), str(tls.key_file))
-            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            # the handshake happens on first read, in the connection's thread, so a slow client
+            # cannot stall the accept loop
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(
             target=self.server.serve_forever,

@@ -149,3 +149,17 @@ def test_cli_reports_config_errors(tmp_path: Path) -> None:
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 2
     assert "[agent] grpc_port = 'x': expected a non-negative integer" in out.stderr
+
+
+def test_port_in_use_fails_with_exit_1_and_releases_the_lock(start_agent) -> None:
+    import socket
+
+    for flag in ("--http-port", "--grpc-port"):
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            agent = start_agent(flag, str(busy.getsockname()[1]), ready=False)
+            assert agent.proc.wait(timeout=30) == 1
+        assert "cannot start" in "".join(agent.stderr_text())
+        again = start_agent(root=agent.root)  # the lock was released on the way out
+        assert again.stop() == 0
