@@ -134,7 +134,8 @@ static inline int rd_tag(Dec *d, const uint8_t **pp, const uint8_t *end, uint32_
 static inline int rd_len(Dec *d, const uint8_t **pp, const uint8_t *end, Str *out, const uint8_t *tag_at) {
     const uint8_t *at = tag_at;
     uint64_t n = 0;
-    if (rd_varint(d, pp, end, &n)) return -1;
+    if (*pp < end && **pp < 0x80) n = *(*pp)++;  /* one-byte lengths: the common case */
+    else if (rd_varint(d, pp, end, &n)) return -1;
     if (n > (uint64_t)(end - *pp)) return fail(d, at, "truncated length-delimited field (%llu bytes declared, %zd left)", (unsigned long long)n, (Py_ssize_t)(end - *pp));
     out->p = *pp;
     out->n = (Py_ssize_t)n;
@@ -410,21 +411,47 @@ static int any_value(Dec *d, Str body, Val *v) {
     return 0;
 }
 
-/* One KeyValue: store its value under its key when the key is one the rules read. */
+static int wanted(Str key, int for_span) {
+    int k = key_id(key);
+    if (k < 0 || (for_span ? k >= N_SPAN_KEYS : (k != K_SERVICE_NAME && k != K_CLOUD_REGION))) return -1;
+    return k;
+}
+
+/* One KeyValue: store its value under its key when the key is one the rules read.
+ * The key nearly always comes first, so the value of a key the rules ignore is skipped
+ * unread; if a wanted key turns up after a skipped value (legal, never seen in practice),
+ * the values are read in a second pass. */
 static int key_value(Dec *d, Str body, Val *slots, uint32_t *present, int for_span) {
     const uint8_t *p = body.p, *end = p + body.n;
     Str key = {EMPTY, 0};
     Val v = {V_NONE, {EMPTY, 0}, 0};
+    int k = -1, have_key = 0, skipped = 0;
     while (p < end) {
         const uint8_t *at = p;
         uint32_t f = 0; int wt = 0; Str s = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
-        if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &key, at)) return -1; }
-        else if (f == 2 && wt == 2) { if (rd_len(d, &p, end, &s, at) || any_value(d, s, &v)) return -1; }
-        else if (skip(d, &p, end, wt, at)) return -1;
+        if (f == 1 && wt == 2) {
+            if (rd_len(d, &p, end, &key, at)) return -1;
+            k = wanted(key, for_span);
+            have_key = 1;
+        } else if (f == 2 && wt == 2) {
+            if (rd_len(d, &p, end, &s, at)) return -1;
+            if (have_key && k < 0) skipped = 1;
+            else if (any_value(d, s, &v)) return -1;
+        } else if (skip(d, &p, end, wt, at)) return -1;
     }
-    int k = key_id(key);
-    if (k < 0 || (for_span ? k >= N_SPAN_KEYS : (k != K_SERVICE_NAME && k != K_CLOUD_REGION))) return 0;
+    k = wanted(key, for_span);
+    if (k < 0) return 0;
+    if (skipped) {  /* second pass: every value, in order (the structure is already checked) */
+        v.kind = V_NONE;
+        for (p = body.p; p < end;) {
+            const uint8_t *at = p;
+            uint32_t f = 0; int wt = 0; Str s = {EMPTY, 0};
+            if (rd_tag(d, &p, end, &f, &wt)) return -1;
+            if (f == 2 && wt == 2) { if (rd_len(d, &p, end, &s, at) || any_value(d, s, &v)) return -1; }
+            else if (skip(d, &p, end, wt, at)) return -1;
+        }
+    }
     if (v.kind == V_NONE) v.kind = V_OTHER;  /* a key without a value is present, not a string */
     slots[k] = v;
     *present |= 1u << k;

@@ -108,6 +108,18 @@ PRESETS = [
     _kvs(**{"messaging.system": "kafka", "url.full": "https://a/b"}),
 ]
 
+@st.composite
+def kv_bytes(draw: st.DrawFn, kv: KeyValue) -> bytes:
+    """A KeyValue on the wire; sometimes with a second key and value, in any field order
+    (a merged message: the last key and the last value kind win)."""
+    if draw(st.integers(0, 3)) != 0:
+        return kv.SerializeToString()
+    extra = draw(key_values(["app.noise", "db.statement", "cloud.region"]))
+    parts = [field(1, 2, kv.key.encode()), field(1, 2, extra.key.encode())]
+    parts += [field(2, 2, x.value.SerializeToString()) for x in (kv, extra) if x.HasField("value")]
+    return b"".join(draw(st.permutations(parts)))
+
+
 timestamps = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, MAX_TIMESTAMP_NS - 1, MAX_TIMESTAMP_NS]) | st.integers(
     1_700_000_000_000_000_000, 1_700_000_000_000_100_000
 )
@@ -127,7 +139,7 @@ def spans(draw: st.DrawFn) -> bytes:
         field(8, 1, draw(timestamps)),
     ]
     kvs = draw(st.sampled_from(PRESETS)) + draw(st.lists(key_values(SPAN_KEYS), max_size=6))
-    parts += [field(9, 2, kv.SerializeToString()) for kv in draw(st.permutations(kvs))]
+    parts += [field(9, 2, draw(kv_bytes(kv))) for kv in draw(st.permutations(kvs))]
     if draw(st.booleans()):
         parts.append(field(5, 2, b"renamed"))  # a repeated singular field: the last one wins
     parts += draw(st.lists(st.sampled_from(UNKNOWN), max_size=2))
@@ -207,3 +219,15 @@ def test_fast_decoder_reads_any_buffer(sdk_request_bytes, assert_same):
     want = decode_protobuf_fast(sdk_request_bytes)
     assert_same(decode_protobuf_fast(bytearray(sdk_request_bytes)), want)
     assert_same(decode_protobuf_fast(memoryview(sdk_request_bytes)), want)
+
+
+def test_a_wanted_key_after_a_skipped_value_is_read():
+    """The C decoder skips values of ignored keys; a later wanted key makes it read them."""
+    statement = AnyValue(string_value="INSERT INTO t").SerializeToString()
+    kv = field(1, 2, b"app.noise") + field(2, 2, statement) + field(1, 2, b"db.statement")
+    db = KeyValue(key="db.system", value=AnyValue(string_value="pg")).SerializeToString()
+    span = field(1, 2, b"\x01" * 16) + field(6, 0, 3) + field(9, 2, db) + field(9, 2, kv)
+    data = field(1, 2, field(2, 2, field(2, 2, span)))
+    want = decode_protobuf_reference(data)
+    assert want.op_class.tolist() == [2]  # OP_SQL_INSERT
+    assert decode_protobuf_fast(data).op_class.tolist() == [2]
