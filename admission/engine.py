@@ -42,19 +42,26 @@ class Admission:
     # ----------------------------------------------------------------- aggregates
     @staticmethod
     def _shift(leaf: Pool, d_spent: int, d_reserved: int, d_devices: int) -> None:
-        """Apply a usage change at ``leaf`` to it and every ancestor (O(depth))."""
+        """Apply a usage change at ``leaf`` to it and every ancestor (O(depth)).
+
+        The hot path of admission and release: one pass up the path, each pool's
+        ``children_in_guarantee_uj`` at its parent shifted by the change of
+        ``min(used, guarantee)`` (often zero: a borrower stays above its guarantee).
+        """
         d_used = d_spent + d_reserved
-        for x in reversed(leaf.path):
+        for x in leaf.up:
             old = x.used_uj
             new = old + d_used
-            x.spent_uj += d_spent
-            x.reserved_uj += d_reserved
             x.used_uj = new
-            x.devices_used += d_devices
+            if d_spent:
+                x.spent_uj += d_spent
+            if d_devices:
+                x.devices_used += d_devices
             parent = x.parent
             if parent is not None:
                 g = x.guarantee_uj
-                parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
+                if old < g or new < g:
+                    parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
 
     def _attach(self, w: Workload) -> None:
         w.pool.workloads[w.id] = w
@@ -214,11 +221,17 @@ class Admission:
     # ----------------------------------------------------------------- public API
     def admit(self, claim: Claim) -> Verdict:
         """Decide one claim (rules 1, 3-6); admitted claims hold their estimate as reserved."""
-        pool = self._leaf(claim)
-        grade_e = claim.estimate_uj if claim.grade == "estimator" else 0
-        denied = self._impossible(pool, claim, claim.estimate_uj, grade_e, claim.devices, "")
-        if denied is not None:
-            return denied
+        pool = self.forest.pools.get(claim.pool)
+        if pool is None or pool.children or claim.id in self.workloads:
+            pool = self._leaf(claim)  # raises the error that says which
+        e = claim.estimate_uj
+        if (
+            claim.devices > pool.devices
+            or e > pool.ceiling_uj
+            or (e > pool.guarantee_uj and claim.grade == "estimator")
+        ):
+            grade_e = e if claim.grade == "estimator" else 0
+            return self._impossible(pool, claim, e, grade_e, claim.devices, "")  # type: ignore[return-value]
         return self._decide(pool, claim)[0]
 
     def admit_gang(self, claims: Sequence[Claim]) -> list[Verdict]:
@@ -324,8 +337,8 @@ class Admission:
     def rollover(self) -> None:
         """Start a new window: spent µJ return to zero; running workloads keep their reservation."""
         for p in self.forest.pools.values():
+            p.used_uj -= p.spent_uj
             p.spent_uj = 0
-            p.used_uj = p.reserved_uj
         for p in self.forest.pools.values():
             p.children_in_guarantee_uj = sum(min(c.used_uj, c.guarantee_uj) for c in p.children)
 

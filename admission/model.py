@@ -43,8 +43,8 @@ class Pool:
         "children_weight",
         "path",
         "ceiling_uj",
+        "up",
         "spent_uj",
-        "reserved_uj",
         "used_uj",
         "devices_used",
         "children_in_guarantee_uj",
@@ -60,13 +60,18 @@ class Pool:
         self.weight = weight
         self.children_weight = 0
         self.path: tuple[Pool, ...] = ()  # root first, this pool last
+        self.up: tuple[Pool, ...] = ()  # this pool first, root last (the order updates walk)
         self.ceiling_uj = guarantee_uj  # the most this pool could ever hold in one window
         self.spent_uj = 0
-        self.reserved_uj = 0
         self.used_uj = 0
         self.devices_used = 0
         self.children_in_guarantee_uj = 0
         self.workloads: dict[str, Any] = {}
+
+    @property
+    def reserved_uj(self) -> int:
+        """µJ admitted and not yet spent (kept as ``used - spent``: one field less per update)."""
+        return self.used_uj - self.spent_uj
 
     @property
     def is_leaf(self) -> bool:
@@ -189,6 +194,7 @@ def _derive(pools: dict[str, Pool], source: str) -> None:
         pool, path = stack.pop()
         seen.add(pool.name)
         pool.path = path
+        pool.up = tuple(reversed(path))
         pool.children_weight = sum(c.weight for c in pool.children)
         _check_fits(pool, source)
         parent = pool.parent
