@@ -118,15 +118,16 @@ def _attr_value(value: Any, path: str) -> AttrValue:
 
 
 def _attrs(obj: dict[str, Any], wanted: frozenset[str], path: str) -> dict[str, AttrValue]:
+    """The wanted attributes (the last of a repeated key wins); paths are built on error only."""
     found: dict[str, AttrValue] = {}
     for i, kv in enumerate(_list(obj, "attributes", path)):
-        where = f"{path}.attributes[{i}]"
-        kv = _object(kv, where)
+        if type(kv) is not dict:
+            raise _fail(f"{path}.attributes[{i}]", "an object", kv)
         key = kv.get("key", "")
-        if not isinstance(key, str):
-            raise _fail(f"{where}.key", "a string", key)
+        if type(key) is not str:
+            raise _fail(f"{path}.attributes[{i}].key", "a string", key)
         if key in wanted:
-            found[key] = _attr_value(kv.get("value"), f"{where}.value")
+            found[key] = _attr_value(kv.get("value"), f"{path}.attributes[{i}].value")
     return found
 
 

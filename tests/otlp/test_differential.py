@@ -231,3 +231,15 @@ def test_a_wanted_key_after_a_skipped_value_is_read():
     want = decode_protobuf_reference(data)
     assert want.op_class.tolist() == [2]  # OP_SQL_INSERT
     assert decode_protobuf_fast(data).op_class.tolist() == [2]
+
+
+def test_decoding_in_threads_gives_the_same_batches(workload, assert_same):
+    """The C scan runs without the GIL (the gRPC receiver decodes on several threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    payloads = [workload.make_request_bytes(256, seed) for seed in range(4)]
+    want = [decode_protobuf_fast(p) for p in payloads]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(decode_protobuf_fast, payloads * 8))
+    for i, batch in enumerate(got):
+        assert_same(batch, want[i % 4])
