@@ -150,6 +150,21 @@ def test_http_json_hex_and_base64_answer_in_json(agent, encoding: str) -> None:
     assert all(got[s]["region"] == "us-east-1" for s in expect)
 
 
+def test_metrics_match_the_archive(agent) -> None:
+    """Every span sent so far is archived (previous tests waited for it): no window is pending."""
+    records = agent.records()
+    assert agent.metric("carbonspan_windows_written_total") == len(records)
+    size = sum(p.stat().st_size for p in agent.dir.glob("windows-*.jsonl"))
+    assert agent.metric("carbonspan_archive_bytes_total") == size
+    assert agent.metric("carbonspan_spans_accepted_total") == sum(SENT.values())
+    last = records[-1]["report"]["green_summary"]
+    for svc, kwh in last["per_service_energy_kwh"].items():
+        assert agent.metric("carbonspan_last_window_energy_kwh", service=svc) == pytest.approx(kwh)
+        assert agent.metric("carbonspan_last_window_carbon_gco2", service=svc) == pytest.approx(
+            last["per_service_carbon_kgco2eq"][svc] * 1000)
+    assert agent.metric("carbonspan_open_window_spans") == 0
+
+
 def test_clean_stop_archives_everything_and_chain_is_intact(agent) -> None:
     assert agent.stop(signal.SIGTERM) == 0
     records = agent.records()
