@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -257,13 +258,24 @@ def _span_cells(
     hour = (safe // NS_PER_HOUR) % 24
     day = safe // NS_PER_DAY
     lo, hi = int(day[known].min()), int(day[known].max())
-    if hi - lo < 400:  # usual: a batch spans a few days; month of each day from a small table
+    first_month = _month_of_day(lo)
+    if first_month == _month_of_day(hi):  # usual: the whole batch is in one month
+        month = first_month % 12
+    elif hi - lo < 400:  # a few days across a month end: month of each day from a small table
         days = np.arange(lo, hi + 1).astype("datetime64[D]")
         month_of = days.astype("datetime64[M]").astype(np.int64) % 12
         month = month_of[np.clip(day - lo, 0, hi - lo)]
     else:
         month = safe.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
+    if known.all():
+        return month * 24 + hour, known
     return np.where(known, month * 24 + hour, ANNUAL_COLUMN), known
+
+
+def _month_of_day(day: int) -> int:
+    """Months since 1970-01 of a day counted from 1970-01-01."""
+    dt = datetime.fromtimestamp(max(day, 0) * 86400, UTC)
+    return (dt.year - 1970) * 12 + dt.month - 1
 
 
 def _accumulate(
@@ -318,7 +330,9 @@ def _accumulate(
         ltag=np.where(ops > 0, plan.live_code[None, :], 0).astype(np.int8),
         requests=np.bincount(span_key[batch.is_entry], minlength=s).astype(np.int64),
         endpoints=_endpoints(batch, keys, span_key, io, counters),
-        traces=np.unique(batch.trace_lo.astype(np.uint64)),
+        # distinct ids are folded lazily (WindowPartial.trace_ids), so a batch skips the sort
+        traces=np.zeros(0, np.uint64),
+        pending_traces=[batch.trace_lo.astype(np.uint64)],
         spans=len(batch),
         counters=counters,
     )
@@ -364,7 +378,14 @@ def _endpoints(
         return {}
     ne = max(len(batch.endpoints), 1)
     code = span_key[io] * ne + batch.endpoint_id[io].astype(np.int64)
-    uniq, first, count = np.unique(code, return_index=True, return_counts=True)
+    if len(keys) * ne <= 1 << 16:  # usual: a small code space, counted without sorting
+        counts_all = np.bincount(code, minlength=len(keys) * ne)
+        first_all = np.full(counts_all.size, code.size, dtype=np.int64)
+        np.minimum.at(first_all, code, np.arange(code.size))
+        uniq = np.flatnonzero(counts_all)
+        first, count = first_all[uniq], counts_all[uniq]
+    else:
+        uniq, first, count = np.unique(code, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
     pairs = uniq[order].tolist()
     counts = count[order].tolist()
