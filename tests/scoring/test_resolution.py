@@ -183,3 +183,32 @@ def test_empty_batch_and_rejected_counts(h):
 def test_from_bytes_refuses_an_unknown_version():
     with pytest.raises(ValueError, match="version 9"):
         WindowPartial.from_bytes(b'{"v": 9}')
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        # across a month end inside one batch
+        ["2026-01-31T23:30:00", "2026-02-01T00:30:00"],
+        # regression: January of two years plus a February between them (same month number
+        # at both ends must not take the one-month fast path)
+        ["2025-01-01T05:00:00", "2025-02-01T10:00:00", "2026-01-01T12:00:00"],
+    ],
+)
+def test_each_span_takes_its_own_month_and_hour(h, stamps):
+    from datetime import datetime
+
+    from agent.carbon.model import CarbonModel
+
+    model = CarbonModel.default()
+    green = dict(h.PLAIN, use_hourly_profiles=True)
+    spans = []
+    expected = 0.0
+    for i, stamp in enumerate(stamps):
+        dt = datetime.fromisoformat(stamp + "+00:00")
+        spans.append(
+            {"region": "eu-west-3", "op": "db", "start": int(dt.timestamp()) * 10**9, "trace": i}
+        )
+        expected += 1e-7 * model.intensity_at("eu-west-3", True, dt.month, dt.hour) * 1.15
+    gs = h.report(spans, green).green_summary
+    assert gs.co2.operational_gco2 == pytest.approx(expected, rel=1e-12)
