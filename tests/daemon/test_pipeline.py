@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.archive import WAL_NAME, ArchiveWriter, read_records
 from agent.config import Config
 from agent.daemon import build_scoring
@@ -90,3 +92,25 @@ def test_partials_round_trip_through_the_wal_bytes() -> None:
     part = score_batch(batch, ScoringContext.from_config(Config()))
     again = WindowPartial.from_bytes(part.to_bytes())
     assert again.to_bytes() == part.to_bytes() and again.spans == 32
+
+
+def test_hosts_get_power_times_the_window_length(tmp_path: Path) -> None:
+    from agent.config import parse_config
+    from agent.pipeline import rfc3339_to_ns
+
+    cfg = parse_config({"green": {"hosts": [{"name": "pg", "kind": "database",
+                                             "region": "eu-west-3", "watts": 100.0, "count": 2}]}})
+    archive = ArchiveWriter(tmp_path)
+    recovery = archive.open()
+    wal = WriteAheadLog(tmp_path / WAL_NAME)
+    p = Pipeline(build_scoring(cfg, "unit", None), archive, wal, AgentMetrics(),
+                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
+    p.restore(wal.open(), recovery)
+    p.ingest(_batches(1)[0])
+    p.shutdown()
+    rep = _reports(tmp_path)[0]
+    seconds = (rfc3339_to_ns(rep["window"]["end"]) - rfc3339_to_ns(rep["window"]["start"])) / 1e9
+    host = rep["green_summary"]["hosts"][0]
+    assert seconds > 0 and host["name"] == "pg"
+    # 100 W x 2 hosts x window length (s) / 3600 s/h / 1000 W/kW
+    assert host["energy_kwh"] == pytest.approx(200.0 * seconds / 3600 / 1000, rel=1e-3)
