@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,29 +141,30 @@ def parse_green(table: dict[str, Any]) -> GreenConfig:
     )
 
 
-def _service_regions(value: Any) -> dict[str, str]:
-    where = "[green.service_regions]"
-    out: dict[str, str] = {}
-    for service, region in _table(value, where).items():
+def _by_service(value: Any, where: str, parse: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """A service -> value table with lowercased keys; a key given twice in two cases is an error."""
+    out: dict[str, Any] = {}
+    for service, item in _table(value, where).items():
         key = service.lower()
         if key in out:
             raise ConfigError(f"{where} {service}: listed twice (keys are case-insensitive)")
-        out[key] = _region(region, f"{where} {service}")
+        out[key] = parse(item, f"{where} {service}")
     return out
+
+
+def _service_regions(value: Any) -> dict[str, str]:
+    return _by_service(value, "[green.service_regions]", _region)
+
+
+def _factor(value: Any, where: str) -> float:
+    f = _number(value, where, "a factor > 0 (e.g. 1.8)")
+    if f == 0:
+        raise ConfigError(f"{where}: expected a factor > 0 (e.g. 1.8), got 0")
+    return f
 
 
 def _calibration(value: Any) -> dict[str, float]:
-    where = "[green.calibration]"
-    out: dict[str, float] = {}
-    for service, factor in _table(value, where).items():
-        key = service.lower()
-        if key in out:
-            raise ConfigError(f"{where} {service}: listed twice (keys are case-insensitive)")
-        f = _number(factor, f"{where} {service}", "a factor > 0 (e.g. 1.8)")
-        if f == 0:
-            raise ConfigError(f"{where} {service}: expected a factor > 0 (e.g. 1.8), got 0")
-        out[key] = f
-    return out
+    return _by_service(value, "[green.calibration]", _factor)
 
 
 _HOST_KEYS = ("name", "kind", "region", "watts", "count", "in_totals", "measured")
