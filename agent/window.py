@@ -53,6 +53,16 @@ def build_report(
     all_counters = dict(partial.counters)
     for k, v in (counters or {}).items():
         all_counters[k] = all_counters.get(k, 0) + int(v)
+    # a host that names a measured source but has no usable reading fell back to declared watts
+    fallback = sum(
+        1
+        for h, row in zip(ctx.config.hosts, hosts, strict=True)
+        if h.measured and row.energy_model == "declared_watts"
+    )
+    if fallback:
+        all_counters["host_measured_fallback"] = (
+            all_counters.get("host_measured_fallback", 0) + fallback
+        )
     return WindowReport(
         agent_id=agent_id,
         window=WindowInfo(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
@@ -225,3 +226,16 @@ def test_cal_applies_to_proxy_tags_under_profiles(h):
     sig = Signals(live_intensity={"eu-west-3": LiveIntensity(80.0, "grid_operator_api", NOW_S)})
     gs = h.report(six_sql(), {"calibration": {"checkout": 1.5}}, signals=sig).green_summary
     assert gs.per_service_energy_model["checkout"] == "grid_operator_api"  # live wins, no +cal
+
+
+def test_host_with_a_measured_source_but_no_reading_falls_back_and_is_counted(h):
+    # no reading for "pg": declared 100 W x 60 s = 6000 J = 1.6667e-3 kWh, counted
+    hosts = [{"name": "pg", "kind": "database", "region": "pl", "watts": 100, "measured": "alumet"}]
+    rep = h.report(
+        six_sql(),
+        dict(h.PLAIN, hosts=hosts),
+        signals=Signals(host_watts={"pg": (math.nan, "alumet_rapl")}),
+    )
+    assert rep.green_summary.hosts[0].energy_kwh == pytest.approx(1.6666667e-3, rel=1e-6)
+    assert rep.green_summary.hosts[0].energy_model == "declared_watts"
+    assert rep.counters["host_measured_fallback"] == 1
