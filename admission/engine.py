@@ -162,7 +162,7 @@ class Admission:
             step = "guarantee"
             over = self._first_over(pool, e)
             if over is not None:
-                victims = self._reclaim(pool, e, over[0])
+                victims = self._reclaim(pool, e, over[0], claim.gang)
                 if victims is None:
                     return Verdict(
                         claim.id, "pending", f"{who}the pool's own guarantee was lent to "
@@ -204,10 +204,10 @@ class Admission:
             preempted=[w.id for w in victims],
         ), victims
 
-    def _reclaim(self, pool: Pool, e: int, over: Pool) -> list[Workload] | None:
+    def _reclaim(self, pool: Pool, e: int, over: Pool, gang: str | None) -> list[Workload] | None:
         """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
         victims: list[Workload] = []
-        for w in reclaim.borrowing_candidates(over, exclude=pool):
+        for w in reclaim.borrowing_candidates(over, exclude=pool, gang=gang):
             if w.pool.used_uj <= w.pool.guarantee_uj:
                 continue  # earlier victims already brought this pool back inside its guarantee
             self._detach(w)
@@ -238,7 +238,9 @@ class Admission:
         """Rule 2: admit every member or none, judged on the gang's joules *and* devices."""
         if not claims:
             return []
-        gang = claims[0].gang or claims[0].id
+        gang = claims[0].gang
+        if gang is None or any(c.gang != gang for c in claims):
+            raise ClaimError("gang members must all carry the same 'gang' id")
         pools = [self._leaf(c) for c in claims]
         if len({c.id for c in claims}) != len(claims):
             raise ClaimError(f"gang '{gang}' lists the same claim id twice")

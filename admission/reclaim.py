@@ -44,12 +44,15 @@ def leaves_under(pool: Pool) -> list[Pool]:
     return out
 
 
-def borrowing_candidates(over: Pool, exclude: Pool) -> list[Workload]:
+def borrowing_candidates(over: Pool, exclude: Pool, gang: str | None = None) -> list[Workload]:
     """Workloads that could give back reserved µJ under ``over``: those in leaves using more
-    than their own guarantee (borrowers), other than the claimant's pool, in rule-3 order."""
+    than their own guarantee (borrowers), other than the claimant's pool and the claimant's
+    own gang, in rule-3 order."""
     found: list[Workload] = []
     for leaf in leaves_under(over):
         if leaf is exclude or leaf.used_uj <= leaf.guarantee_uj:
             continue
-        found.extend(w for w in leaf.workloads.values() if w.reserved_uj > 0)
+        found.extend(
+            w for w in leaf.workloads.values() if w.reserved_uj > 0 and (gang is None or w.gang != gang)
+        )
     return order(found)

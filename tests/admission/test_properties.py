@@ -140,6 +140,7 @@ def test_random_sequences_keep_every_invariant(forest, ops):
             vs = eng.admit_gang(members)
             assert len({v.decision for v in vs}) == 1, "a gang was partially admitted"
             if vs[0].admitted:
+                assert all(c.id in eng.workloads for c in members), "a member was preempted"
                 for c, v in zip(members, vs, strict=True):
                     _check_admitted(oracle, c, v, alone=False)
             else:

@@ -106,6 +106,18 @@ CASES = {
         want=[("g1", "admitted", "borrowing", 300, 200), ("g2", "admitted", "guarantee", 100, 0)],
         used={"a": 600},
     ),
+    "rule2 a gang member reclaiming for its guarantee never preempts its own gang": dict(
+        pools=[("org", None, 800, 8, 1), ("a", "org", 400, 4, 1), ("b", "org", 400, 4, 1)],
+        # m1 takes a's last 100, m2 borrows 100 (a's cap 400 + (800 - 400) // 2 = 600), m3
+        # needs b's 400 but org would hold 900 > 800: the victim is a0, not the newer m2
+        state=[("admit", ("a0", "a", 0, 300, "measured", 0))],
+        claims=[("gang", [("m1", "a", 0, 100, "measured", 0, "g"), ("m2", "a", 0, 100, "measured", 0, "g"),
+                          ("m3", "b", 0, 400, "measured", 0, "g")])],
+        want=[("m1", "admitted", "guarantee", 100, 0), ("m2", "admitted", "borrowing", 0, 100),
+              ("m3", "admitted", "guarantee", 400, 0)],
+        preempted=["a0"],
+        used={"a": 200, "b": 400, "org": 600},
+    ),
     # ---- rule 3: a lender's claim inside its guarantee reclaims borrowers, evidence first.
     # a holds w0 400 (own) + w1 300 (borrowed while b was idle); b's 400 needs 100 back.
     "rule3 unmeasured borrowers go by declared priority, lowest first": dict(
