@@ -23,6 +23,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Python's seeded bytes hash (SipHash): public from 3.14, exported as _Py_HashBytes before. */
+#if PY_VERSION_HEX >= 0x030E0000
+#define HASH_BYTES(p, n) Py_HashBuffer((p), (n))
+#else
+#define HASH_BYTES(p, n) _Py_HashBytes((p), (n))
+#endif
+
 /* 2201-01-01T00:00:00Z in ns: a timestamp at or after it is "beyond year 2200" (rules.py). */
 #define MAX_TIMESTAMP_NS 7289654400000000000ULL
 
@@ -205,7 +212,7 @@ static int table_grow(Table *t) {
 
 /* The id of s in t, adding it in first-use order; -1 when out of memory. */
 static Py_ssize_t intern(Dec *d, Table *t, Str s) {
-    Py_hash_t h = s.n ? _Py_HashBytes(s.p, s.n) : 0;
+    Py_hash_t h = s.n ? HASH_BYTES(s.p, s.n) : 0;
     size_t j = (size_t)h & t->mask;
     for (; t->slots[j].id >= 0; j = (j + 1) & t->mask) {
         Slot *slot = &t->slots[j];
