@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REGION_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole string: use fullmatch
 TOP_LEVEL = ("green", "agent", "sources")
 HOST_KINDS = ("database", "messaging")
 
@@ -260,7 +260,7 @@ def _string(value: Any, where: str, what: str) -> str:
 
 
 def _region(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not REGION_RE.match(value):
+    if not isinstance(value, str) or not REGION_RE.fullmatch(value):
         raise ConfigError(
             f"{where}: expected a region name of 1-64 ASCII letters, digits, '-' or '_' "
             f'(e.g. "eu-west-3"), got {_show(value)}'

@@ -120,7 +120,7 @@ def _resolve_regions(
     table = np.empty(len(batch.regions) + len(keys), dtype=np.int64)
     invalid: list[int] = []
     for i, raw in enumerate(batch.regions):
-        if REGION_RE.match(raw):
+        if REGION_RE.fullmatch(raw):
             table[i] = intern(raw.lower())
         else:  # the decoder filters these; a hand-built batch might not
             table[i] = -1

@@ -90,6 +90,8 @@ url = "http://127.0.0.1:8080/metrics"
             {"green": {"service_regions": {"a": 3}}},
             "[green.service_regions] a: expected a region name",
         ),
+        ({"green": {"default_region": "pl\n"}}, "[green] default_region: expected a region name"),
+        ({"green": {"default_region": "x" * 65}}, "[green] default_region: expected a region name"),
         (
             {"green": {"service_regions": {"A": "pl", "a": "pl"}}},
             "[green.service_regions] a: listed twice",

@@ -47,11 +47,12 @@ def test_out_of_table_region_counts_energy_at_zero_grams(h):
 
 def test_invalid_region_string_is_ignored_and_counted(h):
     spans = [
+        {"service": "a", "region": "pl\n", "op": "db"},
         {"service": "a", "region": "eu west 3!", "op": "db"},
         {"service": "a", "region": "pl", "op": "db"},
     ]
     rep = h.report(spans, dict(h.PLAIN, default_region="eu-west-3"))
-    assert rep.counters["region_invalid"] == 1
+    assert rep.counters["region_invalid"] == 2
     assert [r.region for r in rep.green_summary.regions] == ["eu-west-3", "pl"]
 
 
