@@ -182,9 +182,10 @@ class Agent:
         self.metrics.ready.set(0)
         pipeline.stop_accepting()
         done = grpc_rx.stop(grace_s=budget / 2)
-        http.stop()
         done.wait(budget / 2)
+        # HTTP stays up while draining: /readyz says 503 and new exports get 503 + Retry-After
         drained = pipeline.drain(budget / 2)
+        http.stop()
         if not drained:
             log.warning(
                 "%d requests still in flight after %.1f s; they were not acknowledged",

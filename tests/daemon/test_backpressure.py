@@ -95,9 +95,28 @@ def test_sdk_exporters_back_off_and_nothing_is_lost(agent) -> None:
     for t in threads:
         t.join(timeout=60)
     assert agent.metric("carbonspan_requests_total", protocol="grpc", outcome="exhausted") > before
-    assert agent.stop(signal.SIGTERM) == 0
+
+
+def test_sigterm_drains_in_flight_requests_and_archives_them(agent) -> None:
+    t, result = _hold_the_queue(agent)  # in the WAL's slow fsync for ~1 s
+    agent.proc.send_signal(signal.SIGTERM)
+
+    def readyz() -> int:
+        try:
+            with urllib.request.urlopen(f"{agent.http_url}/readyz", timeout=5) as resp:
+                return resp.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    assert agent.wait_for(lambda: readyz() == 503, timeout=10, what="/readyz to say draining")
+    t.join(timeout=30)
+    assert result == [b""]  # admitted before the signal: answered OK during the drain
+    assert agent.proc.wait(timeout=30) == 0
     requests: dict[str, int] = {}
+    spans = 0
     for rec in agent.records():
+        spans += rec["report"]["window"]["spans"]
         for svc, n in rec["report"]["green_summary"]["per_service_requests"].items():
             requests[svc] = requests.get(svc, 0) + n
     assert {k: v for k, v in requests.items() if k.startswith("bp-")} == {f"bp-{i}": 1 for i in range(3)}
+    assert spans == 3 * 16 + 3  # three 16-span requests that held the queue + the SDK's spans
