@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.carbon import model as m
 from agent.carbon.regions import PINNED_ANNUAL, PROVIDER_ZONES
@@ -248,3 +250,61 @@ def test_data_notice_carries_the_odbl_attribution():
         assert words in notice
     doc = json.loads((DATA / "profiles.json").read_text())
     assert doc["vintage"] == 2022 and "ODbL" in doc["source"]
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(
+        ["", "pl", "eu-west-3", "EU-West-3", "x y", "database", "messaging", "a" * 70]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["a", "A", "name", "kind", "watts", "count"]), inner, max_size=3
+        )
+    ),
+    max_leaves=8,
+)
+_green_tables = st.dictionaries(
+    st.sampled_from(
+        [
+            "default_region",
+            "use_hourly_profiles",
+            "per_operation_coefficients",
+            "embodied_carbon_per_request_gco2",
+            "service_regions",
+            "calibration",
+            "hosts",
+            "bogus",
+        ]
+    ),
+    _values,
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(table=_green_tables)
+def test_property_green_sanitiser_accepts_clean_values_or_names_the_key(table):
+    # whatever the TOML holds, the parser returns a clean config or a ConfigError naming a key
+    try:
+        g = parse_config({"green": table}).green
+    except ConfigError as exc:
+        assert str(exc).startswith("[") and any(k in str(exc) for k in (*table, "green"))
+        return
+    assert isinstance(g.use_hourly_profiles, bool) and isinstance(
+        g.per_operation_coefficients, bool
+    )
+    assert (
+        math.isfinite(g.embodied_carbon_per_request_gco2)
+        and g.embodied_carbon_per_request_gco2 >= 0
+    )
+    for key, region in g.service_regions.items():
+        assert key == key.lower() and region == region.lower() and 1 <= len(region) <= 64
+    assert all(math.isfinite(f) and f > 0 for f in g.calibration.values())
+    for host in g.hosts:
+        assert host.kind in ("database", "messaging") and host.count >= 1
+        assert math.isfinite(host.watts) and host.watts >= 0

@@ -151,6 +151,13 @@ def test_fresh_live_intensity_is_real_time(h):
     assert gs.regions[0].intensity_source == "real_time"
     assert not gs.regions[0].intensity_estimated
     assert gs.energy_model == "electricity_maps_api"
+    # the provider's isEstimated flag is carried to the row; the value is still used
+    sig = Signals(
+        live_intensity={"eu-west-3": LiveIntensity(100.0, "electricity_maps_api", NOW_S, True)}
+    )
+    row = h.report(six_sql(), h.PLAIN, signals=sig).green_summary.regions[0]
+    assert row.intensity_source == "real_time" and row.intensity_estimated
+    assert row.grid_intensity_gco2_kwh == pytest.approx(100.0)
 
 
 def test_stale_live_intensity_falls_back_and_says_estimated(h):
