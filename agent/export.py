@@ -113,7 +113,7 @@ class ExportHandler:
 
     def is_ready(self) -> bool:
         """Ready: recovered, not draining, and the WAL can still make acknowledgements true."""
-        return self.ready and not self.pipeline.closed and not self.pipeline.wal.failed
+        return self.ready and not self.pipeline.draining and not self.pipeline.wal.failed
 
     def authorized(self, header: str | None) -> bool:
         """True when auth is off, or ``header`` is ``Bearer <token>`` (constant-time compare)."""
@@ -131,7 +131,7 @@ class ExportHandler:
         if not self.is_ready():
             state = (
                 "shutting down"
-                if self.pipeline.closed
+                if self.pipeline.draining
                 else "not writing its write-ahead log (see its log)"
                 if self.pipeline.wal.failed
                 else "starting"

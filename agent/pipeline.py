@@ -95,7 +95,8 @@ class Pipeline:
         self._lock = threading.Lock()
         self._admit_lock = threading.Lock()
         self._inflight = 0
-        self._closed = False
+        self._accepting = True  # admission open; False from the stop signal on
+        self._closed = False  # the window is closed for good (shutdown)
         self._window = OpenWindow(now_ns(), scoring.empty())
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -106,7 +107,7 @@ class Pipeline:
     def admit(self) -> bool:
         """Take a queue slot without waiting; False means "answer 429/RESOURCE_EXHAUSTED"."""
         with self._admit_lock:
-            if self._inflight >= self.queue_size or self._closed:
+            if self._inflight >= self.queue_size or not self._accepting:
                 return False
             self._inflight += 1
             return True
@@ -116,8 +117,9 @@ class Pipeline:
             self._inflight -= 1
 
     @property
-    def closed(self) -> bool:
-        return self._closed
+    def draining(self) -> bool:
+        """True once stop_accepting was called: admitted requests finish, no new ones come in."""
+        return not self._accepting
 
     @property
     def inflight(self) -> int:
@@ -239,7 +241,7 @@ class Pipeline:
 
     def stop_accepting(self) -> None:
         with self._admit_lock:
-            self._closed = True
+            self._accepting = False
 
     def drain(self, timeout_s: float) -> bool:
         """Wait for admitted requests to finish (bounded). True when none is left."""
