@@ -38,13 +38,10 @@ def register(subparsers: Any) -> None:
     )
     parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
     sub = parser.add_subparsers(dest="admit_command", metavar="ACTION")
-    sim = sub.add_parser(
-        "simulate",
-        help="replay an events file and print each verdict and the per-pool usage",
-        description="Replay claims, completions, meter readings, releases and rollovers; print "
-        "each verdict and the final per-pool energy usage against budget.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sim = _action(
+        sub, "simulate", "replay an events file and print each verdict and the per-pool usage",
+        "Replay claims, completions, meter readings, releases and rollovers; print each verdict "
+        "and the final per-pool energy usage against budget.",
     )
     sim.add_argument("--pools", required=True, type=Path, help="pool forest (TOML)")
     sim.add_argument("--events", required=True, type=Path, help="events (JSON lines)")
@@ -54,16 +51,20 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--agent-id", help="only this agent's archives (default: all)")
     sim.add_argument("--windows", type=int, default=DEFAULT_WINDOWS, help="recent windows per estimate")
     sim.set_defaults(func=run_simulate)
-    aud = sub.add_parser(
-        "audit",
-        help="verify a decision log's chain and replay its verdicts",
-        description="Check the hash chain of a decision log, rebuild the pools it records and "
-        "replay every input; any verdict that differs is reported.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    aud = _action(
+        sub, "audit", "verify a decision log's chain and replay its verdicts",
+        "Check the hash chain of a decision log, rebuild the pools it records and replay every "
+        "input; any verdict that differs is reported.",
     )
     aud.add_argument("--log", required=True, type=Path, help="decision log written by simulate --log")
     aud.set_defaults(func=run_audit)
+
+
+def _action(sub: Any, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name, help=summary, description=description, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def run_simulate(args: argparse.Namespace) -> int:

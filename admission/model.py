@@ -213,22 +213,15 @@ def _derive(pools: dict[str, Pool], source: str) -> None:
 
 
 def _check_fits(pool: Pool, source: str) -> None:
-    if not pool.children:
-        return
-    energy = sum(c.guarantee_uj for c in pool.children)
-    if energy > pool.guarantee_uj:
-        raise PoolConfigError(
-            f"{source}: the children of pool '{pool.name}' guarantee {energy} µJ in total, "
-            f"more than its own {pool.guarantee_uj} µJ; a child's guarantee must fit inside "
-            "its parent's: lower the children's energy_uj or raise the parent's"
-        )
-    devices = sum(c.devices for c in pool.children)
-    if devices > pool.devices:
-        raise PoolConfigError(
-            f"{source}: the children of pool '{pool.name}' guarantee {devices} devices in "
-            f"total, more than its own {pool.devices}; lower the children's devices or raise "
-            "the parent's"
-        )
+    for attr, unit, key in (("guarantee_uj", " µJ", "energy_uj"), ("devices", " devices", "devices")):
+        total = sum(getattr(c, attr) for c in pool.children)
+        own = getattr(pool, attr)
+        if total > own:
+            raise PoolConfigError(
+                f"{source}: the children of pool '{pool.name}' guarantee {total}{unit} in total, "
+                f"more than its own {own}{unit}; a child's guarantee must fit inside its "
+                f"parent's: lower the children's {key} or raise the parent's"
+            )
 
 
 def load_pools(path: str | Path) -> Forest:
