@@ -80,7 +80,7 @@ ints = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, -1, 1, 10_240, 2**
 def key_values(draw: st.DrawFn, keys: list[str]) -> KeyValue:
     key = draw(st.sampled_from(keys))
     if key == "cloud.region":
-        strings = st.sampled_from(REGIONS)
+        strings = st.sampled_from(REGIONS) | st.text(max_size=3)
     elif key in ("db.statement", "db.query.text"):
         strings = st.sampled_from(STATEMENTS) | st.text(max_size=12)
     else:

@@ -6,6 +6,8 @@ import base64
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.batch import OP_HTTP, OP_SQL_SELECT
 from agent.otlp import OtlpDecodeError, decode_json
@@ -117,3 +119,39 @@ def test_per_span_problems_reject_only_that_span(fields, reason):
     batch = decode(doc(sp(name="kept"), sp(name="bad", **fields)))
     assert batch.endpoints == ["kept"] and len(batch) == 1
     assert batch.rejected == 1 and batch.counters == {reason: 1}
+
+
+_KEYS = ["resourceSpans", "resource_spans", "resource", "attributes", "key", "value", "stringValue",
+         "intValue", "int_value", "scopeSpans", "spans", "traceId", "name", "kind",
+         "startTimeUnixNano", "endTimeUnixNano", "service.name", "cloud.region", "db.system"]  # fmt: skip
+_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    | st.sampled_from(_KEYS + [TRACE_HEX, "12", "SPAN_KIND_SERVER", "eu-west-3"]) | st.text(max_size=4)
+)  # fmt: skip
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=3), inner, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(document=_json)
+def test_any_json_document_decodes_or_raises_otlp_decode_error(document):
+    """No TypeError, KeyError or AttributeError escapes, whatever the shapes."""
+    try:
+        batch = decode(document)
+    except OtlpDecodeError as exc:
+        assert ": expected " in str(exc)
+    else:
+        assert len(batch) + batch.rejected >= 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(span_fields=st.dictionaries(st.sampled_from(_KEYS), _json, max_size=6))
+def test_any_span_object_decodes_or_raises_otlp_decode_error(span_fields):
+    try:
+        decode(doc(sp(**span_fields)))
+    except OtlpDecodeError as exc:
+        assert "resourceSpans[0].scopeSpans[0].spans[0]" in str(exc)
