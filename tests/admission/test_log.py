@@ -6,26 +6,30 @@ import orjson
 import pytest
 
 from admission.log import DecisionLog, audit
-from admission.simulate import Simulator
+from admission.simulate import Simulator, parse_events
 from schema import chainlog
 from schema.chain import GENESIS_PREV
 
+EVENTS = [
+    {"type": "claim", "id": "c0", "pool": "a", "devices": 1, "estimate_uj": 400, "grade": "measured"},
+    {"type": "claim", "id": "c1", "pool": "a", "devices": 1, "estimate_uj": 200, "grade": "measured"},
+    {"type": "claim", "id": "c2", "pool": "a", "devices": 1, "estimate_uj": 100, "grade": "estimator"},
+    {"type": "claim", "id": "c3", "pool": "b", "devices": 1, "estimate_uj": 400, "grade": "estimator"},
+    {"type": "complete", "workload": "c0", "units": 2, "uj": 300},
+    {"type": "release", "workload": "c0"},
+    {"type": "rollover"},
+]
 
-def _run(forest, path, claim):
-    sim = Simulator(forest, DecisionLog(path, batch=3))
-    for i, (pool, uj, grade) in enumerate([("a", 400, "measured"), ("a", 200, "measured"), ("a", 100, "estimator"), ("b", 400, "estimator")]):
-        sim._decide(f"t:{i}", [claim(f"c{i}", pool, 1, uj, grade)], retry=False)
-    sim.engine.complete("c0", 2, 300)
-    sim._input(_ev("release", workload="c0"))
-    sim._input(_ev("rollover"))
+
+def _run(f, path, claim):
+    """Replay EVENTS from a real events file through the simulator, logging in batches of 3."""
+    events = path.with_name("events.jsonl")
+    events.write_bytes(b"\n".join(orjson.dumps(e) for e in EVENTS))
+    sim = Simulator(f, DecisionLog(path, batch=3))
+    outcome = sim.run(parse_events(events, f))
     sim.log.close()
+    assert outcome.errors == []
     return sim
-
-
-def _ev(kind, **data):
-    from admission.simulate import Event
-
-    return Event("t:0", kind, {"type": kind, **data})
 
 
 TWO = [("org", None, 1000, 8, 1), ("a", "org", 400, 4, 1), ("b", "org", 400, 4, 1)]
@@ -37,7 +41,12 @@ def test_log_is_a_valid_chain_that_chainlog_reads(tmp_path, forest, claim):
     assert chainlog.verify(path) == []
     events = chainlog.events(path)
     assert events[0]["kind"] == "pools"
-    assert [e["kind"] for e in events[1:]] == ["claim"] * 4 + ["release", "rollover"]
+    # c2 (estimator, a's guarantee used up) is pending and retried after the release and
+    # the rollover: each attempt is logged, so the audit replays exactly what was decided
+    assert [e["kind"] for e in events[1:]] == ["claim"] * 4 + ["complete", "release", "claim", "rollover", "claim"]
+    assert [e["verdicts"][0]["decision"] for e in events[1:] if e["kind"] == "claim"] == [
+        "admitted", "admitted", "pending", "admitted", "pending", "admitted"
+    ]
     assert events[2]["verdicts"][0]["borrowed_uj"] == 200
     first = orjson.loads(path.read_bytes().splitlines()[0])
     assert (first["seq"], first["prev"]) == (0, GENESIS_PREV)

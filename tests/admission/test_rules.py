@@ -311,6 +311,13 @@ def test_claims_must_name_a_known_leaf(engine, claim):
         eng.admit(claim("c", "zz"))
     with pytest.raises(ClaimError, match="has children"):
         eng.admit(claim("c", "org"))
+    assert eng.admit(claim("c", "a", 0, 1)).admitted
+    with pytest.raises(ClaimError, match="already admitted"):
+        eng.admit(claim("c", "b", 0, 1))
+    with pytest.raises(ClaimError, match="same 'gang' id"):
+        eng.admit_gang([claim("g1", "a", 0, 1, gang="g"), claim("g2", "a", 0, 1)])
+    with pytest.raises(ClaimError, match="no running workload 'ghost'"):
+        eng.release("ghost")
 
 
 @pytest.mark.parametrize(
