@@ -64,19 +64,11 @@ class Withheld:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name = inner.name
-        if hasattr(inner, "score_arrays"):
-            self.score_arrays = self._score_arrays
 
     def score(self, clusters, job):
         known = [c["carbon_intensity"] for c in clusters if c.get("carbon_intensity") is not None]
         same = float(np.mean(known)) if known else None
         return self.inner.score([{**c, "carbon_intensity": same} for c in clusters], job)
-
-    def _score_arrays(self, f):
-        ci = f["carbon_intensity"]
-        with np.errstate(all="ignore"):
-            same = np.nanmean(np.where(np.isnan(ci), np.nan, ci), axis=1, keepdims=True)
-        return self.inner.score_arrays({**f, "carbon_intensity": np.broadcast_to(same, ci.shape)})
 
 
 @dataclass(frozen=True, slots=True)

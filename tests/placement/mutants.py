@@ -69,6 +69,13 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
     ("placement/providers.py", 'return [float(c["capacity"]) - float(c["used"]) >= size for c in clusters]',
      'return [float(c["capacity"]) - float(c["used"]) > size for c in clusters]',
      "a cluster with exactly enough room does not fit"),
+    ("placement/providers.py", 'return lexicographic(f["carbon_intensity"], -f["headroom"])',
+     'return lexicographic(f["carbon_intensity"], f["headroom"])',
+     "carbon-simple breaks ties toward the fullest cluster"),
+    ("placement/decision.py", "delta = red[candidate] - red[best]", "delta = red[best] - red[candidate]",
+     "delta sign flipped"),
+    ("placement/evaluate.py", "ci = trace.intensity[:, trace.submit[rows]].T",
+     "ci = trace.intensity[:, trace.submit[rows] + 1].T", "live provider sees the next hour"),
     ("placement/trace.py", "if end > hours:", "if end > hours + 1:", "window past the trace accepted"),
 ]
 

@@ -211,3 +211,10 @@ def test_yaml_policy_found_by_name_in_the_policy_dir(tmp_path, monkeypatch, audi
     assert rep["cluster"] == "b" and rep["objectives"]["placement_policy"]["weighs_carbon"] is False
     with pytest.raises(LookupError, match="declares name 'other'"):
         resolve("liar", audit_log=audit_log, now=NOW)
+
+
+def test_a_cluster_with_exactly_enough_room_fits():
+    # capacity 10, used 8, job size 2: 10 − 8 = 2 ≥ 2 fits; the roomier one is dirtier
+    rep = place({"id": "j", "size": 2}, [cl("snug", 50.0, used=8.0), cl("roomy", 900.0)],
+                "carbon-simple")
+    assert rep["cluster"] == "snug"
