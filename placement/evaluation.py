@@ -38,6 +38,11 @@ def candidate_policy(name: str) -> tuple[str, Callable[..., Placement]]:
     if name == FORECAST_GREEDY:
         return name, forecast_greedy
     provider = get_provider(name)
+    if provider.name in RESERVED or provider.name == FORECAST_GREEDY:
+        raise ValueError(
+            f"provider {name!r} calls itself {provider.name!r}, the name of a built-in policy; "
+            "rename it so its figures cannot be confused with the reference"
+        )
     return provider.name, provider_policy(provider)
 
 
