@@ -30,6 +30,16 @@ def bump(counters: dict[str, int], key: str, n: int = 1) -> None:
         counters[key] = counters.get(key, 0) + n
 
 
+def _grown(a: np.ndarray, rows: int, cols: int | None, dtype) -> np.ndarray:
+    """A copy of ``a`` zero-padded to ``rows`` (x ``cols``); ``dtype`` when ``a`` is empty."""
+    shape = (rows,) if cols is None else (rows, cols)
+    if a.shape == shape:
+        return a.copy()
+    out = np.zeros(shape, dtype=a.dtype if a.size else dtype)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
 @dataclass(eq=False)
 class WindowPartial:
     services: list[str]  # lowercased service keys, first-seen order
@@ -108,33 +118,40 @@ class WindowPartial:
             int(other.span_count[:, folded].sum()) if folded.any() else 0,
         )
         s, r = len(services), len(regions)
+        ix = np.ix_(s_map, r_map)
+        any_folded = bool(folded.any())
         out = {}
         for name in _CELL_FIELDS:
-            mine, theirs = getattr(self, name), getattr(other, name).copy()
-            if name == "carbon" and folded.any():
+            theirs = getattr(other, name)
+            grid = _grown(getattr(self, name), s, r, theirs.dtype)
+            if not any_folded:  # other's cells land on distinct cells: plain fancy add
+                grid[ix] += theirs
+                out[name] = grid
+                continue
+            if name == "carbon":
+                theirs = theirs.copy()
                 theirs[:, folded] = 0.0  # spans of a folded region score as "unknown": 0 g
-            grid = np.zeros((s, r), dtype=mine.dtype if mine.size else theirs.dtype)
-            grid[: mine.shape[0], : mine.shape[1]] = mine
-            np.add.at(grid, (s_map[:, None], r_map[None, :]), theirs)
+            np.add.at(grid, ix, theirs)  # folded regions share the unknown column
             out[name] = grid
-        etag_o = other.etag.copy()
-        etag_o[:, folded] = TO_UNKNOWN[etag_o[:, folded]]
-        ltag_o = np.where(folded[None, :], 0, other.ltag).astype(np.int8)
+        etag_o, ltag_o = other.etag, other.ltag
+        if any_folded:
+            etag_o = etag_o.copy()
+            etag_o[:, folded] = TO_UNKNOWN[etag_o[:, folded]]
+            ltag_o = np.where(folded[None, :], 0, ltag_o).astype(np.int8)
         for name, theirs in (("etag", etag_o), ("ltag", ltag_o)):
-            grid = np.zeros((s, r), dtype=np.int8)
-            mine = getattr(self, name)
-            grid[: mine.shape[0], : mine.shape[1]] = mine
-            np.maximum.at(grid, (s_map[:, None], r_map[None, :]), theirs)
+            grid = _grown(getattr(self, name), s, r, np.int8)
+            if any_folded:
+                np.maximum.at(grid, ix, theirs)
+            else:
+                grid[ix] = np.maximum(grid[ix], theirs)
             out[name] = grid
-        kind = np.zeros(r, np.int8)
-        kind[: len(self.regions)] = self.region_kind
-        np.maximum.at(kind, r_map[~folded], other.region_kind[~folded])
-        est = np.zeros(r, np.bool_)
-        est[: len(self.regions)] = self.region_estimated
-        np.logical_or.at(est, r_map[~folded], other.region_estimated[~folded])
-        requests = np.zeros(s, np.int64)
-        requests[: len(self.requests)] = self.requests
-        np.add.at(requests, s_map, other.requests)
+        kept = ~folded
+        kind = _grown(self.region_kind, r, None, np.int8)
+        np.maximum.at(kind, r_map[kept], other.region_kind[kept])
+        est = _grown(self.region_estimated, r, None, np.bool_)
+        est[r_map[kept & other.region_estimated]] = True
+        requests = _grown(self.requests, s, None, np.int64)
+        requests[s_map] += other.requests  # services map to distinct rows
         service_region = list(self.service_region) + [
             int(r_map[other.service_region[i]])
             for i in range(len(other.services))
