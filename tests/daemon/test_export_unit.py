@@ -1,0 +1,80 @@
+"""The protocol-neutral pieces of an export: bounded inflate and the hand-written wire messages."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from google.rpc import status_pb2
+from google.rpc.error_details_pb2 import RetryInfo
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from agent.export import (
+    BadEncoding,
+    TooLarge,
+    export_response_bytes,
+    inflate,
+    retry_info_bytes,
+    status_bytes,
+)
+
+LIMIT = 4096
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=2 * LIMIT), enc=st.sampled_from(["gzip", "deflate", "raw", "identity"]))
+def test_inflate_round_trips_or_refuses_past_the_limit(data: bytes, enc: str) -> None:
+    if enc == "gzip":
+        body, header = gzip.compress(data), "gzip"
+    elif enc == "deflate":
+        body, header = zlib.compress(data), "deflate"
+    elif enc == "raw":  # raw deflate, as some clients send for "deflate"
+        c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        body, header = c.compress(data) + c.flush(), "deflate"
+    else:
+        body, header = data, "identity"
+    if len(data) <= LIMIT:
+        assert inflate(body, header, LIMIT) == data
+    else:
+        with pytest.raises(TooLarge):
+            inflate(body, header, LIMIT)
+
+
+@settings(max_examples=200, deadline=None)
+@given(garbage=st.binary(max_size=256), enc=st.sampled_from(["gzip", "deflate", "GZIP", " gzip "]))
+def test_inflate_of_garbage_is_a_clear_error_or_bytes(garbage: bytes, enc: str) -> None:
+    try:
+        out = inflate(garbage, enc, LIMIT)
+    except (BadEncoding, TooLarge) as exc:
+        assert str(exc)
+    else:
+        assert len(out) <= LIMIT
+
+
+def test_multi_member_gzip_and_unknown_encodings() -> None:
+    assert inflate(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip", LIMIT) == b"abcd"
+    with pytest.raises(TooLarge):
+        inflate(gzip.compress(b"a" * 3000) + gzip.compress(b"b" * 3000), "gzip", LIMIT)
+    with pytest.raises(BadEncoding, match="'br' is not supported"):
+        inflate(b"x", "br", LIMIT)
+    with pytest.raises(BadEncoding, match="truncated"):
+        inflate(gzip.compress(b"x" * 100)[:-12], "gzip", LIMIT)
+
+
+@given(seconds=st.integers(0, 10**6))
+def test_retry_info_is_what_the_otel_exporter_parses(seconds: int) -> None:
+    assert RetryInfo.FromString(retry_info_bytes(seconds)).retry_delay == Duration(seconds=seconds)
+
+
+@given(rejected=st.integers(0, 2**62), message=st.text(max_size=200))
+def test_export_response_and_status_match_the_protobuf_classes(rejected: int, message: str) -> None:
+    resp = ExportTraceServiceResponse.FromString(export_response_bytes(rejected, message))
+    assert resp.partial_success.rejected_spans == rejected
+    assert resp.partial_success.error_message == message
+    st_ = status_pb2.Status.FromString(status_bytes(3, message))
+    assert (st_.code, st_.message) == (3, message)
+    assert export_response_bytes(0, "") == b""  # a full success is the empty message
