@@ -9,6 +9,7 @@ The agent binds 127.0.0.1 unless ``bind`` says otherwise: exposing an ingest por
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -106,12 +107,14 @@ def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             if isinstance(value, str) and from_env:
+                if kind is int and not re.fullmatch(r"[0-9]{1,18}", value.strip()):
+                    raise ValueError
                 num = kind(value)
             elif kind is int and isinstance(value, int) or kind is float and isinstance(value, int | float):
                 num = kind(value)
             else:
                 raise ValueError
-            if (key.rsplit(".", 1)[-1] in _POSITIVE and num <= 0) or num < 0:
+            if not math.isfinite(num) or (key.rsplit(".", 1)[-1] in _POSITIVE and num <= 0) or num < 0:
                 raise ValueError
             if key.endswith("_port") and num > 65535:
                 raise ValueError
@@ -123,7 +126,7 @@ def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:
         if not isinstance(value, str):
             raise ValueError
         return value
-    except ValueError:
+    except (ValueError, OverflowError):
         what = {bool: "true or false", int: "a non-negative integer", float: "a non-negative number",
                 Path: "a file or directory path", str: "a string"}[kind]
         if key.rsplit(".", 1)[-1] in _POSITIVE:

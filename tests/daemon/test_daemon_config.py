@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.config import ConfigError
 from agent.daemon_config import AgentSettings, parse_agent, read_token, resolve
@@ -82,3 +84,34 @@ def test_token_file(tmp_path: Path) -> None:
         read_token(parse_agent({"auth": {"token_file": str(tok)}}))
     with pytest.raises(ConfigError, match="cannot read it"):
         read_token(parse_agent({"auth": {"token_file": str(tmp_path / "nope")}}))
+
+
+@given(value=st.one_of(st.integers(-10, 70000).map(str), st.text(max_size=8)))
+def test_env_port_is_accepted_exactly_when_it_is_a_port(value: str) -> None:
+    ascii_digits = value.strip().isascii() and value.strip().isdigit()
+    expected = int(value) if ascii_digits else -1
+    ok = 0 <= expected <= 65535 and expected != 4318  # 4318 would collide with http_port
+    if ok:
+        assert resolve({}, {"CARBONSPAN_GRPC_PORT": value}).grpc_port == expected
+    else:
+        with pytest.raises(ConfigError) as info:
+            resolve({}, {"CARBONSPAN_GRPC_PORT": value})
+        assert "grpc_port" in str(info.value)
+
+
+@given(value=st.one_of(st.booleans(), st.integers(), st.floats(), st.sampled_from([
+    float("nan"), float("inf"), -0.0]), st.text(max_size=5),
+                       st.lists(st.integers(), max_size=2)))
+def test_toml_window_seconds_accepts_only_positive_finite_numbers(value) -> None:
+    good = (isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+            and value == value and value != float("inf"))
+    if good:
+        assert parse_agent({"window_seconds": value}).window_seconds == float(value)
+    else:
+        with pytest.raises(ConfigError, match="window_seconds"):
+            parse_agent({"window_seconds": value})
+
+
+def test_huge_integer_is_a_config_error_not_a_crash() -> None:
+    with pytest.raises(ConfigError, match="max_request_bytes"):
+        parse_agent({"max_request_bytes": 10**400})
