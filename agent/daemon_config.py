@@ -201,6 +201,11 @@ def _validate(s: AgentSettings) -> AgentSettings:
             f"[agent] agent_id = {s.agent_id!r}: expected 1-128 letters, digits, '.', '_' or '-' "
             "starting with a letter or digit (it names the archive directory)"
         )
+    if s.max_request_bytes > 2**31 - 1:
+        raise ConfigError(
+            f"[agent] max_request_bytes = {s.max_request_bytes}: expected at most 2147483647 "
+            "(gRPC message sizes are 32-bit)"
+        )
     if (s.tls.cert_file is None) != (s.tls.key_file is None):
         raise ConfigError("[agent.tls] needs both cert_file and key_file (or neither)")
     if s.grpc_port and s.grpc_port == s.http_port:

@@ -61,6 +61,7 @@ def test_precedence_cli_over_env_over_toml() -> None:
         ({"tls": {"cert_file": "c.pem"}}, "both cert_file and key_file"),
         ({"grpc_port": 5000, "http_port": 5000}, "both 5000"),
         ({"archive": "x"}, "[agent.archive] must be a table"),
+        ({"max_request_bytes": 2**31}, "at most 2147483647"),
     ],
 )
 def test_mistakes_name_the_key_and_what_is_expected(table: dict, needle: str) -> None:
