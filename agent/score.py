@@ -117,25 +117,21 @@ def _resolve_regions(
             names.append(name)
         return index[name]
 
-    table = np.empty(len(batch.regions) + len(keys), dtype=np.int64)
+    own_table = np.full(len(batch.regions) + 1, -1, dtype=np.int64)  # [-1] serves region_id -1
     invalid: list[int] = []
     for i, raw in enumerate(batch.regions):
         if REGION_RE.fullmatch(raw):
-            table[i] = intern(raw.lower())
+            own_table[i] = intern(raw.lower())
         else:  # the decoder filters these; a hand-built batch might not
-            table[i] = -1
             invalid.append(i)
     fallback = cfg.default_region or UNKNOWN
-    for k, key in enumerate(keys):
-        table[len(batch.regions) + k] = intern(cfg.service_regions.get(key, fallback))
-    rid = batch.region_id.astype(np.int64)
-    own = table[np.where(rid >= 0, rid, 0)] if len(batch.regions) else np.full(rid.shape, -1)
+    by_service = np.array(
+        [intern(cfg.service_regions.get(key, fallback)) for key in keys], dtype=np.int64
+    )
+    own = own_table[batch.region_id]
     if invalid:
-        bad = np.isin(rid, invalid)
-        bump(counters, "region_invalid", int(bad.sum()))
-        own = np.where(bad, -1, own)
-    own = np.where(rid >= 0, own, -1)
-    return names, np.where(own >= 0, own, table[len(batch.regions) + span_key])
+        bump(counters, "region_invalid", int(np.isin(batch.region_id, invalid).sum()))
+    return names, np.where(own >= 0, own, by_service[span_key])
 
 
 def _first_seen(names: list[str], idx: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
