@@ -34,7 +34,11 @@ log = logging.getLogger("carbonspan.agent")
 
 _STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500}
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
-_FORMATS = {"application/x-protobuf": "protobuf", "application/json": "json"}
+_FORMATS = {
+    "application/x-protobuf": "protobuf",
+    "application/protobuf": "protobuf",  # seen from some clients; same body
+    "application/json": "json",
+}
 
 
 class _Server(ThreadingHTTPServer):
@@ -188,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self.headers.get("Content-Length") or ""
             close = close or not (raw.isdigit() and self._discard(int(raw)))
         code = _RPC_CODE.get(status, 2)
-        if reply_type == "application/x-protobuf":
+        if _FORMATS.get(reply_type) == "protobuf":
             payload = status_bytes(code, message)
         else:
             payload = orjson.dumps({"code": code, "message": message})
