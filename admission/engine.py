@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from admission import reclaim
+from admission import explain, reclaim
 from admission.claims import Claim, ClaimError, Verdict, Workload
 from admission.model import Forest, Pool
 
@@ -122,87 +122,41 @@ class Admission:
         return pool
 
     # ----------------------------------------------------------------- rules
-    @staticmethod
-    def _impossible(pool: Pool, claim: Claim, e: int, e_est: int, d: int, who: str) -> Verdict | None:
-        """Step 1: can this (or this gang's share of the pool) never fit as written?"""
-        if d > pool.devices:
-            reason = (
-                f"{who}asks for {d} devices but pool '{pool.name}' guarantees {pool.devices}; "
-                "devices are not lent between pools: ask for fewer or raise the guarantee"
-            )
-        elif e_est > pool.guarantee_uj:
-            reason = (
-                f"{who}an estimator (unmeasured) estimate of {e_est} µJ exceeds pool "
-                f"'{pool.name}' (its whole guarantee is {pool.guarantee_uj} µJ), and rule 1 forbids "
-                "borrowing on a guess: measure the workload or raise the guarantee"
-            )
-        elif e > pool.ceiling_uj:
-            reason = (
-                f"{who}{e} µJ exceeds the most pool '{pool.name}' can ever hold in one window "
-                f"({pool.ceiling_uj} µJ: guarantee plus its whole weighted share of the surplus); "
-                "split the work or raise the guarantee"
-            )
-        else:
-            return None
-        return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
-
     def _decide(self, pool: Pool, claim: Claim, who: str = "") -> tuple[Verdict, list[Workload]]:
-        """Steps 2-4 for a claim that is possible; commits the workload when admitted."""
-        e, d, grade = claim.estimate_uj, claim.devices, claim.grade
-        if pool.devices_used + d > pool.devices:
-            free = pool.devices - pool.devices_used
-            return Verdict(
-                claim.id, "pending", f"{who}not enough free devices", grade, "devices",
-                devices=d, waits_for=f"{d - free} more devices in pool '{pool.name}' "
-                f"({pool.devices_used} of {pool.devices} in use)",
-            ), []
+        """Steps 2-4 of the normative order for a possible claim; commits it when admitted."""
+        e = claim.estimate_uj
+        if pool.devices_used + claim.devices > pool.devices:
+            return explain.wait_devices(pool, claim, who), []
         remaining = pool.guarantee_uj - pool.used_uj
-        victims: list[Workload] = []
         if e <= remaining:
-            step = "guarantee"
             over = self._first_over(pool, e)
-            if over is not None:
-                victims = self._reclaim(pool, e, over[0], claim.gang)
-                if victims is None:
-                    return Verdict(
-                        claim.id, "pending", f"{who}the pool's own guarantee was lent to "
-                        "borrowers and has been spent", grade, "guarantee", devices=d,
-                        waits_for=f"{pool.used_uj + e - over[1]} µJ under pool '{over[0].name}' "
-                        "(borrowers' releases or the window rollover)",
-                    ), []
-            from_g, borrowed = e, 0
-        elif grade == "estimator":
-            return Verdict(
-                claim.id, "pending", f"{who}an estimator claim may only use its own pool's "
-                "remaining guarantee (rule 1)", grade, "guarantee", devices=d,
-                waits_for=f"{e - max(remaining, 0)} µJ of the own guarantee of pool '{pool.name}' "
-                "(releases or the window rollover)",
-            ), []
-        else:
-            step = "borrowing"
-            over = self._first_over(pool, e)
-            if over is not None:
-                x, cap = over
-                why = (
-                    f"beyond the weighted share of the surplus (rule 6): pool '{x.name}' may "
-                    f"hold {cap} µJ now" if x.parent is not None else f"the window budget of "
-                    f"root pool '{x.name}' ({cap} µJ) is taken; surplus never crosses roots"
-                )
-                return Verdict(
-                    claim.id, "pending", who + why, grade, "borrowing", devices=d,
-                    waits_for=f"{x.used_uj + e - cap} µJ under pool "
-                    f"'{x.parent.name if x.parent else x.name}' (releases or the window rollover)",
-                ), []
-            from_g = remaining if remaining > 0 else 0
-            borrowed = e - from_g
+            victims = [] if over is None else self._reclaim(pool, e, over[0], claim.gang)
+            if victims is None:
+                assert over is not None
+                return explain.wait_reclaim(pool, claim, over, who), []
+            return self._commit(pool, claim, "guarantee", e, victims, who), victims
+        if claim.grade == "estimator":  # rule 1: a guess never borrows
+            return explain.wait_own_guarantee(pool, claim, remaining, who), []
+        over = self._first_over(pool, e)
+        if over is not None:
+            return explain.wait_surplus(claim, over, who), []
+        return self._commit(pool, claim, "borrowing", remaining if remaining > 0 else 0, [], who), []
+
+    def _commit(
+        self, pool: Pool, claim: Claim, step: str, from_g: int, victims: list[Workload], who: str
+    ) -> Verdict:
         self._seq += 1
-        self._attach(Workload(claim.id, pool, d, claim.priority, grade, self._seq, e, gang=claim.gang))
+        self._attach(
+            Workload(claim.id, pool, claim.devices, claim.priority, claim.grade, self._seq,
+                     claim.estimate_uj, gang=claim.gang)
+        )
+        borrowed = claim.estimate_uj - from_g
         return Verdict(
-            claim.id, "admitted", f"{who}within the guarantee" if not borrowed else
-            f"{who}borrowing {borrowed} µJ of the sibling surplus", grade, step,
-            from_guarantee_uj=from_g, borrowed_uj=borrowed, devices=d,
-            preempted=[w.id for w in victims],
-        ), victims
+            claim.id, "admitted",
+            f"{who}borrowing {borrowed} µJ of the sibling surplus" if borrowed else f"{who}within the guarantee",
+            claim.grade, step, from_guarantee_uj=from_g, borrowed_uj=borrowed,
+            devices=claim.devices, preempted=[w.id for w in victims] if victims else [],
+        )
 
     def _reclaim(self, pool: Pool, e: int, over: Pool, gang: str | None) -> list[Workload] | None:
         """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
@@ -231,7 +185,7 @@ class Admission:
             or (e > pool.guarantee_uj and claim.grade == "estimator")
         ):
             grade_e = e if claim.grade == "estimator" else 0
-            return self._impossible(pool, claim, e, grade_e, claim.devices, "")  # type: ignore[return-value]
+            return explain.denied(pool, claim, e, grade_e, claim.devices, "")
         return self._decide(pool, claim)[0]
 
     def admit_gang(self, claims: Sequence[Claim]) -> list[Verdict]:
@@ -252,8 +206,8 @@ class Admission:
             t[2] += c.devices
         for c, pool in zip(claims, pools, strict=True):
             e, e_est, d = totals[c.pool]
-            denied = self._impossible(pool, c, e, e_est, d, f"gang '{gang}' (all members): ")
-            if denied is not None:
+            if d > pool.devices or e > pool.ceiling_uj or e_est > pool.guarantee_uj:
+                denied = explain.denied(pool, c, e, e_est, d, f"gang '{gang}' (all members): ")
                 return [self._copy(denied, m) for m in claims]
         # Members that fit their pool's remaining guarantee go first (estimators before the
         # rest), so a guess takes the guarantee and measured members borrow; then the whole
