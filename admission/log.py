@@ -84,6 +84,8 @@ def audit(path: str | Path) -> list[str]:
 
     Raises ValueError if the chain itself is broken (``schema.chainlog.events`` names where).
     """
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such decision log; write one with 'admit simulate --log'")
     events = chainlog.events(Path(path))
     if not events or events[0].get("kind") != "pools":
         return ["the log does not start with a 'pools' event; it cannot be replayed"]

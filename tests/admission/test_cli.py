@@ -152,3 +152,15 @@ def test_missing_archives_flag_is_a_clear_error(tmp_path):
 def test_admit_help_has_an_example():
     res = subprocess.run([CLI, "admit", "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "carbonspan admit simulate --pools pools.toml" in res.stdout
+
+
+def test_missing_files_and_no_action_are_clear(tmp_path):
+    _write(tmp_path, EVENTS)
+    res = _run("simulate", "--pools", "nope.toml", "--events", "events.jsonl", cwd=tmp_path)
+    assert res.returncode == 2 and "nope.toml: no such file" in res.stderr
+    res = _run("simulate", "--pools", "pools.toml", "--events", "nope.jsonl", cwd=tmp_path)
+    assert res.returncode == 2 and "cannot read the events file" in res.stderr
+    res = _run(cwd=tmp_path)
+    assert res.returncode == 2 and "simulate" in res.stdout
+    res = _run("audit", "--log", "nope.jsonl", cwd=tmp_path)
+    assert res.returncode == 1 and "nope.jsonl: no such decision log" in res.stderr
