@@ -335,3 +335,18 @@ def test_claim_validation(kwargs, match):
     base = {"id": "c", "pool": "a", "devices": 1, "estimate_uj": 1}
     with pytest.raises(ClaimError, match=match):
         Claim(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize("uj, a_used, estimator_decision", [(200, 400, "pending"), (500, 0, "denied")])
+def test_rule1_discriminating_pair(engine, claim, uj, a_used, estimator_decision):
+    """One claim, one state, one surplus; only the grade differs, and so does the verdict."""
+    verdicts = {}
+    for grade in ("measured", "estimator"):
+        eng = engine(TWO)
+        if a_used:
+            assert eng.admit(claim("w0", "a", 0, a_used, "measured")).admitted
+        assert eng.cap_uj("a") - 400 == 300  # the same weighted share of b's idle surplus
+        verdicts[grade] = eng.admit(claim("c", "a", 1, uj, grade))
+    assert verdicts["measured"].decision == "admitted" and verdicts["measured"].borrowed_uj > 0
+    assert verdicts["estimator"].decision == estimator_decision
+    assert verdicts["estimator"].borrowed_uj == 0
