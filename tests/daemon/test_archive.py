@@ -11,6 +11,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.archive import (
     LOCK_NAME,
@@ -184,3 +186,46 @@ def test_daily_rotation_starts_a_new_file_and_keeps_lexical_order(tmp_path: Path
     f.rename(f.with_name("windows-20000101-000001.jsonl"))
     _write(yesterday2, 1, rotate_daily=False).close()
     assert len(window_files(yesterday2)) == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(1, 4)),
+    st.tuples(st.just("reopen"), st.just(0)),
+    st.tuples(st.just("garbage"), st.integers(1, 40)),
+    st.tuples(st.just("cut"), st.integers(1, 30)),
+), max_size=12), compress=st.booleans(), size_kb=st.sampled_from([1, 2, 100]))
+def test_any_history_of_appends_crashes_and_reopens_keeps_one_valid_chain(
+        tmp_path_factory, ops, compress, size_kb) -> None:
+    """Whatever happens, the chain verifies and holds every line not cut by a crash."""
+    d = tmp_path_factory.mktemp("hist")
+    kw = {"max_size_mb": size_kb / 1024, "compress": compress}
+    expected: list[int] = []
+    counter = 0
+    w = ArchiveWriter(d, **kw)
+    w.open()
+    for op, n in ops:
+        if op == "append":
+            for _ in range(n):
+                w.append(_report(counter))
+                expected.append(counter + 1)
+                counter += 1
+            continue
+        w.close()
+        files = window_files(d)
+        plain = files[-1] if files and files[-1].suffix == ".jsonl" else None
+        if op == "garbage" and plain is not None:
+            with open(plain, "ab") as fh:
+                fh.write(b'{"torn": ' + b"x" * n)
+        elif op == "cut" and plain is not None and plain.stat().st_size > 0:
+            data = plain.read_bytes()
+            last_start = data.rstrip(b"\n").rfind(b"\n") + 1
+            cut = min(n, len(data) - last_start)
+            plain.write_bytes(data[: len(data) - cut])
+            expected.pop()  # the last line is no longer whole: recovery moves it aside
+        w = ArchiveWriter(d, **kw)
+        w.open()
+    w.close()
+    findings, _, count = verify_chain(read_records(d))
+    assert findings == []
+    assert [r["report"]["window"]["spans"] for _, r in read_records(d)] == expected
