@@ -56,7 +56,8 @@ class WindowPartial:
     ltag: np.ndarray  # (S, R) int8 highest live-intensity tag code
     requests: np.ndarray  # (S,) entry spans
     endpoints: dict[tuple[str, str], int] = field(default_factory=dict)
-    traces: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))  # sorted unique
+    # sorted unique trace ids folded so far; read them with trace_ids(), which folds pending
+    traces: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     spans: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     #: trace-id chunks not yet folded into ``traces`` (merges defer the sort: amortised O(n log n))
