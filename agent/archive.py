@@ -21,6 +21,7 @@ import gzip
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,6 +145,7 @@ class ArchiveWriter:
         self.last_seq: int | None = None
         self.last_hash: str | None = None
         self.bytes_written = 0
+        self._compressor: threading.Thread | None = None
 
     # -- opening -----------------------------------------------------------------------
     def open(self) -> RecoveryReport:
@@ -293,8 +295,19 @@ class ArchiveWriter:
             os.close(self._fd)
             self._fd = None
         if self.compress and self._path is not None and self._path.exists():
-            self._gzip(self._path)
+            # off the append path: gzip of a 100 MB file takes seconds and the pipeline holds
+            # its lock while appending; a crash mid-way is finished by the next recovery
+            self._wait_compression()
+            self._compressor = threading.Thread(
+                target=self._gzip, args=(self._path,), name="archive-gzip", daemon=True
+            )
+            self._compressor.start()
         self._path, self._size = None, 0
+
+    def _wait_compression(self) -> None:
+        if self._compressor is not None:
+            self._compressor.join()
+            self._compressor = None
 
     def _gzip(self, path: Path) -> Path:
         """Compress a closed window file: write ``.gz.tmp``, fsync, rename, then unlink."""
@@ -317,6 +330,7 @@ class ArchiveWriter:
 
     def close(self) -> None:
         """Close the current file (not compressed: it may be appended to on restart), unlock."""
+        self._wait_compression()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
