@@ -73,9 +73,10 @@ def archived_per_service(agent) -> dict[str, dict]:
         for svc, e in gs.get("per_service_energy_kwh", {}).items():
             out.setdefault(svc, {"requests": 0, "region": gs["per_service_region"].get(svc),
                                  "energy": 0.0, "regions": set()})["energy"] += e
-        for r in gs.get("regions", []):
-            for row in out.values():
-                row["regions"].add(r["region"])
+        seen = set(gs.get("per_service_requests", {})) | set(gs.get("per_service_energy_kwh", {}))
+        for r in gs.get("regions", []):  # the window's true region split, seen by its services
+            for svc in seen:
+                out[svc]["regions"].add(r["region"])
     return out
 
 
