@@ -89,7 +89,7 @@ _SQL_KEYWORDS: Final = {
     "UPDATE": OP_SQL_UPDATE,
     "DELETE": OP_SQL_DELETE,
 }
-_SPACE: Final = " \t\n\r\f\v("
+_SKIPPED: Final = " \t\n\r\f\v("  # blanks and opening parentheses
 _LETTERS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
@@ -106,7 +106,7 @@ def sql_class(statement: str) -> int:
     i, n = 0, len(statement)
     while i < n:
         c = statement[i]
-        if c in _SPACE:
+        if c in _SKIPPED:
             i += 1
         elif statement.startswith("/*", i):
             end = statement.find("*/", i + 2)
