@@ -9,7 +9,7 @@ happen in the same order either way, the local and Dask engines give byte-identi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
 from aggregator.fold import AggregateState, FileStat
@@ -21,20 +21,20 @@ log = logging.getLogger("carbonspan.aggregate")
 Progress = Callable[[int, int, ArchiveFile], None]
 
 
-def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> AggregateState:
-    """Fold every window of ``f`` inside ``period`` into a new state.
+def fold_lines(lines: Iterable[bytes], label: str, agent: str, period: Period,
+               strict: bool = False, state: AggregateState | None = None) -> tuple[AggregateState, FileStat]:
+    """Fold raw archive lines (``label`` names them in findings) into ``state``.
 
-    Malformed lines are counted with their file and line and skipped; a truncated gzip
-    stream keeps the lines before the break. A file that used the fallback (I/O proxy) path
-    is listed in ``fallback_files`` so operators can find archives written by old agents.
+    Malformed lines are counted with their line number and skipped; nothing in a line can
+    raise here except :class:`AttributionError` under ``strict``.
     """
-    state = AggregateState()
-    stat = FileStat(f.agent, f.name)
+    state = AggregateState() if state is None else state
+    stat = FileStat(agent, label.rsplit("/", 1)[-1])
     lo, hi = period.start, period.end
     tally = state.tally
     lineno = 0
     try:
-        for lineno, raw in enumerate(iter_lines(f), start=1):  # noqa: B007 - used after the loop
+        for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
             if not raw.strip():
                 continue
             try:
@@ -45,17 +45,27 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> Aggregate
                     continue
                 w = parse_window(rec, start, tally)
             except Malformed as exc:
-                state.note_malformed(f"{f.label}:{lineno}", str(exc))
+                state.note_malformed(f"{label}:{lineno}", str(exc))
                 stat.malformed_lines += 1
                 continue
-            state.process_window(w, f"{f.label}:{lineno}", strict)
-            state.note_chain(f.agent, w.line_hash)
+            state.process_window(w, f"{label}:{lineno}", strict)
+            state.note_chain(agent, w.line_hash)
             stat.windows_in_period += 1
     except ArchiveReadError as exc:
-        state.note_malformed(f"{f.label}:{lineno + 1}", str(exc))
+        state.note_malformed(f"{label}:{lineno + 1}", str(exc))
         stat.malformed_lines += 1
     stat.lines = lineno
-    state.lines = lineno
+    state.lines += lineno
+    return state, stat
+
+
+def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> AggregateState:
+    """Fold every window of ``f`` inside ``period`` into a new state (streaming).
+
+    A truncated gzip stream keeps the lines before the break. A file that used the fallback
+    (I/O proxy) path is listed in ``fallback_files`` so operators can find old archives.
+    """
+    state, stat = fold_lines(iter_lines(f), f.label, f.agent, period, strict)
     state.files.append(stat)
     if state.fallback_windows:
         state.fallback_files.append(f.label)

@@ -116,6 +116,8 @@ class AggregateState:
     files: list[FileStat] = field(default_factory=list)
     fallback_files: list[str] = field(default_factory=list)
     chains: dict[str, list] = field(default_factory=dict)  # agent -> [first, last, windows]
+    max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
+    max_models: int = MAX_ENERGY_MODELS
 
     # -- per window -----------------------------------------------------------------------
 
@@ -148,7 +150,7 @@ class AggregateState:
         if count is not None:
             self.models[tag] = count + 1
             return tag
-        if len(self.models) >= MAX_ENERGY_MODELS or not tag:
+        if len(self.models) >= self.max_models or not tag:
             self.rejected_models += 1
             return None
         self.models[tag] = 1
@@ -156,7 +158,7 @@ class AggregateState:
 
     def _service(self, name: str, region: str) -> ServiceAcc | None:
         acc = self.services.get(name)
-        if acc is None and len(self.services) < MAX_SERVICES:
+        if acc is None and len(self.services) < self.max_services:
             acc = self.services[name] = ServiceAcc(region)
         return acc
 
@@ -270,14 +272,14 @@ class AggregateState:
         for tag, count in other.models.items():
             if tag in self.models:
                 self.models[tag] += count
-            elif len(self.models) < MAX_ENERGY_MODELS:
+            elif len(self.models) < self.max_models:
                 self.models[tag] = count
             else:
                 self.rejected_models += count
         for name, acc in other.services.items():
             mine = self.services.get(name)
             if mine is None:
-                if len(self.services) >= MAX_SERVICES:
+                if len(self.services) >= self.max_services:
                     self.dropped_services += acc.windows
                     self.dropped_energy += acc.energy
                     self.dropped_carbon += acc.carbon

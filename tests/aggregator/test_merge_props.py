@@ -1,0 +1,221 @@
+"""Property tests: the ordered merge equals one sequential fold (so Dask equals local), and
+hostile lines never crash the fold nor put a NaN in the report."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+
+import orjson
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from aggregator.engines import fold_lines
+from aggregator.fold import AggregateState
+from aggregator.read import Period
+from aggregator.report import build_report, report_bytes
+from schema.chain import seal
+
+T0 = datetime(2026, 11, 10, tzinfo=UTC)
+EVERYTHING = Period.everything()
+NAMES = st.sampled_from(["a", "b", "c", "d", "pg"])
+DYADIC = st.integers(0, 4096).map(lambda n: n / 1024)  # sums of these are exact in binary
+TAGS = st.sampled_from(["io_proxy_v1", "io_proxy_v2+cal", "io_proxy_v2", "scaphandre_rapl"])
+REGIONS = st.sampled_from(["eu-west-3", "pl", "us-east-1"])
+SERVICE = st.tuples(DYADIC, DYADIC, REGIONS, TAGS, st.integers(0, 50))
+
+
+@st.composite
+def window(draw, i: int = 0) -> dict:
+    runtime = draw(st.booleans())
+    services = draw(st.dictionaries(NAMES, SERVICE, max_size=3))
+    gs: dict = {
+        "total_io_ops": draw(st.integers(0, 100)),
+        "co2": {"operational_gco2": draw(DYADIC), "embodied_gco2": draw(DYADIC),
+                "database_gco2": draw(DYADIC), "messaging_gco2": 0.0, "total": {"model": draw(TAGS)}},
+        "regions": [{"region": draw(REGIONS), "status": "resolved", "io_ops": draw(st.integers(0, 9)),
+                     "energy_kwh": draw(DYADIC), "co2_gco2": draw(DYADIC), "pue": 1.5}],
+        "hosts": [{"name": "pg", "kind": "database", "energy_kwh": draw(DYADIC)}],
+    }
+    if runtime and services:
+        gs["energy_kwh"] = draw(DYADIC)
+        gs["per_service_energy_kwh"] = {n: v[0] for n, v in services.items()}
+        gs["per_service_carbon_kgco2eq"] = {n: v[1] for n, v in services.items()}
+        gs["per_service_region"] = {n: v[2] for n, v in services.items()}
+        gs["per_service_energy_model"] = {n: v[3] for n, v in services.items()}
+        gs["per_service_requests"] = {n: v[4] for n, v in services.items()}
+    io = [{"service": n, "endpoint": "/", "io_ops": draw(st.sampled_from([0, 1, 2, 4]))} for n in services]
+    return {"window": {"start": "", "traces": draw(st.integers(0, 9))}, "green_summary": gs,
+            "per_endpoint_io_ops": io, "methodology": {"intensity_vintage": draw(st.sampled_from(["2023", "2024"]))}}
+
+
+def _lines(reports: list[dict]) -> list[bytes]:
+    out, prev = [], None
+    for i, rep in enumerate(reports):
+        rep = orjson.loads(orjson.dumps(rep))  # never mutate what hypothesis drew
+        rep["window"]["start"] = (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rec = seal(prev, i, rep["window"]["start"], "report", rep)
+        prev = rec["hash"]
+        out.append(orjson.dumps(rec))
+    return out
+
+
+def _fold(lines: list[bytes]) -> AggregateState:
+    state = AggregateState(max_services=3, max_models=3)  # small caps so merges cross them
+    fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    return state
+
+
+def _bytes(state: AggregateState) -> bytes:
+    return report_bytes(build_report(state, EVERYTHING))
+
+
+def _same(a: object, b: object, path: str = "$") -> None:
+    """Equal reports: every count, name, order, cap and first-seen fact exactly; floats to
+    1e-9 relative, because float addition is not associative (the engines avoid the issue by
+    merging in one fixed order; their byte identity is tested in test_engines)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15), path  # type: ignore[arg-type]
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a) == list(b), path
+        for k in a:
+            if k != "content_hash":
+                _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def _report(state: AggregateState) -> dict:
+    return orjson.loads(_bytes(state))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(window(), max_size=10), st.integers(0, 10), st.integers(0, 10))
+def test_merge_is_associative_and_equals_the_sequential_fold(reports, i, j):
+    lines = _lines(reports)
+    i, j = sorted((min(i, len(lines)), min(j, len(lines))))
+    a, b, c = lines[:i], lines[i:j], lines[j:]
+    # Caps apply per partition, then across the ordered merge (docs/report-format.md): when a
+    # partition overflows on its own, what it dropped cannot be credited to a service known
+    # on its left. Both engines partition by file, so they still agree byte for byte; the
+    # equality with one sequential fold holds whenever no partition overflows by itself.
+    parts = [_fold(p) for p in (a, b, c)]
+    assume(all(p.dropped_services == 0 and p.rejected_models == 0 for p in parts))
+    whole = _report(_fold(lines))
+    _same(_report(_fold(a).merge(_fold(b)).merge(_fold(c))), whole)
+    _same(_report(_fold(a).merge(_fold(b).merge(_fold(c)))), whole)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(window(), min_size=1, max_size=6))
+def test_merging_an_empty_state_changes_nothing(reports):
+    lines = _lines(reports)
+    whole = _bytes(_fold(lines))
+    assert _bytes(_fold([]).merge(_fold(lines))) == whole
+    assert _bytes(_fold(lines).merge(_fold([]))) == whole
+
+
+def test_merge_is_ordered_left_first_seen_region_wins():
+    first = {"window": {"start": ""}, "green_summary": {
+        "per_service_energy_kwh": {"a": 1.0}, "per_service_carbon_kgco2eq": {"a": 1.0},
+        "per_service_region": {"a": "pl"}}}
+    second = json.loads(json.dumps(first))
+    second["green_summary"]["per_service_region"] = {"a": "eu-west-3"}
+    l1, l2 = _lines([first, second])
+    assert _fold([l1]).merge(_fold([l2])).services["a"].region == "pl"
+    assert _fold([l2]).merge(_fold([l1])).services["a"].region == "eu-west-3"
+
+
+HOSTILE_LEAF = st.one_of(
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "-1e308", "1e308", "-0.0", "null", "true",
+                     '"12"', "[]", "{}", "18446744073709551615", "-5"]),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: json.dumps(f)),
+    st.text(max_size=3).map(json.dumps),
+)
+PATHS = [
+    ("green_summary", "energy_kwh"), ("green_summary", "total_io_ops"),
+    ("green_summary", "co2", "operational_gco2"), ("green_summary", "co2", "embodied_gco2"),
+    ("green_summary", "co2", "database_gco2"), ("green_summary", "co2", "total", "mid"),
+    ("green_summary", "per_service_energy_kwh", "a"), ("green_summary", "per_service_carbon_kgco2eq", "b"),
+    ("green_summary", "per_service_requests", "a"), ("green_summary", "per_service_region", "a"),
+    ("green_summary", "per_service_energy_model", "a"), ("green_summary", "hosts"),
+    ("green_summary", "regions"), ("green_summary", "per_service_energy_kwh"), ("window", "traces"),
+    ("per_endpoint_io_ops",), ("green_summary",), ("window", "start"), ("methodology",),
+]
+SENTINEL = "@@HOSTILE@@"
+
+
+def _inject(report: dict, path: tuple[str, ...]) -> dict:
+    node = report
+    for key in path[:-1]:
+        node = node.setdefault(key, {}) if isinstance(node.get(key), dict) or key not in node else node[key]
+        if not isinstance(node, dict):
+            return report
+    node[path[-1]] = SENTINEL
+    return report
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(window(), st.sampled_from(PATHS), HOSTILE_LEAF, st.integers(0, 3)), max_size=6))
+def test_hostile_lines_never_crash_and_never_put_nan_in_the_report(cases):
+    lines = []
+    for i, (rep, path, leaf, cut) in enumerate(cases):
+        rep = orjson.loads(orjson.dumps(rep))
+        rep["window"]["start"] = (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rec = seal(None, i, "t", "report", _inject(rep, path))
+        raw = orjson.dumps(rec).replace(f'"{SENTINEL}"'.encode(), leaf.encode())
+        lines.append(raw[: len(raw) * cut // 4] if cut else raw)  # cut 1-3: a truncated line
+    state = AggregateState()
+    fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    data = _bytes(state)  # canonical JSON refuses NaN/Inf: building it proves there is none
+    report = orjson.loads(data)
+    assert state.windows + state.malformed == len(lines)
+    assert all(math.isfinite(x) and x >= 0 for x in _numbers(report))
+
+
+def _numbers(obj):
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, int | float):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+
+
+def test_5000_services_100_tags_and_1kib_tags_in_hostile_lines():
+    names = [f"svc-{i}" for i in range(5000)]
+    tags = [f"t{i}" for i in range(100)] + ["k" * 1024]
+    gs = {
+        "energy_kwh": float("nan"),
+        "per_service_energy_kwh": {n: (-1.0 if i % 7 == 0 else 1e-6) for i, n in enumerate(names)},
+        "per_service_carbon_kgco2eq": {n: ("x" if i % 11 == 0 else 1e-9) for i, n in enumerate(names)},
+        "per_service_energy_model": {n: tags[i % len(tags)] for i, n in enumerate(names)},
+    }
+    rep = {"window": {"start": "2026-11-10T00:00:00Z"}, "green_summary": gs}
+    raw = json.dumps(seal(None, 0, "t", "report", {"window": rep["window"], "green_summary": {}}))
+    raw = raw.replace('"green_summary": {}', '"green_summary": ' + json.dumps(gs))  # NaN as written
+    assert b"NaN" in raw.encode()
+    state = AggregateState()
+    fold_lines([raw.encode()], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    assert state.malformed == 1  # literal NaN is not JSON: the whole line is skipped
+    valid = orjson.dumps(seal(None, 0, "t", "report", {"window": rep["window"],
+                                                        "green_summary": {**gs, "energy_kwh": -3.0}}))
+    state = AggregateState()
+    fold_lines([valid], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    report = build_report(state, EVERYTHING)
+    agg = report.aggregate
+    assert len(report.applications) == 4096 and agg.dropped_services == 904
+    assert len(report.methodology.energy_source_models) == 64
+    assert agg.rejected_energy_models == 5000 - sum(1 for i in range(5000) if i % 101 < 64)
+    assert agg.sanitised_values == 1 + sum(1 for i in range(5000) if i % 7 == 0)  # energy_kwh + negatives
+    assert agg.missing_values == sum(1 for i in range(5000) if i % 11 == 0)
+    assert all(math.isfinite(x) and x >= 0 for x in _numbers(orjson.loads(report_bytes(report))))
