@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import subprocess
+import sys
 import urllib.request
 from collections import Counter
 
@@ -177,3 +179,10 @@ def test_clean_stop_archives_everything_and_chain_is_intact(agent) -> None:
     assert starts == sorted(starts)
     assert not list(agent.dir.glob("*.corrupt"))
     assert (agent.dir / "agent.wal").stat().st_size == 0  # everything archived, log truncated
+
+
+def test_auditor_verifies_the_agents_archive(agent) -> None:
+    """The aggregator's auditor (a separate reader of the same format) accepts what we wrote."""
+    out = subprocess.run([sys.executable, "-m", "carbonspan", "verify", str(agent.root)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
