@@ -1,0 +1,112 @@
+"""The report: determinism, integrity hash, schema drift, HTML; Dask equals local byte for byte."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+from distributed import Client, LocalCluster
+
+from aggregator.engines import run_dask, run_local
+from aggregator.files import discover
+from aggregator.read import Period
+from aggregator.render_html import render_html
+from aggregator.report import build_report, content_hash, load_report, report_bytes
+from schema.canonical import canonical_json
+from schema.generate import OUT_DIR, render
+from schema.report import DisclosureReport
+
+PERIOD = Period.parse("2026-11-01", "2026-11-30")
+
+
+def _report(root, engine=run_local, **kw):
+    return build_report(engine(discover([str(root)]), PERIOD, **kw), PERIOD, "ACME")
+
+
+def test_same_archives_give_byte_identical_canonical_reports(mixed_archive):
+    first, second = report_bytes(_report(mixed_archive)), report_bytes(_report(mixed_archive))
+    assert first == second
+    assert first == canonical_json(json.loads(first)) + b"\n"
+
+
+def test_content_hash_is_sha256_of_the_report_with_the_hash_empty(mixed_archive):
+    report = load_report(report_bytes(_report(mixed_archive)))
+    stated = report["integrity"]["content_hash"]
+    assert stated.startswith("sha256:") and content_hash(report) == stated
+    report["aggregate"]["total_carbon_kgco2eq"] *= 0.5
+    assert content_hash(report) != stated
+
+
+def test_integrity_covers_first_and_last_archive_hash_per_agent(mixed_archive):
+    report = _report(mixed_archive)
+    lines = {}
+    for agent in ("agent-a", "agent-b"):
+        files = [f for f in discover([str(mixed_archive / agent)])]
+        from aggregator.files import iter_lines
+
+        recs = [json.loads(x) for f in files for x in iter_lines(f)]
+        lines[agent] = (recs[0]["hash"], recs[-1]["hash"], len(recs))
+    chains = {c.agent: (c.first_hash, c.last_hash, c.windows) for c in report.integrity.chains}
+    assert chains == lines
+    assert report.integrity.first_archive_hash == lines["agent-a"][0]
+    assert report.integrity.last_archive_hash == lines["agent-b"][1]
+
+
+def test_report_figures_add_up(mixed_archive):
+    agg = _report(mixed_archive).aggregate
+    b = agg.carbon_breakdown
+    assert agg.total_carbon_kgco2eq == pytest.approx(
+        b.operational_kgco2eq + b.embodied_kgco2eq + b.database_kgco2eq + b.messaging_kgco2eq)
+    assert agg.windows == 100 and agg.runtime_windows + agg.fallback_windows == 100
+
+
+def test_checked_in_json_schema_matches_the_model():
+    assert (OUT_DIR / "disclosure-report.schema.json").read_text() == render(DisclosureReport)
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[str] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.urls += [v for k, v in attrs if k in ("src", "href") and v]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_is_self_contained_and_shows_the_figures(mixed_archive):
+    report = _report(mixed_archive)
+    report.applications[0].service_name = "<script>alert(1)</script>"
+    page = render_html(report)
+    parser = _Text()
+    parser.feed(page)
+    text = " ".join(parser.text)
+    assert "script" not in parser.tags and parser.urls == []  # no scripts, no external assets
+    assert "<script>alert(1)</script>" in text  # shown as text, escaped in the markup
+    assert "svg" in parser.tags and parser.tags.count("rect") == len(report.applications)
+    for needle in ("ACME", "Per region", "Coverage", "Methodology", "85.0%", "eu-west-3",
+                   report.integrity.content_hash, report.applications[1].service_name):
+        assert needle in text
+
+
+@pytest.mark.timeout(120)
+def test_dask_engine_gives_the_local_report_byte_for_byte(mixed_archive):
+    local = report_bytes(_report(mixed_archive))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        seen = []
+        distributed = report_bytes(_report(mixed_archive, run_dask, client=client,
+                                           progress=lambda i, n, f: seen.append((i, n))))
+    assert distributed == local
+    assert seen == [(i, 5) for i in range(1, 6)]
+
+
+@pytest.mark.timeout(180)
+def test_dask_engine_with_its_own_process_cluster(mixed_archive):
+    assert report_bytes(_report(mixed_archive, run_dask)) == report_bytes(_report(mixed_archive))
