@@ -157,7 +157,7 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
     except (KeyError, TypeError, ValueError):
         return [*findings, Finding("report", "report_unreadable", "the report has no readable period")]
     derived = build_report(run_local(files, period), period, str(report.get("organisation", "")))
-    if derived.integrity.content_hash != stated:
+    if derived.integrity.content_hash != recomputed:  # do the figures present follow from the archives?
         fresh = derived.model_dump(mode="json")
         differ = [k for k in fresh if k != "integrity" and fresh[k] != report.get(k)]
         chains = {c["agent"]: c for c in fresh["integrity"]["chains"]}
@@ -167,6 +167,6 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
                 differ.append(f"integrity.chains[{c.get('agent') if isinstance(c, dict) else '?'}]")
         findings.append(Finding("report", "rederivation_mismatch",
                                 f"re-deriving from the archives gives {derived.integrity.content_hash}, "
-                                f"not {stated or '(none)'}; sections that differ: "
+                                f"not {recomputed}; sections that differ: "
                                 f"{', '.join(differ) or 'integrity'}"))
     return findings

@@ -1,0 +1,174 @@
+"""carbonspan verify (every kind of tampering) and carbonspan aggregate end to end."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from aggregator import synth
+from aggregator.files import discover
+from aggregator.verify import verify_archives
+from carbonspan.cli import main
+
+FILE0 = "agent-a/windows-20261110-000000.jsonl"
+FILE1 = "agent-a/windows-20261110-000001.jsonl"
+
+
+@pytest.fixture
+def archive(tmp_path):
+    root = tmp_path / "archives"
+    recs = synth.sealed_lines(synth.realistic(12, seed=5, n_services=3, v1_every=5))
+    synth.write_agent(root, "agent-a", synth.split(recs, 2), day="20261110")
+    return root
+
+
+def _lines(root, name):
+    return (root / name).read_bytes().splitlines()
+
+
+def _put(root, name, lines):
+    (root / name).write_bytes(b"".join(x + b"\n" for x in lines))
+
+
+def _kinds(root):
+    findings, _ = verify_archives(discover([str(root)]))
+    return [(f.location, f.kind) for f in findings]
+
+
+def _reseal_from(root, name, index, edit):
+    """An attacker who edits a window and re-seals the rest of the file (chain stays valid)."""
+    recs = [orjson.loads(x) for x in _lines(root, name)]
+    prev = recs[index - 1]["hash"] if index else None
+    edit(recs[index]["report"])
+    for i in range(index, len(recs)):
+        recs[i] = synth.sealed_lines([recs[i]["report"]], prev, recs[i]["seq"])[0]
+        prev = recs[i]["hash"]
+    _put(root, name, [orjson.dumps(r) for r in recs])
+    return prev
+
+
+def test_an_untouched_archive_verifies(archive, capsys):
+    assert _kinds(archive) == []
+    assert main(["verify", str(archive)]) == 0
+    assert "OK: 2 files" in capsys.readouterr().out
+
+
+def test_edited_line_is_reported_with_file_and_line(archive):
+    lines = _lines(archive, FILE0)
+    lines[2] = lines[2].replace(b'"traces":', b'"traces":1', 1)
+    _put(archive, FILE0, lines)
+    assert _kinds(archive) == [(f"{FILE0}:3", "hash_mismatch")]
+
+
+def test_deleted_line_is_reported_at_its_successor(archive):
+    lines = _lines(archive, FILE0)
+    _put(archive, FILE0, lines[:2] + lines[3:])
+    assert _kinds(archive) == [(f"{FILE0}:3", "prev_mismatch"), (f"{FILE0}:3", "seq_gap")]
+
+
+def test_inserted_line_is_reported(archive):
+    lines = _lines(archive, FILE0)
+    forged = synth.sealed_lines(synth.realistic(1, seed=9, n_services=2), orjson.loads(lines[1])["hash"], 2)[0]
+    _put(archive, FILE0, lines[:2] + [orjson.dumps(forged)] + lines[2:])
+    kinds = _kinds(archive)
+    assert (f"{FILE0}:4", "prev_mismatch") in kinds and (f"{FILE0}:4", "seq_gap") in kinds
+
+
+def test_reordered_lines_are_reported(archive):
+    lines = _lines(archive, FILE0)
+    lines[1], lines[2] = lines[2], lines[1]
+    _put(archive, FILE0, lines)
+    kinds = _kinds(archive)
+    assert kinds[0] == (f"{FILE0}:2", "prev_mismatch") and (f"{FILE0}:3", "prev_mismatch") in kinds
+
+
+def test_a_deleted_file_breaks_the_chain_across_files(tmp_path):
+    root = tmp_path / "archives"
+    recs = synth.sealed_lines(synth.realistic(9, seed=5, n_services=2))
+    paths = synth.write_agent(root, "agent-a", synth.split(recs, 3), gzip_files=[2], day="20261110")
+    paths[1].unlink()
+    assert _kinds(root) == [("agent-a/windows-20261110-000002.jsonl.gz:1", "prev_mismatch"),
+                            ("agent-a/windows-20261110-000002.jsonl.gz:1", "seq_gap")]
+
+
+def test_resealed_windows_still_fail_their_invariants(archive):
+    def break_carbon(report):
+        gs = report["green_summary"]
+        gs["co2"]["operational_gco2"] *= 2
+
+    _reseal_from(archive, FILE0, 1, break_carbon)
+    assert (f"{FILE0}:2", "carbon_invariant") in _kinds(archive)
+
+    def host_as_service(report):
+        gs = report["green_summary"]
+        gs["hosts"] = [{"name": "svc-00", "kind": "database", "energy_kwh": 0.0}]
+
+    _reseal_from(archive, FILE1, 1, host_as_service)
+    assert (f"{FILE1}:2", "host_in_services") in _kinds(archive)
+
+
+def test_energy_invariant(archive):
+    _reseal_from(archive, FILE0, 2, lambda r: r["green_summary"].__setitem__("energy_kwh", 9.0))
+    assert any(k == (f"{FILE0}:3", "energy_invariant") for k in _kinds(archive))
+
+
+def test_malformed_line_is_a_finding_not_a_crash(archive):
+    lines = _lines(archive, FILE0)
+    _put(archive, FILE0, lines[:1] + [b'{"torn": '] + lines[1:])
+    assert (f"{FILE0}:2", "malformed") in _kinds(archive)
+
+
+def _aggregate(archive, out, *extra):
+    return main(["aggregate", str(archive), "--from", "2026-11-01", "--to", "2026-11-30",
+                 "--org", "ACME", "--out", str(out), *extra])
+
+
+def test_verify_report_rederives_and_catches_edits_and_truncation(archive, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    assert _aggregate(archive, out) == 0
+    assert main(["verify", str(archive), "--report", str(out)]) == 0
+    assert "re-derives to the same content hash" in capsys.readouterr().out
+    # an edited report
+    edited = json.loads(out.read_bytes())
+    edited["aggregate"]["total_carbon_kgco2eq"] /= 2
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(edited))
+    assert main(["verify", str(archive), "--report", str(bad)]) == 1
+    text = capsys.readouterr().out
+    assert "report_hash_mismatch" in text and "rederivation_mismatch" in text
+    # the archive's last lines deleted: the chain alone cannot see it, the report can
+    _put(archive, FILE1, _lines(archive, FILE1)[:-2])
+    assert main(["verify", str(archive), "--report", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "rederivation_mismatch" in text and "integrity.chains[agent-a]" in text
+
+
+def test_aggregate_cli_writes_json_and_html_and_summary(archive, tmp_path, capsys):
+    out, html = tmp_path / "r.json", tmp_path / "r.html"
+    assert _aggregate(archive, out, "--html", str(html)) == 0
+    report = json.loads(out.read_bytes())
+    assert report["organisation"] == "ACME" and report["aggregate"]["windows"] == 12
+    assert report["period"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
+    assert "<svg" in html.read_text()
+    shown = capsys.readouterr().out
+    assert "svc-00" in shown and "coverage" in shown  # the summary table
+
+
+def test_aggregate_cli_strict_attribution_names_file_and_line(tmp_path, capsys):
+    root = tmp_path / "archives"
+    d = synth.v1_dict(synth.realistic(1, n_services=1)[0])
+    d["per_endpoint_io_ops"] = []
+    d["green_summary"]["total_io_ops"] = 0
+    synth.write_agent(root, "agent-a", [synth.sealed_lines([d])], day="20261110")
+    assert _aggregate(root, tmp_path / "r.json", "--strict-attribution") == 1
+    assert f"{FILE0}:1" in capsys.readouterr().err
+    assert _aggregate(root, tmp_path / "r.json") == 0
+
+
+def test_aggregate_cli_errors_say_what_to_do(tmp_path, capsys):
+    assert main(["aggregate", str(tmp_path / "nope"), "--from", "2026-11-01", "--to", "2026-11-30"]) == 2
+    assert "give an archive directory" in capsys.readouterr().err
+    assert main(["aggregate", str(tmp_path), "--from", "yesterday", "--to", "2026-11-30"]) == 2
+    assert "YYYY-MM-DD" in capsys.readouterr().err
