@@ -71,7 +71,7 @@ class AgentSettings:
     max_window_spans: int = 2_000_000
     max_request_bytes: int = 16 * 1024 * 1024
     queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
-    grpc_workers: int = 4  # more threads only add GIL contention (bench/bench_ingest.py)
+    grpc_workers: int = 4  # 2 is slower, 4 and 8 measure alike (docs/operations.md)
     shutdown_timeout_s: float = 20.0
     retry_after_s: int = 1
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
