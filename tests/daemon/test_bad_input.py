@@ -211,6 +211,17 @@ def test_fuzz_mutated_otlp_never_hurts_the_agent(agent, call, data) -> None:
     assert status in (200, 400), out
 
 
+def test_chunked_upload_is_411_with_a_message(agent) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", agent.http_port, timeout=10)
+    conn.request("POST", "/v1/traces", body=iter([b"{}"]), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    resp = conn.getresponse()
+    assert resp.status == 411 and "Content-Length" in json.loads(resp.read())["message"]
+    conn.close()
+
+
 def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
     assert call(make_request_bytes(32, seed=5), timeout=10) == b""
     with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:
@@ -232,3 +243,4 @@ def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
 
 def test_gzip_helper_really_is_a_bomb() -> None:
     assert len(gzip.decompress(gzip_bomb(2 << 20))) == 2 << 20
+
