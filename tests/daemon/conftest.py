@@ -151,3 +151,34 @@ def start_agent(tmp_path_factory) -> Iterator[Callable[..., AgentProcess]]:
         if p.proc.poll() is None:
             p.proc.kill()
             p.proc.wait(timeout=10)
+
+
+class Recording:
+    """Wraps a real SpanExporter and keeps each export's result: the client-side
+    acknowledgement. ``after_export`` (optional) runs after each export returns."""
+
+    def __init__(self, inner, after_export: Callable[[object, int], None] | None = None) -> None:
+        self.inner, self.results, self.after_export = inner, [], after_export
+        self.acked_spans = 0
+
+    def export(self, spans):
+        result = self.inner.export(spans)
+        self.results.append(result)
+        if result.name == "SUCCESS":
+            self.acked_spans += len(spans)
+        if self.after_export is not None:
+            self.after_export(result, len(self.results))
+        return result
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+@pytest.fixture(scope="module")
+def recording() -> type[Recording]:
+    """The Recording exporter wrapper (test modules cannot import each other)."""
+    return Recording
+

@@ -27,21 +27,6 @@ TOKEN = "t0ken-for-tests"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-class Recording(SpanExporter):
-    """Wraps a real exporter and keeps each export's result (the client-side acknowledgement)."""
-
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner, self.results = inner, []
-
-    def export(self, spans):
-        result = self.inner.export(spans)
-        self.results.append(result)
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-
 @pytest.fixture(scope="module")
 def secured(start_agent, tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
@@ -61,8 +46,8 @@ def secured(start_agent, tmp_path_factory):
     return agent, cert
 
 
-def _send(exporter: SpanExporter, service: str, n: int) -> list[SpanExportResult]:
-    rec = Recording(exporter)
+def _send(recording, exporter: SpanExporter, service: str, n: int) -> list[SpanExportResult]:
+    rec = recording(exporter)
     provider = TracerProvider(resource=Resource.create({"service.name": service,
                                                         "cloud.region": "eu-west-3"}))
     provider.add_span_processor(SimpleSpanProcessor(rec))
@@ -74,13 +59,13 @@ def _send(exporter: SpanExporter, service: str, n: int) -> list[SpanExportResult
     return rec.results
 
 
-def test_grpc_exporter_with_token_over_tls(secured) -> None:
+def test_grpc_exporter_with_token_over_tls(secured, recording) -> None:
     agent, cert = secured
     creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
-    ok = _send(GrpcExporter(endpoint=agent.grpc_target, credentials=creds,
+    ok = _send(recording, GrpcExporter(endpoint=agent.grpc_target, credentials=creds,
                             headers={"authorization": f"Bearer {TOKEN}"}), "tls-grpc", 3)
     assert ok == [SpanExportResult.SUCCESS] * 3
-    bad = _send(GrpcExporter(endpoint=agent.grpc_target, credentials=creds,
+    bad = _send(recording, GrpcExporter(endpoint=agent.grpc_target, credentials=creds,
                              headers={"authorization": "Bearer wrong"}), "tls-grpc-bad", 1)
     assert bad == [SpanExportResult.FAILURE]
 
@@ -108,13 +93,13 @@ def test_plaintext_grpc_client_cannot_talk_to_tls_port(secured) -> None:
     channel.close()
 
 
-def test_http_exporter_with_token_over_tls(secured) -> None:
+def test_http_exporter_with_token_over_tls(secured, recording) -> None:
     agent, cert = secured
     url = f"https://127.0.0.1:{agent.http_port}/v1/traces"
-    ok = _send(HttpExporter(endpoint=url, certificate_file=str(cert), session=_session(),
+    ok = _send(recording, HttpExporter(endpoint=url, certificate_file=str(cert), session=_session(),
                             headers={"Authorization": f"Bearer {TOKEN}"}), "tls-http", 2)
     assert ok == [SpanExportResult.SUCCESS] * 2
-    bad = _send(HttpExporter(endpoint=url, certificate_file=str(cert), session=_session()),
+    bad = _send(recording, HttpExporter(endpoint=url, certificate_file=str(cert), session=_session()),
                 "tls-http-bad", 1)
     assert bad == [SpanExportResult.FAILURE]
 

@@ -60,6 +60,44 @@ def test_kill9_between_acks_loses_nothing(start_agent) -> None:
     assert (again.dir / "agent.wal").stat().st_size == 0
 
 
+def test_kill9_with_the_sdk_exporter_loses_nothing_it_acknowledged(start_agent, recording) -> None:
+    """The same with the OpenTelemetry SDK's gRPC exporter as the client, killed after 25 OKs."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.trace import SpanKind
+
+    def send(agent, n: int, kill_after: int | None = None):
+        def after(result, count: int) -> None:
+            if count == kill_after:
+                agent.kill9()  # right after the 25th acknowledgement: nothing in flight
+
+        rec = recording(OTLPSpanExporter(endpoint=agent.grpc_target, insecure=True, timeout=1),
+                        after)
+        provider = TracerProvider(resource=Resource.create({"service.name": "durable",
+                                                            "cloud.region": "eu-west-3"}))
+        provider.add_span_processor(SimpleSpanProcessor(rec))
+        tracer = provider.get_tracer("t")
+        for _ in range(n):
+            with tracer.start_as_current_span("GET /", kind=SpanKind.SERVER):
+                pass
+        provider.shutdown()
+        return rec
+
+    agent = start_agent("--window-seconds", "60")
+    first = send(agent, 26, kill_after=25)
+    assert first.results == [SpanExportResult.SUCCESS] * 25 + [SpanExportResult.FAILURE]
+    again = start_agent("--window-seconds", "60", root=agent.root)
+    second = send(again, 5)
+    assert again.stop() == 0
+    acked = first.acked_spans + second.acked_spans
+    assert acked == 30
+    records = _check_chain(again)
+    assert sum(r["report"]["green_summary"]["per_service_requests"].get("durable", 0)
+               for r in records) == acked == _archived_spans(records)
+
+
 def test_kill9_under_concurrent_load(start_agent) -> None:
     """Concurrent clients, short windows, kill -9 at an arbitrary moment.
 
