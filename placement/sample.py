@@ -1,9 +1,9 @@
 """A synthetic demonstration trace that reproduces the shape of the paper's finding.
 
-Three regions over eight days: ``solar-east`` and ``solar-west`` sit at ~420 gCO2e/kWh with a
-daily solar dip to ~90 (at 10-14 h and 14-18 h), ``hydro-north`` is flat at ~240 and so is the
-cleanest *on average*. 60 jobs of mixed flexibility (slack 0, 6, 12 or 24 h; 1-3 h long) are
-submitted outside the dips. At submission no dip is under way, so a live spatial policy
+Three regions over eight days, each with a daily solar dip: ``solar-east`` and ``solar-west``
+sit at ~420 gCO2e/kWh and dip by 300-340 (at 10-14 h and 14-18 h); ``hydro-north`` sits at ~240,
+dips only by 36-40 (11-15 h), and is the cleanest *on average*. 60 jobs of mixed flexibility
+(slack 0, 6, 12 or 24 h; 1-3 h long) are submitted outside the dips. At submission no dip is under way, so a live spatial policy
 (``carbon-aware``) sees hydro-north as cleanest, exactly like ``lowest-average-region``, and
 gains nothing over it; a policy that waits for tomorrow's dip by yesterday's pattern
 (``forecast-greedy``) gets most of what the oracle gets. Sukprasert et al. (EuroSys 2024)
@@ -26,13 +26,12 @@ DAYS = 8
 SEED = 2024
 
 
-def _region(rng: np.random.Generator, base: float, dip_start: int | None) -> list[float]:
+def _region(rng: np.random.Generator, base: float, dip_start: int, dip: float) -> list[float]:
     hours = np.arange(DAYS * 24)
     values = np.full(hours.shape, base) + rng.normal(0.0, 6.0, hours.shape)
-    if dip_start is not None:
-        in_dip = (hours % 24 >= dip_start) & (hours % 24 < dip_start + 5)
-        depth = rng.uniform(300.0, 340.0, DAYS)[hours // 24]
-        values = np.where(in_dip, values - depth, values)
+    in_dip = (hours % 24 >= dip_start) & (hours % 24 < dip_start + 5)
+    depth = rng.uniform(0.9 * dip, dip, DAYS)[hours // 24]
+    values = np.where(in_dip, values - depth, values)
     return [round(float(v), 1) for v in np.clip(values, 20.0, None)]
 
 
@@ -40,9 +39,9 @@ def sample_trace() -> dict[str, Any]:
     """The demonstration trace document (same bytes every time)."""
     rng = np.random.default_rng(SEED)
     regions = {
-        "solar-east": _region(rng, 420.0, 10),
-        "solar-west": _region(rng, 430.0, 14),
-        "hydro-north": _region(rng, 240.0, None),
+        "solar-east": _region(rng, 420.0, 10, 340.0),
+        "solar-west": _region(rng, 430.0, 14, 340.0),
+        "hydro-north": _region(rng, 240.0, 11, 40.0),
     }
     names = list(regions)
     slacks = (0, 6, 12, 24)
