@@ -173,24 +173,44 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
-    ev = sub.add_parser("evaluate", help="evaluate a candidate policy on a trace",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fmt = argparse.RawDescriptionHelpFormatter
+    ev = sub.add_parser(
+        "evaluate", help="evaluate a candidate policy on a trace", formatter_class=fmt,
+        description="Score carbon-agnostic, lowest-average-region, threshold-shift, the "
+        "candidate and the oracle on the trace; print every policy's emissions and reduction, "
+        "the best simple baseline, delta, margin, oracle headroom and what ships.",
+        epilog="example:\n  carbonspan policy evaluate carbon-aware --trace grid.json --record",
+    )
     ev.add_argument("name", metavar="NAME", help="forecast-greedy or a placement provider")
     ev.add_argument("--trace", required=True, metavar="FILE", help="trace JSON")
     ev.add_argument("--record", action="store_true", help="append the verdict to the audit log")
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
     _add_log(ev)
     ev.set_defaults(func=_evaluate)
-    st = sub.add_parser("status", help="what placement will do now with NAME, and why")
+    st = sub.add_parser(
+        "status", help="what placement will do now with NAME, and why", formatter_class=fmt,
+        description="Probe NAME and apply the gate to the recorded evaluations, as "
+        "'carbonspan place' would.",
+        epilog="example:\n  carbonspan policy status carbon-aware --json",
+    )
     st.add_argument("name", metavar="NAME")
     st.add_argument("--json", action="store_true")
     _add_log(st)
     st.set_defaults(func=_status)
-    ls = sub.add_parser("list", help="recorded evaluations")
+    ls = sub.add_parser(
+        "list", help="recorded evaluations", formatter_class=fmt,
+        description="List the R-ec evaluations in the audit log; exits 1 if its chain is broken.",
+        epilog="example:\n  carbonspan policy list --policy carbon-aware",
+    )
     ls.add_argument("--policy", metavar="NAME", help="only this policy's evaluations")
     ls.add_argument("--json", action="store_true")
     _add_log(ls)
     ls.set_defaults(func=_list)
-    sa = sub.add_parser("sample", help="write the synthetic demonstration trace")
+    sa = sub.add_parser(
+        "sample", help="write the synthetic demonstration trace", formatter_class=fmt,
+        description="A synthetic trace (three regions with daily solar dips, 60 jobs); "
+        "evaluations over it are recorded as synthetic and never gate.",
+        epilog="example:\n  carbonspan policy sample --out sample.json",
+    )
     sa.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     sa.set_defaults(func=_sample)
