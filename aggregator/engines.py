@@ -66,6 +66,7 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> Aggregate
     (I/O proxy) path is listed in ``fallback_files`` so operators can find old archives.
     """
     state, stat = fold_lines(iter_lines(f), f.label, f.agent, period, strict)
+    state.drop_caches()
     state.files.append(stat)
     if state.fallback_windows:
         state.fallback_files.append(f.label)

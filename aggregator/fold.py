@@ -19,7 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aggregator.read import Window
-from aggregator.sanitize import Tally, clean_tag
+from aggregator.sanitize import (
+    MAX_COUNT,
+    MAX_FIGURE,
+    Tally,
+    clean_count,
+    clean_float,
+    clean_name,
+    clean_tag,
+)
 from schema.constants import ENERGY_PER_IO_OP_KWH
 from schema.tags import CAL_SUFFIX
 
@@ -60,6 +68,23 @@ class ServiceAcc:
         for tag in other.models:
             if tag in models:
                 self.models[tag] = None
+
+
+class _Layout:
+    """How one (service names, tags, hosts) combination folds; see AggregateState._runtime."""
+
+    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple")
+
+    def __init__(self) -> None:
+        self.targets: list[ServiceAcc | None | object] = []  # None: past the cap; _HOST: excluded
+        self.tag_counts: dict[str, int] = {}
+        self.rejected = 0
+        self.unknown = False
+        self.simple = True
+
+
+_HOST = object()
+MAX_LAYOUTS = 4096
 
 
 class RegionAcc:
@@ -118,8 +143,13 @@ class AggregateState:
     chains: dict[str, list] = field(default_factory=dict)  # agent -> [first, last, windows]
     max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
     max_models: int = MAX_ENERGY_MODELS
+    _layouts: dict = field(default_factory=dict, repr=False)  # a cache, never merged or shipped
 
     # -- per window -----------------------------------------------------------------------
+
+    def drop_caches(self) -> None:
+        """Forget derived caches (before a state is shipped between processes)."""
+        self._layouts.clear()
 
     def note_chain(self, agent: str, line_hash: str) -> None:
         """Remember the first and last archive hash of each agent's windows in the period."""
@@ -183,7 +213,7 @@ class AggregateState:
 
     def process_window(self, w: Window, location: str, strict: bool = False) -> None:
         """Fold one window in; ``location`` (``agent/file:line``) names it in errors."""
-        if w.services is not None:
+        if w.names is not None:
             self._runtime(w)
         else:
             self._proxy(w, location, strict)
@@ -196,20 +226,103 @@ class AggregateState:
         self._methodology(w.methodology)
 
     def _runtime(self, w: Window) -> None:
+        """Sum the per-service maps. Which service each entry goes to, and what its tag does
+        to the tag set, depends only on (names, tags, hosts): that layout is worked out once
+        and reused, so a steady stream of windows costs a tight loop over figures."""
         self.runtime_windows += 1
-        hosts = w.host_names
-        app_energy = 0.0
-        requests = 0
-        for name, energy, carbon, region, model, reqs in w.services:  # type: ignore[union-attr]
-            if name in hosts:
+        layout = self._layout(w)
+        energies, carbons = w.energies, w.carbons
+        requests = w.requests or [0] * len(energies)
+        if layout.simple:
+            for acc, e, c, r in zip(layout.targets, energies, carbons, requests, strict=True):
+                acc.energy += e
+                acc.carbon += c
+                acc.requests += r
+                acc.windows += 1
+            app_energy, app_carbon, app_requests = sum(energies), sum(carbons), sum(requests)
+        else:
+            app_energy, app_carbon, app_requests = self._credit_mixed(layout, w, requests)
+        if layout.unknown:
+            layout.unknown = self._upgrade_regions(layout, w)
+        self.energy += app_energy + w.host_energy
+        self.operational_kg += app_carbon
+        self.requests += app_requests if app_requests else w.traces
+
+    def _credit_mixed(self, layout: _Layout, w: Window, requests: list[int]) -> tuple[float, float, int]:
+        """The general loop: some entries are hosts (excluded) or past the service cap."""
+        app_energy = app_carbon = 0.0
+        app_requests = 0
+        for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=True):
+            if acc is _HOST:
                 self.host_terms_excluded += 1
                 continue
-            app_energy += energy
-            self.operational_kg += carbon
-            requests += reqs
-            self._credit(name, region, energy, carbon, reqs, model)
-        self.energy += app_energy + w.host_energy
-        self.requests += requests if requests else w.traces
+            app_energy += e
+            app_carbon += c
+            app_requests += r
+            if acc is None:
+                self.dropped_services += 1
+                self.dropped_energy += e
+                self.dropped_carbon += c
+                continue
+            acc.energy += e  # type: ignore[union-attr]
+            acc.carbon += c  # type: ignore[union-attr]
+            acc.requests += r  # type: ignore[union-attr]
+            acc.windows += 1  # type: ignore[union-attr]
+        return app_energy, app_carbon, app_requests
+
+    def _upgrade_regions(self, layout: _Layout, w: Window) -> bool:
+        """First *known* region wins; returns whether any target is still unknown."""
+        still = False
+        for name, acc in zip(w.names or (), layout.targets, strict=True):
+            if isinstance(acc, ServiceAcc) and acc.region == "unknown":
+                acc.region = clean_name(w.region_map.get(name)) or "unknown"
+                still = still or acc.region == "unknown"
+        return still
+
+    def _layout(self, w: Window) -> _Layout:
+        names = w.names or ()
+        models = w.model_map
+        tags = tuple(models.values()) if tuple(models) == names else tuple(models.get(n) for n in names)
+        try:
+            key = (names, tags, w.host_names)
+            layout = self._layouts.get(key)
+        except TypeError:  # an unhashable (hostile) tag value: no caching for this window
+            key, layout = None, None
+        if layout is not None:
+            for tag, count in layout.tag_counts.items():
+                self.models[tag] += count
+            self.rejected_models += layout.rejected
+            return layout
+        layout = self._new_layout(w, names, tags)
+        if key is not None and len(self._layouts) < MAX_LAYOUTS:
+            self._layouts[key] = layout
+        return layout
+
+    def _new_layout(self, w: Window, names: tuple[str, ...], tags: tuple) -> _Layout:
+        layout = _Layout()
+        for name, raw_tag in zip(names, tags, strict=True):
+            if name in w.host_names:
+                layout.targets.append(_HOST)
+                continue
+            tag_in = raw_tag if type(raw_tag) is str and raw_tag else None
+            tag = self.accept_model(tag_in)
+            if tag is not None:
+                layout.tag_counts[tag] = layout.tag_counts.get(tag, 0) + 1
+            elif tag_in is not None:
+                layout.rejected += 1
+            region = clean_name(w.region_map.get(name)) or "unknown"
+            if name == UNATTRIBUTED:
+                acc: ServiceAcc | None = self.unattributed
+            else:
+                acc = self._service(name, region) if clean_name(name) else None
+            if acc is not None and tag is not None:
+                acc.models[tag] = None
+            if acc is not None and acc.region == "unknown":
+                acc.region = region
+                layout.unknown = layout.unknown or region == "unknown"
+            layout.targets.append(acc)
+        layout.simple = all(isinstance(t, ServiceAcc) for t in layout.targets)
+        return layout
 
     def _proxy(self, w: Window, location: str, strict: bool) -> None:
         self.fallback_windows += 1
@@ -240,17 +353,38 @@ class AggregateState:
             self._credit(name, "unknown", app_energy * share, app_kg * share, 0, w.model)
 
     def _regions(self, w: Window) -> None:
-        for name, status, intensity, pue, source, io_ops, energy, co2_g in w.regions:
-            acc = self.regions.get(name)
+        tally = self.tally
+        for row in w.regions:
+            name = row.get("region")
+            acc = self.regions.get(name) if type(name) is str else None
             if acc is None:
-                if len(self.regions) >= MAX_REGIONS:
-                    self.dropped_regions += 1
+                acc = self._new_region(row)
+                if acc is None:
                     continue
-                acc = self.regions[name] = RegionAcc(status, intensity, pue, source)
             acc.rows += 1
-            acc.io_ops += io_ops
-            acc.energy += energy
-            acc.carbon += co2_g / 1000.0
+            io, energy, co2 = row.get("io_ops", 0), row.get("energy_kwh", 0.0), row.get("co2_gco2", 0.0)
+            # inline fast path (the common clean case); the sanitisers handle everything else
+            acc.io_ops += io if type(io) is int and 0 <= io <= MAX_COUNT else clean_count(io, tally)
+            acc.energy += energy if type(energy) is float and 0.0 <= energy <= MAX_FIGURE else clean_float(energy, tally)
+            acc.carbon += (co2 if type(co2) is float and 0.0 <= co2 <= MAX_FIGURE else clean_float(co2, tally)) / 1000.0
+
+    def _new_region(self, row: dict) -> RegionAcc | None:
+        """First sight of a region: its status, intensity, PUE and source are kept."""
+        name = clean_name(row.get("region"))
+        if name is None:
+            self.tally.missing += 1
+            return None
+        if len(self.regions) >= MAX_REGIONS:
+            self.dropped_regions += 1
+            return None
+        status, source = row.get("status"), row.get("intensity_source")
+        acc = self.regions[name] = RegionAcc(
+            status if type(status) is str and len(status) <= 32 else "unresolved",
+            clean_float(row.get("grid_intensity_gco2_kwh", 0.0), self.tally),
+            clean_float(row.get("pue", 1.0), self.tally),
+            source if type(source) is str and len(source) <= 32 else "unknown",
+        )
+        return acc
 
     def _methodology(self, meta: dict) -> None:
         for key, value in meta.items():
@@ -268,6 +402,7 @@ class AggregateState:
 
     def merge(self, other: AggregateState) -> AggregateState:
         """Fold ``other`` in after ``self`` (in place; returns ``self``)."""
+        self._layouts.clear()
         self.calibration_applied |= other.calibration_applied
         for tag, count in other.models.items():
             if tag in self.models:

@@ -10,12 +10,12 @@ file and line. A *leaf* of the wrong type is a missing value (see ``aggregator.s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 import orjson
 
-from aggregator.sanitize import Tally, clean_count, clean_float, clean_name
+from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, Tally, clean_count, clean_float
 
 
 class Malformed(Exception):
@@ -80,7 +80,8 @@ def to_epoch(text: str) -> float:
 
 @dataclass(slots=True)
 class Window:
-    """One sanitised window line. ``services`` is set on the runtime path, else ``io_split``."""
+    """One sanitised window line: ``names`` and the aligned lists on the runtime path, else
+    ``io_split`` (service -> I/O ops) for the proxy path."""
 
     start: float
     line_hash: str
@@ -95,13 +96,20 @@ class Window:
     mid_g: float
     host_energy: float
     host_names: frozenset[str]
-    services: list[tuple[str, float, float, str, str | None, int]] | None
     io_split: dict[str, int]
-    regions: list[tuple[str, str, float, float, str, int, float, float]]
+    regions: list[dict]
     methodology: dict
+    # runtime path (``names`` is None on the proxy path); values aligned with ``names``
+    names: tuple[str, ...] | None = None
+    energies: list = field(default_factory=list)
+    carbons: list = field(default_factory=list)
+    requests: list[int] | None = None
+    region_map: dict = field(default_factory=dict)
+    model_map: dict = field(default_factory=dict)
 
 
 _EMPTY: dict = {}
+_NO_HOSTS: frozenset[str] = frozenset()
 
 
 def _obj(parent: dict, key: str) -> dict:
@@ -147,32 +155,49 @@ def window_start(rec: dict) -> float:
         raise Malformed(f"report.window.start {start[:40]!r} is not an RFC 3339 time") from None
 
 
-def _services(gs: dict, tally: Tally) -> list[tuple[str, float, float, str, str | None, int]]:
+_NUMBER_TYPES = frozenset({float, int})
+_INT = {int}
+
+
+def clean_values(values: list, tally: Tally) -> list:
+    """Sanitise a list of figures; one C-speed check for the common all-clean case."""
+    if values and set(map(type, values)) <= _NUMBER_TYPES:
+        total = sum(values)
+        if total == total and total != float("inf") and min(values) >= 0 and max(values) <= MAX_FIGURE:
+            return values
+    return [clean_float(v, tally) for v in values]
+
+
+def clean_counts(values: list, tally: Tally) -> list[int]:
+    """Sanitise a list of counts; same fast path as :func:`clean_values`."""
+    if values and set(map(type, values)) == _INT and min(values) >= 0 and max(values) <= MAX_COUNT:
+        return values
+    return [clean_count(v, tally) for v in values]
+
+
+def _aligned(mapping: dict, names: tuple[str, ...]) -> list:
+    """``mapping``'s values in ``names`` order (missing -> 0, which is not counted)."""
+    if len(mapping) == len(names) and tuple(mapping) == names:
+        return list(mapping.values())
+    return [mapping.get(n, 0) for n in names]
+
+
+def _runtime_maps(gs: dict, w: Window, tally: Tally) -> None:
+    """Fill the runtime fields of ``w`` (names stay None when both maps are empty)."""
     energy = _obj(gs, "per_service_energy_kwh")
     carbon = _obj(gs, "per_service_carbon_kgco2eq")
     if not energy and not carbon:
-        return []
-    region = _obj(gs, "per_service_region")
-    model = _obj(gs, "per_service_energy_model")
+        return
+    names = tuple(energy)
+    if carbon.keys() != energy.keys():
+        names = names + tuple(k for k in carbon if k not in energy)
+    w.names = names
+    w.energies = clean_values(_aligned(energy, names), tally)
+    w.carbons = clean_values(_aligned(carbon, names), tally)
     requests = _obj(gs, "per_service_requests")
-    names = list(energy)
-    names.extend(k for k in carbon if k not in energy)
-    out = []
-    for name in names:
-        e = energy.get(name)
-        c = carbon.get(name)
-        r = requests.get(name)
-        out.append(
-            (
-                name,
-                0.0 if e is None else clean_float(e, tally),
-                0.0 if c is None else clean_float(c, tally),
-                clean_name(region.get(name)) or "unknown",
-                _str(model.get(name)),
-                0 if r is None else clean_count(r, tally),
-            )
-        )
-    return out
+    w.requests = clean_counts(_aligned(requests, names), tally) if requests else None
+    w.region_map = _obj(gs, "per_service_region")
+    w.model_map = _obj(gs, "per_service_energy_model")
 
 
 def _io_split(report: dict, tally: Tally) -> dict[str, int]:
@@ -202,30 +227,13 @@ def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str]]:
     return energy, frozenset(names)
 
 
-def _regions(gs: dict, tally: Tally) -> list[tuple[str, str, float, float, str, int, float, float]]:
-    out = []
-    for row in _list(gs, "regions"):
+def _regions(gs: dict) -> list[dict]:
+    """The region rows (objects); their figures are sanitised where they are added up."""
+    rows = _list(gs, "regions")
+    for row in rows:
         if type(row) is not dict:
             raise Malformed("green_summary.regions holds a non-object")
-        name = clean_name(row.get("region"))
-        if name is None:
-            tally.missing += 1
-            continue
-        status = row.get("status")
-        source = row.get("intensity_source")
-        out.append(
-            (
-                name,
-                status if type(status) is str and len(status) <= 32 else "unresolved",
-                clean_float(row.get("grid_intensity_gco2_kwh", 0.0), tally),
-                clean_float(row.get("pue", 1.0), tally),
-                source if type(source) is str and len(source) <= 32 else "unknown",
-                clean_count(row.get("io_ops", 0), tally),
-                clean_float(row.get("energy_kwh", 0.0), tally),
-                clean_float(row.get("co2_gco2", 0.0), tally),
-            )
-        )
-    return out
+    return rows
 
 
 def parse_window(rec: dict, start: float, tally: Tally) -> Window:
@@ -236,26 +244,22 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     co2 = _obj(gs, "co2")
     total = _obj(co2, "total")
     window = report["window"]
-    host_energy, host_names = _hosts(gs, tally)
-    services = _services(gs, tally)
+    host_energy, host_names = _hosts(gs, tally) if "hosts" in gs else (0.0, _NO_HOSTS)
     model = _str(gs.get("energy_model")) or _str(total.get("model"))
     methodology = report.get("methodology", _EMPTY)
-    return Window(
-        start=start,
-        line_hash=line_hash if type(line_hash) is str and len(line_hash) <= 128 else "",
-        traces=clean_count(window.get("traces", 0), tally),
-        total_io_ops=clean_count(gs.get("total_io_ops", 0), tally),
-        energy_kwh=clean_float(gs.get("energy_kwh", 0.0), tally),
-        model=model,
-        operational_g=clean_float(co2.get("operational_gco2", 0.0), tally),
-        embodied_g=clean_float(co2.get("embodied_gco2", 0.0), tally),
-        database_g=clean_float(co2.get("database_gco2", 0.0), tally),
-        messaging_g=clean_float(co2.get("messaging_gco2", 0.0), tally),
-        mid_g=clean_float(total.get("mid", 0.0), tally),
-        host_energy=host_energy,
-        host_names=host_names,
-        services=services or None,
-        io_split={} if services else _io_split(report, tally),
-        regions=_regions(gs, tally),
-        methodology=methodology if type(methodology) is dict else _EMPTY,
+    energy, operational, embodied, database, messaging, mid = clean_values(
+        [gs.get("energy_kwh", 0.0), co2.get("operational_gco2", 0.0), co2.get("embodied_gco2", 0.0),
+         co2.get("database_gco2", 0.0), co2.get("messaging_gco2", 0.0), total.get("mid", 0.0)],
+        tally,
     )
+    traces, total_io_ops = clean_counts([window.get("traces", 0), gs.get("total_io_ops", 0)], tally)
+    w = Window(
+        start, line_hash if type(line_hash) is str and len(line_hash) <= 128 else "",
+        traces, total_io_ops, energy, model, operational, embodied, database, messaging, mid,
+        host_energy, host_names, {}, _regions(gs) if "regions" in gs else [],
+        methodology if type(methodology) is dict else _EMPTY,
+    )
+    _runtime_maps(gs, w, tally)
+    if w.names is None:
+        w.io_split = _io_split(report, tally)
+    return w
