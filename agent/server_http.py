@@ -142,14 +142,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self, reply_type: str) -> bytes | None:
         h = self.server.handler
         raw = self.headers.get("Content-Length")
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self._read_chunked(reply_type)
         if raw is None or not raw.strip().isdigit():
             h.count("http", "invalid")
-            self._error(
-                411,
-                "a Content-Length header is required (chunked bodies are not accepted)",
-                reply_type,
-                close=True,
-            )
+            self._error(411, "a Content-Length header (or chunked encoding) is required",
+                        reply_type, close=True)
             return None
         length = int(raw)
         if length > h.max_request_bytes:  # refuse without holding any of it in memory
@@ -165,10 +163,42 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length)
 
-    def _discard(self, length: int) -> bool:
+    def _read_chunked(self, reply_type: str) -> bytes | None:
+        """A chunked body, refused (413) once it passes ``max_request_bytes``; the rest of a
+        refused body is read and dropped (up to 4x the limit) so the client sees the 413."""
+        h = self.server.handler
+        limit = h.max_request_bytes
+        out = bytearray()
+        total = 0
+        try:
+            while total <= 4 * limit:
+                size = int(self.rfile.readline(1024).split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers: ignored
+                    break
+                total += size
+                if total <= limit:
+                    out += self.rfile.read(size)
+                elif not self._discard(size, bound=4 * limit):
+                    break
+                self.rfile.readline(3)  # the CRLF after each chunk
+        except ValueError:
+            h.count("http", "invalid")
+            self._error(400, "malformed chunked encoding", reply_type, close=True)
+            return None
+        if total > limit:
+            h.count("http", "too_large")
+            self._error(413, f"chunked request body passes the limit of {limit} bytes "
+                        "(max_request_bytes): send smaller batches", reply_type,
+                        close=total > 4 * limit)
+            return None
+        return bytes(out)
+
+    def _discard(self, length: int, bound: int | None = None) -> bool:
         """Read and drop a refused body in small chunks when it is not absurdly large, so the
         client (still sending) reads our 413 instead of a connection reset. True if drained."""
-        if length > 4 * self.server.handler.max_request_bytes:
+        if length > (bound or 4 * self.server.handler.max_request_bytes):
             return False
         left = length
         while left > 0:

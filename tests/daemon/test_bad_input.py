@@ -211,15 +211,22 @@ def test_fuzz_mutated_otlp_never_hurts_the_agent(agent, call, data) -> None:
     assert status in (200, 400), out
 
 
-def test_chunked_upload_is_411_with_a_message(agent) -> None:
+def test_chunked_uploads_are_read_and_bounded(agent) -> None:
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", agent.http_port, timeout=10)
-    conn.request("POST", "/v1/traces", body=iter([b"{}"]), encode_chunked=True,
-                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
-    resp = conn.getresponse()
-    assert resp.status == 411 and "Content-Length" in json.loads(resp.read())["message"]
-    conn.close()
+    def send(chunks) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", agent.http_port, timeout=10)
+        conn.request("POST", "/v1/traces", body=iter(chunks), encode_chunked=True,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        out = (resp.status, json.loads(resp.read()))
+        conn.close()
+        return out
+
+    half = len(FUZZ_JSON) // 2
+    assert send([FUZZ_JSON[:half], FUZZ_JSON[half:]]) == (200, {})
+    status, doc = send([b"x" * (LIMIT // 2)] * 3)
+    assert status == 413 and "max_request_bytes" in doc["message"]
 
 
 def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
