@@ -3,7 +3,7 @@
 For each span (docs/carbon-model.md has the formulas and the worked arithmetic):
 
     region    = span cloud.region | resource cloud.region (decoder) | [green.service_regions]
-                | default_region | "unknown"           (first MAX_REGIONS regions, rest -> unknown)
+                | default_region | "unknown"
     energy    = measured kWh/op (fresh source)  |  1e-7 x weight(op) x calibration(service)
     carbon    = energy x intensity(region, month, hour | live) x PUE(region)
 
@@ -91,7 +91,6 @@ def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
     region_names, span_reg = _resolve_regions(batch, keys, span_key, ctx.config, counters)
     keys, span_key, first_key_row = _first_seen(keys, span_key)
     region_names, span_reg, _ = _first_seen(region_names, span_reg)
-    region_names, span_reg = _cap_regions(region_names, span_reg, counters)
     return _accumulate(batch, ctx, keys, span_key, first_key_row, region_names, span_reg, counters)
 
 
@@ -144,24 +143,6 @@ def _first_seen(names: list[str], idx: np.ndarray) -> tuple[list[str], np.ndarra
     remap = np.full(len(names), -1, dtype=np.int64)
     remap[used[order]] = np.arange(len(used))
     return [names[i] for i in used[order]], remap[idx], first[order]
-
-
-def _cap_regions(
-    names: list[str], span_reg: np.ndarray, counters: dict
-) -> tuple[list[str], np.ndarray]:
-    """Keep the first MAX_REGIONS real regions; fold later ones into ``unknown`` (counted)."""
-    real = [i for i, r in enumerate(names) if r != UNKNOWN]
-    if len(real) <= MAX_REGIONS:
-        return names, span_reg
-    over = np.array(real[MAX_REGIONS:])
-    folded = np.isin(span_reg, over)
-    bump(counters, "region_overflow", int(folded.sum()))
-    if UNKNOWN not in names:
-        names = names + [UNKNOWN]
-    unknown = names.index(UNKNOWN)
-    span_reg = np.where(folded, unknown, span_reg)
-    names, span_reg, _ = _first_seen(names, span_reg)
-    return names, span_reg
 
 
 @dataclass(slots=True)
@@ -298,40 +279,49 @@ def _accumulate(
     if plan.stale.any():  # counted per span, so counters add up the same however batched
         bump(counters, "live_intensity_stale_spans", int(plan.stale[span_reg].sum()))
     carbon = energy * plan.rows[span_reg, cell_t] * plan.pue[span_reg]
-    cell = span_key * r + span_reg
-    size = s * r
-
-    def per_cell(weights: np.ndarray | None, dtype=np.float64) -> np.ndarray:
-        return np.bincount(cell, weights, minlength=size).reshape(s, r).astype(dtype)
-
-    ops = np.bincount(cell[io], minlength=size).reshape(s, r)
-    cell_etag = np.zeros(size, dtype=np.int8)
+    cell, n_cells, cell_code = _cells(span_key * r + span_reg, s * r)
+    ops = np.bincount(cell[io], minlength=n_cells)
+    cell_etag = np.zeros(n_cells, dtype=np.int8)
     np.maximum.at(cell_etag, cell[io], etag[io])
     region_kind = np.zeros(r, dtype=np.int8)
     np.maximum.at(region_kind, span_reg, span_kind.astype(np.int8))
+    cell_reg = cell_code % r
     return WindowPartial(
         services=keys,
         service_region=span_reg[first_key_row].tolist(),
         regions=regions,
         region_kind=region_kind,
         region_estimated=plan.estimated,
-        energy=per_cell(energy),
-        carbon=per_cell(carbon),
+        cell_svc=cell_code // r,
+        cell_reg=cell_reg,
+        energy=np.bincount(cell, energy, minlength=n_cells),
+        carbon=np.bincount(cell, carbon, minlength=n_cells),
         ops=ops.astype(np.int64),
-        measured_ops=np.bincount(cell[measured], minlength=size).reshape(s, r).astype(np.int64)
-        if measured is not None
-        else np.zeros((s, r), dtype=np.int64),
-        span_count=np.bincount(cell, minlength=size).reshape(s, r).astype(np.int64),
-        etag=cell_etag.reshape(s, r),
-        ltag=np.where(ops > 0, plan.live_code[None, :], 0).astype(np.int8),
+        measured_ops=np.zeros(n_cells, dtype=np.int64)
+        if measured is None
+        else np.bincount(cell[measured], minlength=n_cells).astype(np.int64),
+        span_count=np.bincount(cell, minlength=n_cells).astype(np.int64),
+        etag=cell_etag,
+        ltag=np.where(ops > 0, plan.live_code[cell_reg], 0).astype(np.int8),
         requests=np.bincount(span_key[batch.is_entry], minlength=s).astype(np.int64),
-        endpoints=_endpoints(batch, keys, span_key, io, counters),
+        endpoints=_endpoints(batch, keys, span_key, io),
         # distinct ids are folded lazily (WindowPartial.trace_ids), so a batch skips the sort
         traces=np.zeros(0, np.uint64),
         pending_traces=[batch.trace_lo.astype(np.uint64)],
         spans=len(batch),
         counters=counters,
     )
+
+
+def _cells(code: np.ndarray, space: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """Each span's cell index, the number of cells, and each cell's code (ascending)."""
+    if space <= 1 << 16:  # usual: few services x regions, counted without sorting
+        present = np.flatnonzero(np.bincount(code, minlength=space))
+        index = np.zeros(space, dtype=np.int64)
+        index[present] = np.arange(present.size)
+        return index[code], present.size, present
+    present, cell = np.unique(code, return_inverse=True)
+    return cell, present.size, present
 
 
 def _energy(
@@ -367,9 +357,9 @@ def _energy(
 
 
 def _endpoints(
-    batch: SpanBatch, keys: list[str], span_key: np.ndarray, io: np.ndarray, counters: dict
+    batch: SpanBatch, keys: list[str], span_key: np.ndarray, io: np.ndarray
 ) -> dict[tuple[str, str], int]:
-    """I/O ops per (service, span name), first-seen order, at most MAX_ENDPOINTS."""
+    """I/O ops per (service, span name), in first-seen order (uncapped: merges cap)."""
     if not io.any():
         return {}
     ne = max(len(batch.endpoints), 1)
@@ -383,12 +373,9 @@ def _endpoints(
     else:
         uniq, first, count = np.unique(code, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
-    pairs = uniq[order].tolist()
-    counts = count[order].tolist()
+    svc, ep = np.divmod(uniq[order], ne)
     eps = batch.endpoints
-    if len(pairs) <= MAX_ENDPOINTS:  # the usual case: no cap to apply, build the dict at once
-        return {(keys[c // ne], eps[c % ne]): n for c, n in zip(pairs, counts, strict=True)}
-    out: dict[tuple[str, str], int] = {}
-    for c, n in zip(pairs, counts, strict=True):
-        WindowPartial.add_endpoint(out, (keys[c // ne], eps[c % ne]), n, counters)
-    return out
+    return {
+        (keys[a], eps[b]): n
+        for a, b, n in zip(svc.tolist(), ep.tolist(), count[order].tolist(), strict=True)
+    }

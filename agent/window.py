@@ -46,7 +46,12 @@ def build_report(
     agent_id: str = "",
     counters: dict[str, int] | None = None,
 ) -> WindowReport:
-    """The window report of ``partial`` over [start_ns, end_ns] (ns since the epoch, UTC)."""
+    """The window report of ``partial`` over [start_ns, end_ns] (ns since the epoch, UTC).
+
+    The caps (MAX_REGIONS, MAX_ENDPOINTS) are applied by folding ``partial`` into an empty
+    window, so a single large batch reports the same as the same spans merged batch by batch.
+    """
+    partial = WindowPartial.empty().merge(partial)
     seconds = max(0, end_ns - start_ns) / 1e9
     hosts = [_host_row(h, ctx, seconds, start_ns, end_ns) for h in ctx.config.hosts]
     summary = _summary(partial, ctx, hosts)
@@ -85,12 +90,14 @@ def build_report(
 
 
 def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) -> GreenSummary:
-    energy = partial.energy.sum(axis=1)
-    carbon = partial.carbon.sum(axis=1)
-    ops = partial.ops.sum(axis=1)
-    measured = partial.measured_ops.sum(axis=1)
-    tag_codes = np.where(partial.ops > 0, np.maximum(partial.etag, partial.ltag), 0)
-    service_tags = [TAGS[int(row.max())] if row.size else "" for row in tag_codes]
+    n, by = len(partial.services), partial.cell_svc
+    energy = np.bincount(by, partial.energy, minlength=n)
+    carbon = np.bincount(by, partial.carbon, minlength=n)
+    ops = np.bincount(by, partial.ops, minlength=n)
+    measured = np.bincount(by, partial.measured_ops, minlength=n)
+    codes = np.zeros(n, dtype=np.int8)  # highest tag over the service's cells with I/O
+    np.maximum.at(codes, by, np.where(partial.ops > 0, np.maximum(partial.etag, partial.ltag), 0))
+    service_tags = [TAGS[c] for c in codes.tolist()]
     operational = float(carbon.sum())
     in_totals = [h for h in hosts if h.in_totals]
     database = sum(h.co2_gco2 for h in in_totals if h.kind == "database")
@@ -139,9 +146,10 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
 
 def _region_rows(partial: WindowPartial, ctx: ScoringContext) -> list[RegionRow]:
     rows: list[RegionRow] = []
-    energy = partial.energy.sum(axis=0)
-    carbon = partial.carbon.sum(axis=0)
-    ops = partial.ops.sum(axis=0)
+    n, by = len(partial.regions), partial.cell_reg
+    energy = np.bincount(by, partial.energy, minlength=n)
+    carbon = np.bincount(by, partial.carbon, minlength=n)
+    ops = np.bincount(by, partial.ops, minlength=n)
     for j, name in enumerate(partial.regions):
         reg = ctx.model.region(name)
         kind = int(partial.region_kind[j])

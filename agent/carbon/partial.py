@@ -1,11 +1,16 @@
 """WindowPartial: what one window needs to remember, mergeable in order and serialisable.
 
-The state is a dense grid of (service, region) cells, both axes in first-seen order, plus
-per-region facts, per-service requests, per-endpoint I/O counts and the window's distinct
-64-bit trace ids. Memory is O(services x regions + endpoints + traces), independent of the
-number of spans. ``left.merge(right)`` equals scoring ``left``'s spans followed by ``right``'s:
-left's first-seen facts win (service order, region order, each service's first region), and
-regions beyond ``MAX_REGIONS`` fold into ``unknown`` exactly as the scorer folds them.
+The state is a sparse list of (service, region) cells — only pairs that occurred, sorted by
+(service, region) — with both axes in first-seen order, plus per-region facts, per-service
+requests, per-(service, endpoint) I/O counts and the window's distinct 64-bit trace ids.
+Memory is O(cells + endpoints + traces), never O(spans) and never services x regions.
+
+Caps are applied when a partial is merged into a window: regions beyond ``MAX_REGIONS`` fold
+into ``unknown`` (0 g, counted per span) and (service, endpoint) keys beyond
+``MAX_ENDPOINTS`` into ``(service, "(other)")`` (counted per op). ``score_batch`` returns an
+uncapped partial (its size is bounded by the batch), so folding a window batch by batch,
+``empty().merge(p1).merge(p2)...``, equals ``empty().merge(score(whole))``: the law the
+property tests check. Below the caps merging is also associative.
 """
 
 from __future__ import annotations
@@ -22,22 +27,15 @@ MAX_REGIONS = 256  # distinct real regions per window; later ones are scored as 
 MAX_ENDPOINTS = 4096  # (service, endpoint) keys per window; new ones then -> (service, "(other)")
 UNKNOWN = "unknown"
 OTHER_ENDPOINT = "(other)"
-_CELL_FIELDS = ("energy", "carbon", "ops", "measured_ops", "span_count")
+_SUMS = ("energy", "carbon", "ops", "measured_ops", "span_count")  # per-cell sums
+_MAXES = ("etag", "ltag")  # per-cell highest tag codes
+_CELL_ARRAYS = ("cell_svc", "cell_reg", *_SUMS, *_MAXES)
+_DTYPES = {"energy": np.float64, "carbon": np.float64, "etag": np.int8, "ltag": np.int8}
 
 
 def bump(counters: dict[str, int], key: str, n: int = 1) -> None:
     if n:
         counters[key] = counters.get(key, 0) + n
-
-
-def _grown(a: np.ndarray, rows: int, cols: int | None, dtype) -> np.ndarray:
-    """A copy of ``a`` zero-padded to ``rows`` (x ``cols``); ``dtype`` when ``a`` is empty."""
-    shape = (rows,) if cols is None else (rows, cols)
-    if a.shape == shape:
-        return a.copy()
-    out = np.zeros(shape, dtype=a.dtype if a.size else dtype)
-    out[tuple(slice(0, n) for n in a.shape)] = a
-    return out
 
 
 @dataclass(eq=False)
@@ -46,14 +44,16 @@ class WindowPartial:
     service_region: list[int]  # region index of each service's first span
     regions: list[str]  # lowercased, first-seen order ("unknown" included where first seen)
     region_kind: np.ndarray  # (R,) int8 highest KIND_* used in the region
-    region_estimated: np.ndarray  # (R,) bool: a live signal was wanted but stale
-    energy: np.ndarray  # (S, R) kWh
-    carbon: np.ndarray  # (S, R) gCO2e
-    ops: np.ndarray  # (S, R) I/O operations
-    measured_ops: np.ndarray  # (S, R) I/O operations whose energy came from a source
-    span_count: np.ndarray  # (S, R) spans
-    etag: np.ndarray  # (S, R) int8 highest energy-tag code (measured or io_proxy_v*)
-    ltag: np.ndarray  # (S, R) int8 highest live-intensity tag code
+    region_estimated: np.ndarray  # (R,) bool: a live value was stale, or marked estimated
+    cell_svc: np.ndarray  # (C,) int64 service index of each cell
+    cell_reg: np.ndarray  # (C,) int64 region index of each cell
+    energy: np.ndarray  # (C,) kWh
+    carbon: np.ndarray  # (C,) gCO2e
+    ops: np.ndarray  # (C,) I/O operations
+    measured_ops: np.ndarray  # (C,) I/O operations whose energy came from a source
+    span_count: np.ndarray  # (C,) spans
+    etag: np.ndarray  # (C,) int8 highest energy-tag code (measured or io_proxy_v*)
+    ltag: np.ndarray  # (C,) int8 highest live-intensity tag code
     requests: np.ndarray  # (S,) entry spans
     endpoints: dict[tuple[str, str], int] = field(default_factory=dict)
     # sorted unique trace ids folded so far; read them with trace_ids(), which folds pending
@@ -72,23 +72,21 @@ class WindowPartial:
 
     @classmethod
     def empty(cls, counters: dict[str, int] | None = None) -> WindowPartial:
-        z = np.zeros((0, 0))
+        cells = {k: np.zeros(0, _DTYPES.get(k, np.int64)) for k in _CELL_ARRAYS}
         return cls(
             services=[],
             service_region=[],
             regions=[],
             region_kind=np.zeros(0, np.int8),
             region_estimated=np.zeros(0, np.bool_),
-            energy=z,
-            carbon=z.copy(),
-            ops=z.astype(np.int64),
-            measured_ops=z.astype(np.int64),
-            span_count=z.astype(np.int64),
-            etag=z.astype(np.int8),
-            ltag=z.astype(np.int8),
             requests=np.zeros(0, np.int64),
             counters=dict(counters or {}),
+            **cells,
         )
+
+    @property
+    def io_ops(self) -> int:
+        return int(self.ops.sum())
 
     @staticmethod
     def add_endpoint(
@@ -106,65 +104,34 @@ class WindowPartial:
         counters = dict(self.counters)
         for k, v in other.counters.items():
             bump(counters, k, v)
-        services = list(self.services)
-        s_index = {k: i for i, k in enumerate(services)}
+        s_index = {k: i for i, k in enumerate(self.services)}
         s_map = np.array(
             [s_index.setdefault(k, len(s_index)) for k in other.services], dtype=np.int64
         )
         services = list(s_index)
         regions, r_map, folded = self._merge_regions(other)
-        bump(
-            counters,
-            "region_overflow",
-            int(other.span_count[:, folded].sum()) if folded.any() else 0,
-        )
-        s, r = len(services), len(regions)
-        ix = np.ix_(s_map, r_map)
-        any_folded = bool(folded.any())
-        out = {}
-        for name in _CELL_FIELDS:
-            theirs = getattr(other, name)
-            grid = _grown(getattr(self, name), s, r, theirs.dtype)
-            if not any_folded:  # other's cells land on distinct cells: plain fancy add
-                grid[ix] += theirs
-                out[name] = grid
-                continue
-            if name == "carbon":
-                theirs = theirs.copy()
-                theirs[:, folded] = 0.0  # spans of a folded region score as "unknown": 0 g
-            np.add.at(grid, ix, theirs)  # folded regions share the unknown column
-            out[name] = grid
-        etag_o, ltag_o = other.etag, other.ltag
-        if any_folded:
-            etag_o = etag_o.copy()
-            etag_o[:, folded] = TO_UNKNOWN[etag_o[:, folded]]
-            ltag_o = np.where(folded[None, :], 0, ltag_o).astype(np.int8)
-        for name, theirs in (("etag", etag_o), ("ltag", ltag_o)):
-            grid = _grown(getattr(self, name), s, r, np.int8)
-            if any_folded:
-                np.maximum.at(grid, ix, theirs)
-            else:
-                grid[ix] = np.maximum(grid[ix], theirs)
-            out[name] = grid
+        theirs = {k: getattr(other, k) for k in _CELL_ARRAYS}
+        folded_cells = folded[other.cell_reg]
+        if folded_cells.any():  # spans of a folded region score as "unknown": 0 g, annual proxy
+            bump(counters, "region_overflow", int(other.span_count[folded_cells].sum()))
+            theirs["carbon"] = np.where(folded_cells, 0.0, other.carbon)
+            theirs["etag"] = np.where(folded_cells, TO_UNKNOWN[other.etag], other.etag)
+            theirs["ltag"] = np.where(folded_cells, 0, other.ltag).astype(np.int8)
+        theirs["cell_svc"] = s_map[other.cell_svc]
+        theirs["cell_reg"] = r_map[other.cell_reg]
+        cells = _combine_cells({k: getattr(self, k) for k in _CELL_ARRAYS}, theirs, len(regions))
         kept = ~folded
-        kind = _grown(self.region_kind, r, None, np.int8)
+        kind = _padded(self.region_kind, len(regions))
         np.maximum.at(kind, r_map[kept], other.region_kind[kept])
-        est = _grown(self.region_estimated, r, None, np.bool_)
+        est = _padded(self.region_estimated, len(regions))
         est[r_map[kept & other.region_estimated]] = True
-        requests = _grown(self.requests, s, None, np.int64)
+        requests = _padded(self.requests, len(services))
         requests[s_map] += other.requests  # services map to distinct rows
         service_region = list(self.service_region) + [
             int(r_map[other.service_region[i]])
             for i in range(len(other.services))
             if s_map[i] >= len(self.services)
         ]
-        endpoints = dict(self.endpoints)
-        if len(endpoints) + len(other.endpoints) <= MAX_ENDPOINTS:  # no cap can apply
-            for key, n in other.endpoints.items():
-                endpoints[key] = endpoints.get(key, 0) + n
-        else:
-            for key, n in other.endpoints.items():
-                WindowPartial.add_endpoint(endpoints, key, n, counters)
         traces, pending = self.traces, [*self.pending_traces, other.traces, *other.pending_traces]
         if sum(c.size for c in pending) > max(traces.size, 4096):
             traces, pending = np.unique(np.concatenate([traces, *pending])), []
@@ -175,12 +142,12 @@ class WindowPartial:
             region_kind=kind,
             region_estimated=est,
             requests=requests,
-            endpoints=endpoints,
+            endpoints=self._merge_endpoints(other, counters),
             traces=traces.astype(np.uint64, copy=False),
             spans=self.spans + other.spans,
             counters=counters,
             pending_traces=pending,
-            **out,
+            **cells,
         )
 
     def _merge_regions(self, other: WindowPartial) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -202,11 +169,25 @@ class WindowPartial:
             r_map[j] = index[name]
         return regions, r_map, folded
 
+    def _merge_endpoints(self, other: WindowPartial, counters: dict) -> dict[tuple[str, str], int]:
+        endpoints = dict(self.endpoints)
+        if len(endpoints) + len(other.endpoints) <= MAX_ENDPOINTS:  # no cap can apply
+            for key, n in other.endpoints.items():
+                endpoints[key] = endpoints.get(key, 0) + n
+        else:
+            for key, n in other.endpoints.items():
+                WindowPartial.add_endpoint(endpoints, key, n, counters)
+        return endpoints
+
     # ------------------------------------------------------------------ serialisation
     def to_bytes(self) -> bytes:
-        """orjson bytes for the write-ahead log; ``from_bytes`` restores it exactly."""
-        doc = {
-            "v": 1,
+        """orjson bytes for the write-ahead log; ``from_bytes`` restores it exactly.
+
+        Tags are written as names, not codes, so a change of precedence cannot reinterpret
+        an old log; trace ids as base64 of little-endian u64.
+        """
+        doc: dict = {
+            "v": 2,
             "services": self.services,
             "service_region": self.service_region,
             "regions": self.regions,
@@ -217,69 +198,53 @@ class WindowPartial:
             "traces": base64.b64encode(self.trace_ids().astype("<u8").tobytes()).decode(),
             "spans": self.spans,
             "counters": self.counters,
-            "etag": [[TAGS[c] for c in row] for row in self.etag.tolist()],
-            "ltag": [[TAGS[c] for c in row] for row in self.ltag.tolist()],
         }
-        for name in _CELL_FIELDS:
-            doc[name] = getattr(self, name).tolist()
+        for name in _CELL_ARRAYS:
+            values = getattr(self, name).tolist()
+            doc[name] = [TAGS[c] for c in values] if name in _MAXES else values
         return orjson.dumps(doc)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WindowPartial:
         doc = orjson.loads(data)
-        if doc.get("v") != 1:
+        if doc.get("v") != 2:
             raise ValueError(
-                f"window partial version {doc.get('v')!r} is not supported; expected 1"
+                f"window partial version {doc.get('v')!r} is not supported; expected 2"
             )
-        s, r = len(doc["services"]), len(doc["regions"])
-
-        def grid(name: str, dtype) -> np.ndarray:
-            return np.array(doc[name], dtype=dtype).reshape(s, r)
-
-        def codes(name: str) -> np.ndarray:
-            return np.array([[CODE[t] for t in row] for row in doc[name]], dtype=np.int8).reshape(
-                s, r
-            )
-
+        cells = {}
+        for name in _CELL_ARRAYS:
+            values = [CODE[t] for t in doc[name]] if name in _MAXES else doc[name]
+            cells[name] = np.array(values, dtype=_DTYPES.get(name, np.int64))
         return cls(
             services=doc["services"],
             service_region=doc["service_region"],
             regions=doc["regions"],
             region_kind=np.array(doc["region_kind"], dtype=np.int8),
             region_estimated=np.array(doc["region_estimated"], dtype=np.bool_),
-            energy=grid("energy", np.float64),
-            carbon=grid("carbon", np.float64),
-            ops=grid("ops", np.int64),
-            measured_ops=grid("measured_ops", np.int64),
-            span_count=grid("span_count", np.int64),
-            etag=codes("etag"),
-            ltag=codes("ltag"),
             requests=np.array(doc["requests"], dtype=np.int64),
             endpoints={(s_, e): n for s_, e, n in doc["endpoints"]},
             traces=np.frombuffer(base64.b64decode(doc["traces"]), dtype="<u8").astype(np.uint64),
             spans=doc["spans"],
             counters=doc["counters"],
+            **cells,
         )
 
     def same_as(self, other: WindowPartial, rel: float = 0.0) -> bool:
         """Equality of every field; floats within ``rel`` (0: bit-identical)."""
-        ints = ("services", "service_region", "regions", "endpoints", "spans", "counters")
-        if any(getattr(self, k) != getattr(other, k) for k in ints):
+        plain = ("services", "service_region", "regions", "endpoints", "spans", "counters")
+        if any(getattr(self, k) != getattr(other, k) for k in plain):
             return False
-        self.trace_ids()
-        other.trace_ids()
-        arrays = (
+        exact = (
             "region_kind",
             "region_estimated",
-            "ops",
-            "measured_ops",
-            "span_count",
-            "etag",
-            "ltag",
             "requests",
-            "traces",
+            *_CELL_ARRAYS[:2],
+            *_SUMS[2:],
+            *_MAXES,
         )
-        if any(not np.array_equal(getattr(self, k), getattr(other, k)) for k in arrays):
+        if any(not np.array_equal(getattr(self, k), getattr(other, k)) for k in exact):
+            return False
+        if not np.array_equal(self.trace_ids(), other.trace_ids()):
             return False
         return all(
             getattr(self, k).shape == getattr(other, k).shape
@@ -287,6 +252,26 @@ class WindowPartial:
             for k in ("energy", "carbon")
         )
 
-    @property
-    def io_ops(self) -> int:
-        return int(self.ops.sum())
+
+def _padded(a: np.ndarray, n: int) -> np.ndarray:
+    """A copy of ``a`` zero-padded to length ``n``."""
+    out = np.zeros(n, dtype=a.dtype)
+    out[: a.size] = a
+    return out
+
+
+def _combine_cells(mine: dict, theirs: dict, n_regions: int) -> dict[str, np.ndarray]:
+    """Cells of both sides, same (service, region) summed / maxed, sorted by (service, region)."""
+    code = np.concatenate([mine["cell_svc"], theirs["cell_svc"]]) * n_regions + np.concatenate(
+        [mine["cell_reg"], theirs["cell_reg"]]
+    )
+    uniq, inv = np.unique(code, return_inverse=True)
+    out = {"cell_svc": uniq // n_regions, "cell_reg": uniq % n_regions}
+    for name in _SUMS:
+        values = np.concatenate([mine[name], theirs[name]])
+        out[name] = np.bincount(inv, values, minlength=uniq.size).astype(values.dtype)
+    for name in _MAXES:
+        codes = np.zeros(uniq.size, dtype=np.int8)
+        np.maximum.at(codes, inv, np.concatenate([mine[name], theirs[name]]))
+        out[name] = codes
+    return out

@@ -197,3 +197,45 @@ def test_property_partial_round_trips_exactly(h, a, b, green, signals):
     back = WindowPartial.from_bytes(p.to_bytes())
     assert back.same_as(p, rel=0.0)
     assert back.to_bytes() == p.to_bytes()
+
+
+@PROPS
+@given(a=spans_st, b=spans_st, c=spans_st, green=green_st, signals=signals_st)
+def test_property_merge_equals_concatenation_with_small_caps(h, a, b, c, green, signals):
+    # the window law with caps small enough that random batches overflow them: at most 3 real
+    # regions and 2 endpoints per window (the caps are module constants, lowered for this test)
+    import agent.carbon.partial as partial_mod
+    import agent.score as score_mod
+
+    saved = (
+        partial_mod.MAX_REGIONS,
+        score_mod.MAX_REGIONS,
+        partial_mod.MAX_ENDPOINTS,
+        score_mod.MAX_ENDPOINTS,
+    )
+    partial_mod.MAX_REGIONS = score_mod.MAX_REGIONS = 3
+    partial_mod.MAX_ENDPOINTS = score_mod.MAX_ENDPOINTS = 2
+    try:
+        ctx = h.context(green, signals=signals)
+
+        def score(spans):
+            return score_batch(h.build_batch(spans), ctx)
+
+        # caps apply when partials are folded into a window: batch by batch equals all at once
+        whole = WindowPartial.empty().merge(score(a + b + c))
+        assert len([r for r in whole.regions if r != "unknown"]) <= 3
+        assert len([e for e in whole.endpoints if e[1] != "(other)"]) <= 2
+        window = WindowPartial.empty()
+        for part in (a, b, c):
+            window = window.merge(score(part))
+        assert window.same_as(whole, rel=1e-9)
+        gs = build_report(whole, ctx, T0, T0 + 10**9).green_summary
+        _check_sum_carbon(gs)
+        _check_sum_energy(gs)
+    finally:
+        (
+            partial_mod.MAX_REGIONS,
+            score_mod.MAX_REGIONS,
+            partial_mod.MAX_ENDPOINTS,
+            score_mod.MAX_ENDPOINTS,
+        ) = saved

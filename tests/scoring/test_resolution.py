@@ -73,11 +73,21 @@ def test_region_overflow_across_merge_equals_concatenation(h):
     b = [{"service": "b", "region": f"r-{i}", "op": "db", "trace": i} for i in range(150, 300)]
     b += [{"service": "b", "region": "eu-west-3", "op": "select", "trace": 7}]
     b += [{"service": "b", "region": "unknown", "op": "db", "trace": 8}]
-    whole = score_batch(h.build_batch(a + b), ctx)
-    merged = score_batch(h.build_batch(a), ctx).merge(score_batch(h.build_batch(b), ctx))
+    empty = WindowPartial.empty()
+    whole = empty.merge(score_batch(h.build_batch(a + b), ctx))
+    merged = empty.merge(score_batch(h.build_batch(a), ctx)).merge(
+        score_batch(h.build_batch(b), ctx)
+    )
     assert merged.same_as(whole, rel=1e-12)
     assert merged.counters["region_overflow"] == 45  # r-256..r-299 and eu-west-3
     assert float(merged.carbon.sum()) == 0.0
+    # a region the window already holds is never folded, even from a batch that overflows alone
+    late = [{"service": "c", "region": f"z-{i}", "op": "db", "trace": 1} for i in range(300)]
+    late.append({"service": "c", "region": "r-5", "op": "db", "trace": 1})
+    window = merged.merge(score_batch(h.build_batch(late), ctx))
+    assert window.counters["region_overflow"] == 45 + 300
+    # r-5: one op from a, one from the late batch (whose own 300 z-regions all fold)
+    assert window.ops[window.cell_reg == window.regions.index("r-5")].sum() == 2
 
 
 def test_first_seen_region_survives_merges(h):
@@ -96,15 +106,21 @@ def test_endpoint_cap_folds_new_endpoints_into_other(h):
         for i in range(MAX_ENDPOINTS + 10)
     ]
     spans.append({"service": "s", "op": None, "endpoint": "not-io", "trace": 1})
-    whole = score_batch(h.build_batch(spans), ctx)
+    whole = WindowPartial.empty().merge(score_batch(h.build_batch(spans), ctx))
     assert len(whole.endpoints) == MAX_ENDPOINTS + 1
     assert whole.endpoints[("s", OTHER_ENDPOINT)] == 10
     assert whole.counters["endpoint_overflow"] == 10
     half = len(spans) // 2
-    merged = score_batch(h.build_batch(spans[:half]), ctx).merge(
-        score_batch(h.build_batch(spans[half:]), ctx)
+    merged = (
+        WindowPartial.empty()
+        .merge(score_batch(h.build_batch(spans[:half]), ctx))
+        .merge(score_batch(h.build_batch(spans[half:]), ctx))
     )
     assert merged.same_as(whole, rel=1e-12)
+    # an endpoint the window already holds keeps counting after the cap; q4104 and q4105
+    # (folded before) fold again, the last span is not I/O: (other) = 10 + 2
+    again = merged.merge(score_batch(h.build_batch(spans[:3] + spans[-3:]), ctx))
+    assert again.endpoints[("s", "q0")] == 2 and again.endpoints[("s", OTHER_ENDPOINT)] == 12
 
 
 def test_traces_requests_and_spans(h):
@@ -184,6 +200,9 @@ def test_empty_batch_and_rejected_counts(h):
 def test_from_bytes_refuses_an_unknown_version():
     with pytest.raises(ValueError, match="version 9"):
         WindowPartial.from_bytes(b'{"v": 9}')
+    # version 1 (the dense-grid layout) is refused too, with the same message shape
+    with pytest.raises(ValueError, match="expected 2"):
+        WindowPartial.from_bytes(b'{"v": 1}')
 
 
 @pytest.mark.parametrize(
