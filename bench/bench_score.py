@@ -59,6 +59,8 @@ def main() -> None:
     window = merge_all()
     blob = window.to_bytes()
     rate = _best_rate(lambda: WindowPartial.from_bytes(window.to_bytes()), 1)
-    print(f"to_bytes + from_bytes of a {window.spans:,}-span window ({len(blob):,} B): {1e3 / rate:.2f} ms")
+    print(
+        f"to_bytes + from_bytes of a {window.spans:,}-span window ({len(blob):,} B): {1e3 / rate:.2f} ms"
+    )
     rate = _best_rate(lambda: build_report(window, ctx, NOW_NS - 60 * 10**9, NOW_NS), 1)
     print(f"build_report: {1e3 / rate:.2f} ms per window")
