@@ -246,3 +246,17 @@ def test_host_with_a_measured_source_but_no_reading_falls_back_and_is_counted(h)
     assert rep.green_summary.hosts[0].energy_kwh == pytest.approx(1.6666667e-3, rel=1e-6)
     assert rep.green_summary.hosts[0].energy_model == "declared_watts"
     assert rep.counters["host_measured_fallback"] == 1
+
+
+def test_host_carbon_uses_the_profile_at_the_window_midpoint_or_live(h):
+    # window 2026-01-01T12:00:00Z..12:01:00Z, midpoint 12:00:30 -> January 12:00 cell of FR:
+    # 41.5 x 97.1 / 99.444726 = 40.521505 g/kWh; 240 W x 60 s = 0.004 kWh;
+    # 0.004 x 40.521505 x 1.15 = 0.18639892 g
+    hosts = [{"name": "pg", "kind": "database", "region": "eu-west-3", "watts": 120, "count": 2}]
+    green = dict(h.PLAIN, use_hourly_profiles=True, hosts=hosts)
+    gs = h.report(six_sql(), green).green_summary
+    assert gs.co2.database_gco2 == pytest.approx(0.18639892, rel=1e-6)
+    # a fresh live 200 g/kWh wins: 0.004 x 200 x 1.15 = 0.92 g
+    sig = Signals(live_intensity={"eu-west-3": LiveIntensity(200.0, "electricity_maps_api", NOW_S)})
+    gs = h.report(six_sql(), green, signals=sig).green_summary
+    assert gs.co2.database_gco2 == pytest.approx(0.92, rel=1e-12)
