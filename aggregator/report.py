@@ -60,14 +60,14 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
 def _methodology(state: AggregateState) -> Methodology:
     meta = state.methodology
 
-    def values_of(word: str) -> list[str]:
-        return sorted({v for k, vs in meta.items() if word in k.lower() for v in vs})
+    def values_of(*words: str) -> list[str]:
+        return sorted({v for k, vs in meta.items() if any(w in k.lower() for w in words) for v in vs})
 
     return Methodology(
         intensity_sources=sorted({r.source for r in state.regions.values()}),
-        vintages=values_of("vintage"),
+        vintages=values_of("vintage", "intensity_table", "intensity_profiles"),
         pue={name: r.pue for name, r in sorted(state.regions.items())},
-        coefficients=values_of("coefficient"),
+        coefficients=values_of("coefficient", "energy_per_io_op"),
         energy_per_io_op_kwh=ENERGY_PER_IO_OP_KWH,
         energy_source_models=sorted(state.models),
         calibration_applied=state.calibration_applied,

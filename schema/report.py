@@ -29,11 +29,11 @@ class Methodology(_Model):
         default_factory=list, description="intensity kinds seen in regions[]: annual, hourly, ..."
     )
     vintages: list[str] = Field(
-        default_factory=list, description="values of window methodology keys naming a vintage"
+        default_factory=list, description="values of window methodology keys naming a vintage, intensity table or profiles"
     )
     pue: dict[str, float] = Field(default_factory=dict, description="region -> PUE (first seen)")
     coefficients: list[str] = Field(
-        default_factory=list, description="values of window methodology keys naming coefficients"
+        default_factory=list, description="values of window methodology keys naming coefficients or the energy per I/O op"
     )
     energy_per_io_op_kwh: float = Field(description="I/O proxy energy per operation (fallback path)")
     energy_source_models: list[str] = Field(
