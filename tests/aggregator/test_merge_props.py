@@ -107,8 +107,12 @@ def test_merge_is_associative_and_equals_the_sequential_fold(reports, i, j):
     parts = [_fold(p) for p in (a, b, c)]
     assume(all(p.dropped_services == 0 and p.rejected_models == 0 for p in parts))
     whole = _report(_fold(lines))
-    _same(_report(_fold(a).merge(_fold(b)).merge(_fold(c))), whole)
-    _same(_report(_fold(a).merge(_fold(b).merge(_fold(c)))), whole)
+    _same(_report(_fold(a).merge(_fold(b)).merge(_fold(c))), whole)  # what the engines do
+    right = _fold(b).merge(_fold(c))
+    if right.dropped_services == 0 and right.rejected_models == 0:
+        # grouping on the right is the same only while that inner merge stays under the caps
+        # (it cannot know what the left side already holds); the engines never group so
+        _same(_report(_fold(a).merge(right)), whole)
 
 
 @settings(max_examples=30, deadline=None)
