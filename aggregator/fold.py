@@ -17,8 +17,9 @@ partitions and merging them in file order is the same computation on one machine
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
-from aggregator.read import Window
+from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
     MAX_COUNT,
     MAX_FIGURE,
@@ -143,13 +144,15 @@ class AggregateState:
     chains: dict[str, list] = field(default_factory=dict)  # agent -> [first, last, windows]
     max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
     max_models: int = MAX_ENERGY_MODELS
-    _layouts: dict = field(default_factory=dict, repr=False)  # a cache, never merged or shipped
+    _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
+    _seen_meta: set = field(default_factory=set, repr=False)
 
     # -- per window -----------------------------------------------------------------------
 
     def drop_caches(self) -> None:
         """Forget derived caches (before a state is shipped between processes)."""
         self._layouts.clear()
+        self._seen_meta.clear()
 
     def note_chain(self, agent: str, line_hash: str) -> None:
         """Remember the first and last archive hash of each agent's windows in the period."""
@@ -222,8 +225,22 @@ class AggregateState:
         self.embodied_kg += w.embodied_g / 1000.0
         self.database_kg += w.database_g / 1000.0
         self.messaging_kg += w.messaging_g / 1000.0
-        self._regions(w)
-        self._methodology(w.methodology)
+        if w.regions:
+            self._regions(w)
+        if w.methodology:
+            self._note_methodology(w.methodology)
+
+    def _note_methodology(self, meta: dict) -> None:
+        """Record a window's methodology block; a block seen before adds nothing."""
+        try:
+            seen = tuple(meta.items())
+            if seen in self._seen_meta:
+                return
+            if len(self._seen_meta) < MAX_LAYOUTS:
+                self._seen_meta.add(seen)
+        except TypeError:  # an unhashable (hostile) value: record it the long way
+            pass
+        self._methodology(meta)
 
     def _runtime(self, w: Window) -> None:
         """Sum the per-service maps. Which service each entry goes to, and what its tag does
@@ -231,27 +248,48 @@ class AggregateState:
         and reused, so a steady stream of windows costs a tight loop over figures."""
         self.runtime_windows += 1
         layout = self._layout(w)
-        energies, carbons = w.energies, w.carbons
-        requests = w.requests or [0] * len(energies)
-        if layout.simple:
-            for acc, e, c, r in zip(layout.targets, energies, carbons, requests, strict=True):
-                acc.energy += e
-                acc.carbon += c
-                acc.requests += r
-                acc.windows += 1
-            app_energy, app_carbon, app_requests = sum(energies), sum(carbons), sum(requests)
+        if w.raw and layout.simple:
+            app_energy, app_carbon, app_requests = self._credit_raw(layout, w)
         else:
-            app_energy, app_carbon, app_requests = self._credit_mixed(layout, w, requests)
+            if w.raw:  # the general loop takes sanitised lists
+                w.energies = clean_values(list(w.energies), self.tally)
+                w.carbons = clean_values(list(w.carbons), self.tally)
+                w.requests = clean_counts(list(w.requests), self.tally) if w.requests else None
+            app_energy, app_carbon, app_requests = self._credit_mixed(layout, w)
         if layout.unknown:
             layout.unknown = self._upgrade_regions(layout, w)
         self.energy += app_energy + w.host_energy
         self.operational_kg += app_carbon
         self.requests += app_requests if app_requests else w.traces
 
-    def _credit_mixed(self, layout: _Layout, w: Window, requests: list[int]) -> tuple[float, float, int]:
-        """The general loop: some entries are hosts (excluded) or past the service cap."""
+    def _credit_raw(self, layout: _Layout, w: Window) -> tuple[float, float, int]:
+        """The hot loop: every entry is a known service; values are sanitised inline."""
+        tally = self.tally
         app_energy = app_carbon = 0.0
         app_requests = 0
+        requests = w.requests if w.requests is not None else repeat(0)
+        for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=False):  # repeat(0) is endless
+            if type(e) is not float or not 0.0 <= e <= MAX_FIGURE:
+                e = clean_float(e, tally)
+            if type(c) is not float or not 0.0 <= c <= MAX_FIGURE:
+                c = clean_float(c, tally)
+            if type(r) is not int or not 0 <= r <= MAX_COUNT:
+                r = clean_count(r, tally)
+            acc.energy += e  # type: ignore[union-attr]
+            acc.carbon += c  # type: ignore[union-attr]
+            acc.requests += r  # type: ignore[union-attr]
+            acc.windows += 1  # type: ignore[union-attr]
+            app_energy += e
+            app_carbon += c
+            app_requests += r
+        return app_energy, app_carbon, app_requests
+
+    def _credit_mixed(self, layout: _Layout, w: Window) -> tuple[float, float, int]:
+        """The general loop over sanitised lists: entries may be hosts (excluded) or past the
+        service cap (dropped, counted)."""
+        app_energy = app_carbon = 0.0
+        app_requests = 0
+        requests = w.requests or [0] * len(w.energies)
         for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=True):
             if acc is _HOST:
                 self.host_terms_excluded += 1
@@ -402,7 +440,7 @@ class AggregateState:
 
     def merge(self, other: AggregateState) -> AggregateState:
         """Fold ``other`` in after ``self`` (in place; returns ``self``)."""
-        self._layouts.clear()
+        self.drop_caches()
         self.calibration_applied |= other.calibration_applied
         for tag, count in other.models.items():
             if tag in self.models:

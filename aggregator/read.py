@@ -106,6 +106,7 @@ class Window:
     requests: list[int] | None = None
     region_map: dict = field(default_factory=dict)
     model_map: dict = field(default_factory=dict)
+    raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
 
 
 _EMPTY: dict = {}
@@ -192,10 +193,18 @@ def _runtime_maps(gs: dict, w: Window, tally: Tally) -> None:
     if carbon.keys() != energy.keys():
         names = names + tuple(k for k in carbon if k not in energy)
     w.names = names
-    w.energies = clean_values(_aligned(energy, names), tally)
-    w.carbons = clean_values(_aligned(carbon, names), tally)
     requests = _obj(gs, "per_service_requests")
-    w.requests = clean_counts(_aligned(requests, names), tally) if requests else None
+    n = len(names)
+    if (len(energy) == n and len(carbon) == n and tuple(carbon) == names
+            and (not requests or (len(requests) == n and tuple(requests) == names))):
+        # the common shape: the fold sanitises the values inline as it adds them up
+        w.energies, w.carbons = energy.values(), carbon.values()  # type: ignore[assignment]
+        w.requests = requests.values() if requests else None  # type: ignore[assignment]
+        w.raw = True
+    else:
+        w.energies = clean_values(_aligned(energy, names), tally)
+        w.carbons = clean_values(_aligned(carbon, names), tally)
+        w.requests = clean_counts(_aligned(requests, names), tally) if requests else None
     w.region_map = _obj(gs, "per_service_region")
     w.model_map = _obj(gs, "per_service_energy_model")
 
