@@ -88,6 +88,11 @@ class WindowPartial:
     def io_ops(self) -> int:
         return int(self.ops.sum())
 
+    def ops_by_service(self) -> dict[str, int]:
+        """I/O operations per service key (what measured-energy sources divide by)."""
+        per = np.bincount(self.cell_svc, weights=self.ops, minlength=len(self.services))
+        return {svc: int(n) for svc, n in zip(self.services, per, strict=True) if n}
+
     @staticmethod
     def add_endpoint(
         out: dict[tuple[str, str], int], key: tuple[str, str], n: int, counters: dict

@@ -35,12 +35,10 @@ class OpCounter:
                 totals[key] = totals.get(key, 0) + ops
 
     def add_partial(self, partial: object) -> None:
-        """Count a scored ``WindowPartial``: its ``services`` and the row sums of its ``ops`` grid."""
-        services = getattr(partial, "services", None)
-        grid = getattr(partial, "ops", None)
-        if not services or grid is None:
-            return
-        self.add(dict(zip(services, (int(n) for n in grid.sum(axis=1)), strict=True)))
+        """Count a scored ``WindowPartial`` by its per-service I/O operations."""
+        per_service = getattr(partial, "ops_by_service", None)
+        if per_service is not None:
+            self.add(per_service())
 
     def totals(self) -> dict[str, int]:
         """A copy of the running totals."""
