@@ -391,10 +391,10 @@ class AggregateState:
             self._credit(name, "unknown", app_energy * share, app_kg * share, 0, w.model)
 
     def _regions(self, w: Window) -> None:
-        tally = self.tally
+        tally, regions = self.tally, self.regions
         for row in w.regions:
             name = row.get("region")
-            acc = self.regions.get(name) if type(name) is str else None
+            acc = regions.get(name) if type(name) is str else None
             if acc is None:
                 acc = self._new_region(row)
                 if acc is None:

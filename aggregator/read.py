@@ -10,8 +10,9 @@ file and line. A *leaf* of the wrong type is a missing value (see ``aggregator.s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import orjson
 
@@ -101,11 +102,11 @@ class Window:
     methodology: dict
     # runtime path (``names`` is None on the proxy path); values aligned with ``names``
     names: tuple[str, ...] | None = None
-    energies: list = field(default_factory=list)
-    carbons: list = field(default_factory=list)
+    energies: Any = ()  # a list, or the map's values view when ``raw``
+    carbons: Any = ()
     requests: list[int] | None = None
-    region_map: dict = field(default_factory=dict)
-    model_map: dict = field(default_factory=dict)
+    region_map: Any = None  # dicts, set together with ``names``
+    model_map: Any = None
     raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
 
 

@@ -73,9 +73,9 @@ def main() -> None:
         files = discover([str(root)])
         print(f"generated {N_WINDOWS:,} windows, {size / 1e6:.1f} MB in {len(files)} files "
               f"({time.perf_counter() - t0:.1f} s)")
-        raw = max(_raw_rate(files) for _ in range(2))
-        best = float("inf")
-        for _ in range(2):
+        raw, best = 0.0, float("inf")
+        for _ in range(3):  # interleaved, best of three: the machine is shared
+            raw = max(raw, _raw_rate(files))
             t0 = time.perf_counter()
             state = run_local(files, period)
             best = min(best, time.perf_counter() - t0)
