@@ -92,12 +92,13 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
-        agent_env: dict[str, str] | None = None) -> dict:
+        agent_env: dict[str, str] | None = None, window_seconds: float = 10.0) -> dict:
     with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         agent = subprocess.Popen(
             [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", tmp, "--agent-id",
-             "bench", "--grpc-port", "0", "--http-port", "0", "--window-seconds", "10"],
+             "bench", "--grpc-port", "0", "--http-port", "0", "--window-seconds",
+             str(window_seconds)],
             cwd=REPO, env={**env, **(agent_env or {})}, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
         try:
@@ -153,11 +154,13 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--window-seconds", type=float, default=10.0)
     ap.add_argument("--agent-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the agent, e.g. CARBONSPAN_GRPC_WORKERS=4")
     a = ap.parse_args()
     if a.loadgen:
         print(json.dumps(loadgen(a.loadgen, a.seconds, a.clients, a.warmup)))
     else:
-        r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env))
+        r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env),
+                a.window_seconds)
         print(json.dumps(r, indent=2))
