@@ -11,6 +11,7 @@ import logging
 import os
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import orjson
@@ -63,6 +64,18 @@ def _raw_rate(files) -> float:
     return len(lines) / (time.perf_counter() - t0)
 
 
+def _memory(files, period: Period) -> None:
+    """Peak traced memory folding 4 files vs all: streaming means it must not grow with lines."""
+    peaks = []
+    for subset in (files[:4], files):
+        tracemalloc.start()
+        run_local(subset, period)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    print(f"peak traced memory:   {peaks[0] / 1e6:.1f} MB folding 4 files, {peaks[1] / 1e6:.1f} MB "
+          f"folding all {len(files)} (grows with services, not lines)")
+
+
 def main() -> None:
     logging.getLogger("carbonspan.aggregate").setLevel(logging.ERROR)  # one fallback warning per file
     period = Period.parse("2026-11-01", "2026-12-31")
@@ -85,6 +98,7 @@ def main() -> None:
         print(f"raw orjson.loads:     {raw:>10,.0f} windows/s  {raw * size / N_WINDOWS / 1e6:7.1f} MB/s")
         print(f"local engine:         {local:>10,.0f} windows/s  {size / best / 1e6:7.1f} MB/s  "
               f"({local / raw:.2f} of raw; target >= 0.5)")
+        _memory(files, period)
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",

@@ -172,3 +172,27 @@ def test_aggregate_cli_errors_say_what_to_do(tmp_path, capsys):
     assert "give an archive directory" in capsys.readouterr().err
     assert main(["aggregate", str(tmp_path), "--from", "yesterday", "--to", "2026-11-30"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_mixed_gzip_rotated_v1_archive_verifies_clean(mixed_archive, capsys):
+    assert main(["verify", str(mixed_archive)]) == 0
+    out = capsys.readouterr().out
+    assert "chain agent-a: 60 records" in out and "chain agent-b: 40 records" in out
+
+
+@pytest.mark.timeout(120)
+def test_aggregate_cli_on_an_existing_dask_scheduler_matches_local(mixed_archive, tmp_path):
+    from distributed import LocalCluster
+
+    local, dist = tmp_path / "local.json", tmp_path / "dask.json"
+    assert _aggregate(mixed_archive, local) == 0
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        code = _aggregate(mixed_archive, dist, "--engine", "dask", "--scheduler", cluster.scheduler_address)
+    assert code == 0 and dist.read_bytes() == local.read_bytes()
+
+
+def test_scheduler_needs_the_dask_engine(archive, tmp_path, capsys):
+    assert _aggregate(archive, tmp_path / "r.json", "--scheduler", "tcp://127.0.0.1:1") == 2
+    assert "--scheduler needs --engine dask" in capsys.readouterr().err
