@@ -233,11 +233,17 @@ class Pipeline:
         self._ticker.start()
 
     def _tick(self) -> None:
+        backoff = 0.0
+        retry_at = 0.0
         while not self._stop.wait(0.2):
+            if time.monotonic() < retry_at:
+                continue
             try:
                 self.close_if_due()
+                backoff = 0.0
             except Exception:  # logged in _close_locked; the window stays open for a retry
-                continue
+                backoff = min(30.0, max(1.0, backoff * 2))  # e.g. a full disk: retry, not spam
+                retry_at = time.monotonic() + backoff
 
     def stop_accepting(self) -> None:
         with self._admit_lock:
