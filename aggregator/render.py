@@ -14,21 +14,22 @@ from schema.report import DisclosureReport
 MAX_ROWS = 20
 
 
+def _scaled(value: float, units: tuple[str, str, str]) -> str:
+    """``value`` (in the middle unit) in the unit a reader expects: x1000 below 1, /1000 above 1000."""
+    small, unit, large = units
+    if value >= 1000.0:
+        return f"{value / 1000.0:,.3f} {large}"
+    if value >= 1.0:
+        return f"{value:,.3f} {unit}"
+    return f"{value * 1000.0:,.3f} {small}"
+
+
 def fmt_kg(kg: float) -> str:
-    """Carbon in the unit a reader expects: g below 1 kg, t above 1000 kg."""
-    if kg >= 1000.0:
-        return f"{kg / 1000.0:,.3f} t"
-    if kg >= 1.0:
-        return f"{kg:,.3f} kg"
-    return f"{kg * 1000.0:,.3f} g"
+    return _scaled(kg, ("g", "kg", "t"))
 
 
 def fmt_kwh(kwh: float) -> str:
-    if kwh >= 1000.0:
-        return f"{kwh / 1000.0:,.3f} MWh"
-    if kwh >= 1.0:
-        return f"{kwh:,.3f} kWh"
-    return f"{kwh * 1000.0:,.3f} Wh"
+    return _scaled(kwh, ("Wh", "kWh", "MWh"))
 
 
 def summary_table(report: DisclosureReport) -> Table:
