@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aggregator import synth
 from aggregator.files import discover
@@ -196,3 +200,28 @@ def test_aggregate_cli_on_an_existing_dask_scheduler_matches_local(mixed_archive
 def test_scheduler_needs_the_dask_engine(archive, tmp_path, capsys):
     assert _aggregate(archive, tmp_path / "r.json", "--scheduler", "tcp://127.0.0.1:1") == 2
     assert "--scheduler needs --engine dask" in capsys.readouterr().err
+
+
+HOSTILE = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"NaN", b"[]", b"{}", b'{"seq":"x","prev":1,"hash":[],"ts":null}',
+                     b'{"report":{"green_summary":[1]},"seq":0,"prev":"","hash":"","ts":""}',
+                     b'{"report":{"green_summary":{"per_service_energy_kwh":{"a":"x"},"co2":1}},'
+                     b'"seq":0,"prev":"","hash":"","ts":""}', b"\xff\xfe", b'{"a":1e999}']),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), HOSTILE), max_size=5))
+def test_verify_never_crashes_on_hostile_lines(edits):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        recs = synth.sealed_lines(synth.realistic(12, seed=5, n_services=2))
+        lines = [orjson.dumps(r) for r in recs]
+        for at, junk in edits:
+            lines.insert(at, junk.replace(b"\n", b" "))
+        (root / "agent-a").mkdir()
+        (root / "agent-a" / "windows-20261110-000000.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+        findings, chains = verify_archives(discover([str(root)]))
+        assert bool(findings) == any(j.strip() for _, j in edits)
+        assert all(":" in f.location for f in findings)
