@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.highlighter import NullHighlighter
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from aggregator.engines import run_dask, run_local
@@ -69,9 +71,12 @@ def handle(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not files:
         return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
     err = Console(stderr=True)
+    if not logging.getLogger().handlers:  # warnings print above the progress bar, not through it
+        handler = (RichHandler(console=err, show_time=False, show_path=False, highlighter=NullHighlighter())
+                   if err.is_terminal else logging.StreamHandler(sys.stderr))
+        handler.setFormatter(logging.Formatter("%(message)s" if err.is_terminal else "warning: %(message)s"))
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         state = _run(args, files, period, err)
     except AttributionError as exc:
