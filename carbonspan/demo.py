@@ -320,7 +320,7 @@ def _print_disclosure(console: Any, root: Path) -> None:
         from aggregator.render import print_summary
         from aggregator.report import build_report
     except ImportError as exc:  # hook: an agent-only build has no aggregator
-        console.print(f"(disclosure report skipped: the aggregator is not installed: {exc})")
+        console.print(f"(disclosure report skipped: the aggregator could not be imported: {exc})")
         return
     period = Period.everything()
     state = run_local(discover([str(root)]), period)
