@@ -139,6 +139,8 @@ class Agent:
             grpc_rx = GrpcReceiver(handler, s)
             grpc_port = grpc_rx.start()
         except BaseException:
+            if "http" in locals():
+                http.stop()
             archive.close()
             if sources is not None:
                 sources.stop()
@@ -149,7 +151,7 @@ class Agent:
         print(
             f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
             f"{s.bind}:{http.port}, archive {s.archive_path} (next seq "
-            f"{0 if recovery.last_seq is None else recovery.last_seq + 1}, {replayed} partials "
+            f"{0 if archive.last_seq is None else archive.last_seq + 1}, {replayed} partials "
             "replayed from the WAL)",
             flush=True,
         )
