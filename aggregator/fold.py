@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import repeat
 
+from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
     MAX_COUNT,
@@ -40,72 +41,11 @@ MAX_METHOD_KEYS = 32
 MAX_METHOD_VALUES = 8
 MAX_METHOD_VALUE_BYTES = 2048
 UNATTRIBUTED = "_unattributed"
+MAX_LAYOUTS = 4096
 
 
 class AttributionError(Exception):
     """Strict attribution: a window had nothing to split its energy and carbon by."""
-
-
-class ServiceAcc:
-    """Running totals of one service (or of the ``_unattributed`` bucket)."""
-
-    __slots__ = ("energy", "carbon", "requests", "windows", "region", "models")
-
-    def __init__(self, region: str) -> None:
-        self.energy = 0.0
-        self.carbon = 0.0
-        self.requests = 0
-        self.windows = 0
-        self.region = region
-        self.models: dict[str, None] = {}
-
-    def add(self, other: ServiceAcc, models: dict[str, int]) -> None:
-        if self.region == "unknown":
-            self.region = other.region
-        self.energy += other.energy
-        self.carbon += other.carbon
-        self.requests += other.requests
-        self.windows += other.windows
-        for tag in other.models:
-            if tag in models:
-                self.models[tag] = None
-
-
-class _Layout:
-    """How one (service names, tags, hosts) combination folds; see AggregateState._runtime."""
-
-    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple")
-
-    def __init__(self) -> None:
-        self.targets: list[ServiceAcc | None | object] = []  # None: past the cap; _HOST: excluded
-        self.tag_counts: dict[str, int] = {}
-        self.rejected = 0
-        self.unknown = False
-        self.simple = True
-
-
-_HOST = object()
-MAX_LAYOUTS = 4096
-
-
-class RegionAcc:
-    __slots__ = ("status", "intensity", "pue", "source", "rows", "io_ops", "energy", "carbon")
-
-    def __init__(self, status: str, intensity: float, pue: float, source: str) -> None:
-        self.status, self.intensity, self.pue, self.source = status, intensity, pue, source
-        self.rows = 0
-        self.io_ops = 0
-        self.energy = 0.0
-        self.carbon = 0.0  # kg
-
-
-@dataclass
-class FileStat:
-    agent: str
-    file: str
-    lines: int = 0
-    windows_in_period: int = 0
-    malformed_lines: int = 0
 
 
 @dataclass
@@ -439,62 +379,7 @@ class AggregateState:
     # -- merge ----------------------------------------------------------------------------
 
     def merge(self, other: AggregateState) -> AggregateState:
-        """Fold ``other`` in after ``self`` (in place; returns ``self``)."""
-        self.drop_caches()
-        self.calibration_applied |= other.calibration_applied
-        for tag, count in other.models.items():
-            if tag in self.models:
-                self.models[tag] += count
-            elif len(self.models) < self.max_models:
-                self.models[tag] = count
-            else:
-                self.rejected_models += count
-        for name, acc in other.services.items():
-            mine = self.services.get(name)
-            if mine is None:
-                if len(self.services) >= self.max_services:
-                    self.dropped_services += acc.windows
-                    self.dropped_energy += acc.energy
-                    self.dropped_carbon += acc.carbon
-                    continue
-                mine = self.services[name] = ServiceAcc(acc.region)
-            mine.add(acc, self.models)
-        self.unattributed.add(other.unattributed, self.models)
-        for name, racc in other.regions.items():
-            mine_r = self.regions.get(name)
-            if mine_r is None:
-                if len(self.regions) >= MAX_REGIONS:
-                    self.dropped_regions += racc.rows
-                    continue
-                mine_r = self.regions[name] = RegionAcc(racc.status, racc.intensity, racc.pue, racc.source)
-            mine_r.rows += racc.rows
-            mine_r.io_ops += racc.io_ops
-            mine_r.energy += racc.energy
-            mine_r.carbon += racc.carbon
-        for key, values in other.methodology.items():
-            for value in values:
-                self._methodology({key: value})
-        self.tally.merge(other.tally)
-        for name in _SUMMED:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        room = MAX_SAMPLES - len(self.malformed_samples)
-        self.malformed_samples.extend(other.malformed_samples[: max(0, room)])
-        self.files.extend(other.files)
-        self.fallback_files.extend(other.fallback_files)
-        for agent, (first, last, n) in other.chains.items():
-            span = self.chains.get(agent)
-            if span is None:
-                self.chains[agent] = [first, last, n]
-            else:
-                span[0] = span[0] or first
-                span[1] = last or span[1]
-                span[2] += n
-        return self
+        """Fold ``other`` in after ``self`` (in place; returns ``self``); see aggregator.merge."""
+        from aggregator.merge import merge_into
 
-
-_SUMMED = (
-    "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
-    "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
-    "dropped_energy", "dropped_carbon", "host_terms_excluded", "dropped_regions", "lines",
-    "windows_outside", "malformed", "rejected_models",
-)
+        return merge_into(self, other)

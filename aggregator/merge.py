@@ -1,0 +1,75 @@
+"""The ordered merge of two AggregateStates: ``left`` then ``right``.
+
+The left side's first-seen facts win (a service's region, the order of services, regions and
+tags); caps apply as if the right side's windows had been folded after the left's: a right
+service that does not fit is dropped with all it carried (``dropped_*``), a tag past the tag
+cap counts each of its occurrences as rejected. The engines always merge per-file states
+left to right in file order, which is why local and Dask reports are byte-identical.
+"""
+
+from __future__ import annotations
+
+from aggregator.accumulators import RegionAcc, ServiceAcc
+from aggregator.fold import MAX_REGIONS, MAX_SAMPLES, AggregateState
+
+
+def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
+    """Fold ``right`` into ``left`` after it (in place; returns ``left``)."""
+    left.drop_caches()
+    left.calibration_applied |= right.calibration_applied
+    for tag, count in right.models.items():
+        if tag in left.models:
+            left.models[tag] += count
+        elif len(left.models) < left.max_models:
+            left.models[tag] = count
+        else:
+            left.rejected_models += count
+    for name, acc in right.services.items():
+        mine = left.services.get(name)
+        if mine is None:
+            if len(left.services) >= left.max_services:
+                left.dropped_services += acc.windows
+                left.dropped_energy += acc.energy
+                left.dropped_carbon += acc.carbon
+                continue
+            mine = left.services[name] = ServiceAcc(acc.region)
+        mine.add(acc, left.models)
+    left.unattributed.add(right.unattributed, left.models)
+    for name, racc in right.regions.items():
+        mine_r = left.regions.get(name)
+        if mine_r is None:
+            if len(left.regions) >= MAX_REGIONS:
+                left.dropped_regions += racc.rows
+                continue
+            mine_r = left.regions[name] = RegionAcc(racc.status, racc.intensity, racc.pue, racc.source)
+        mine_r.rows += racc.rows
+        mine_r.io_ops += racc.io_ops
+        mine_r.energy += racc.energy
+        mine_r.carbon += racc.carbon
+    for key, values in right.methodology.items():
+        for value in values:
+            left._methodology({key: value})
+    left.tally.merge(right.tally)
+    for name in _SUMMED:
+        setattr(left, name, getattr(left, name) + getattr(right, name))
+    room = MAX_SAMPLES - len(left.malformed_samples)
+    left.malformed_samples.extend(right.malformed_samples[: max(0, room)])
+    left.files.extend(right.files)
+    left.fallback_files.extend(right.fallback_files)
+    for agent, (first, last, n) in right.chains.items():
+        span = left.chains.get(agent)
+        if span is None:
+            left.chains[agent] = [first, last, n]
+        else:
+            span[0] = span[0] or first
+            span[1] = last or span[1]
+            span[2] += n
+    return left
+
+
+_SUMMED = (
+    "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
+    "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
+    "dropped_energy", "dropped_carbon", "host_terms_excluded", "dropped_regions", "lines",
+    "windows_outside", "malformed", "rejected_models",
+)
