@@ -106,6 +106,7 @@ class Agent:
                 recovery.last_seq,
             )
         sources = None
+        http: HttpReceiver | None = None
         try:
             sources = start_sources(self.cfg)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
@@ -139,7 +140,7 @@ class Agent:
             grpc_rx = GrpcReceiver(handler, s)
             grpc_port = grpc_rx.start()
         except BaseException:
-            if "http" in locals():
+            if http is not None:
                 http.stop()
             archive.close()
             if sources is not None:
