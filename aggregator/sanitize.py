@@ -68,19 +68,21 @@ def clean_count(value: object, tally: Tally) -> int:
     return 0
 
 
-def clean_name(value: object) -> str | None:
-    """A usable service or region name: a non-empty string of at most MAX_NAME_BYTES bytes."""
+def _bounded(value: object, max_bytes: int) -> str | None:
+    """``value`` if it is a non-empty string of at most ``max_bytes`` UTF-8 bytes, else None.
+    (A string of n characters has at most 4n bytes, so short strings skip the encoding.)"""
     if type(value) is not str or not value:
         return None
-    if len(value) > MAX_NAME_BYTES // 4 and len(value.encode("utf-8", "replace")) > MAX_NAME_BYTES:
+    if len(value) > max_bytes // 4 and len(value.encode("utf-8", "replace")) > max_bytes:
         return None
     return value
+
+
+def clean_name(value: object) -> str | None:
+    """A usable service or region name (at most MAX_NAME_BYTES bytes), or None."""
+    return _bounded(value, MAX_NAME_BYTES)
 
 
 def clean_tag(value: object) -> str | None:
     """An energy-model tag of at most MAX_TAG_BYTES bytes, or None (rejected)."""
-    if type(value) is not str or not value:
-        return None
-    if len(value) > MAX_TAG_BYTES // 4 and len(value.encode("utf-8", "replace")) > MAX_TAG_BYTES:
-        return None
-    return value
+    return _bounded(value, MAX_TAG_BYTES)
