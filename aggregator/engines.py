@@ -11,17 +11,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
+from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold import AggregateState, FileStat
 from aggregator.read import Malformed, Period, load, parse_window, window_start
 
 log = logging.getLogger("carbonspan.aggregate")
+_BLANK = frozenset(b" \t\r\n")
 
 #: Called after each file with (files done, files total, file): drives progress bars.
 Progress = Callable[[int, int, ArchiveFile], None]
 
 
-def fold_lines(lines: Iterable[bytes], label: str, agent: str, period: Period,
+def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, period: Period,
                strict: bool = False, state: AggregateState | None = None) -> tuple[AggregateState, FileStat]:
     """Fold raw archive lines (``label`` names them in findings) into ``state``.
 
@@ -35,7 +36,7 @@ def fold_lines(lines: Iterable[bytes], label: str, agent: str, period: Period,
     lineno = 0
     try:
         for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
-            if not raw.strip():
+            if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
                 continue
             try:
                 rec = load(raw)
@@ -65,7 +66,7 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> Aggregate
     A truncated gzip stream keeps the lines before the break. A file that used the fallback
     (I/O proxy) path is listed in ``fallback_files`` so operators can find old archives.
     """
-    state, stat = fold_lines(iter_lines(f), f.label, f.agent, period, strict)
+    state, stat = fold_lines(iter_line_views(f), f.label, f.agent, period, strict)
     state.drop_caches()
     state.files.append(stat)
     if state.fallback_windows:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import itemgetter
 
 from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout
 from aggregator.read import Window, clean_counts, clean_values
@@ -42,6 +43,7 @@ MAX_METHOD_VALUES = 8
 MAX_METHOD_VALUE_BYTES = 2048
 UNATTRIBUTED = "_unattributed"
 MAX_LAYOUTS = 4096
+_REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
 
 
 class AttributionError(Exception):
@@ -333,14 +335,18 @@ class AggregateState:
     def _regions(self, w: Window) -> None:
         tally, regions = self.tally, self.regions
         for row in w.regions:
-            name = row.get("region")
-            acc = regions.get(name) if type(name) is str else None
+            try:
+                name, io, energy, co2 = _REGION_FIELDS(row)
+                acc = regions.get(name) if type(name) is str else None
+            except KeyError:  # a field is absent: take the defaults
+                name = row.get("region")
+                io, energy, co2 = row.get("io_ops", 0), row.get("energy_kwh", 0.0), row.get("co2_gco2", 0.0)
+                acc = regions.get(name) if type(name) is str else None
             if acc is None:
                 acc = self._new_region(row)
                 if acc is None:
                     continue
             acc.rows += 1
-            io, energy, co2 = row.get("io_ops", 0), row.get("energy_kwh", 0.0), row.get("co2_gco2", 0.0)
             # inline fast path (the common clean case); the sanitisers handle everything else
             acc.io_ops += io if type(io) is int and 0 <= io <= MAX_COUNT else clean_count(io, tally)
             acc.energy += energy if type(energy) is float and 0.0 <= energy <= MAX_FIGURE else clean_float(energy, tally)
