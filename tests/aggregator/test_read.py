@@ -89,6 +89,8 @@ def test_malformed_lines_are_skipped_and_counted_with_file_and_line(tmp_path, wr
         b'{"ts": "x", "report": {"window": {"start": "2026-11-10T00:00:00Z"}, "green_\xff": 1}}',  # 6: not UTF-8
         orjson.dumps(no_start),  # 7: no window start
         good[2][: len(good[2]) // 2],  # 8: truncated
+        b"",  # 9, 10: blank lines are not windows and not malformed
+        b"  \r",
     ]
     write_lines(tmp_path, lines)
     state = fold(tmp_path)
@@ -96,7 +98,7 @@ def test_malformed_lines_are_skipped_and_counted_with_file_and_line(tmp_path, wr
     where = [s.split(": ")[0] for s in state.malformed_samples]
     assert where == [f"agent-a/windows-20261110-000000.jsonl:{n}" for n in (2, 3, 5, 6, 7, 8)]
     assert "green_summary is list" in state.malformed_samples[1]
-    assert state.files[0].malformed_lines == 6 and state.files[0].lines == 8
+    assert state.files[0].malformed_lines == 6 and state.files[0].lines == 10
 
 
 def test_truncated_gzip_keeps_the_lines_before_the_break(tmp_path, fold):
