@@ -18,6 +18,9 @@ from aggregator.read import Malformed, Period, load, parse_window, window_start
 log = logging.getLogger("carbonspan.aggregate")
 _BLANK = frozenset(b" \t\r\n")
 
+#: Per-file states fetched from Dask per round trip (each is small: it grows with services).
+GATHER_BATCH = 32
+
 #: Called after each file with (files done, files total, file): drives progress bars.
 Progress = Callable[[int, int, ArchiveFile], None]
 
@@ -118,13 +121,15 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
     try:
         futures = client.map(fold_file, list(files), period=period, strict=strict, pure=False)  # type: ignore[attr-defined]
         total = AggregateState()
-        for i, (f, fut) in enumerate(zip(files, futures, strict=True), start=1):
-            state = fut.result()
-            fut.release()
-            _announce(f, state)
-            total.merge(state)
-            if progress is not None:
-                progress(i, len(files), f)
+        # gather in file order, a batch at a time: one round trip per batch, bounded memory
+        for lo in range(0, len(futures), GATHER_BATCH):
+            batch = futures[lo : lo + GATHER_BATCH]
+            for i, state in enumerate(client.gather(batch), start=lo):  # type: ignore[attr-defined]
+                _announce(files[i], state)
+                total.merge(state)
+                if progress is not None:
+                    progress(i + 1, len(files), files[i])
+            client.cancel(batch)  # type: ignore[attr-defined]  # release the workers' copies
         return total
     finally:
         if own_client is not None:
