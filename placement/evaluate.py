@@ -137,9 +137,14 @@ def forecast_greedy(trace: Trace, p: np.ndarray) -> Placement:
     I(s − 24 + ((h − s) mod 24)): the last 24 observed hours, repeated. With base b = s − 24
     and T = P[b + 24] − P[b], the forecast sum over offsets [a, a+d) is
     ((a+d)//24 − a//24)·T + P[b + (a+d) % 24] − P[b + a % 24]: O(1), and it reads only
-    hours < s. Jobs submitted in the first 24 hours have no history: they run at once at home.
+    hours < s. A job submitted before hour 24 has less than a day of history, so some hours
+    have no same-hour observation to forecast from; rather than invent one, it runs at once
+    at home (exactly carbon-agnostic: it can only understate the candidate, never flatter it).
     """
     day = PERSISTENCE_HOURS
+    young = trace.submit < day
+    if young.all():  # also every trace shorter than a day: nothing to forecast from
+        return Placement(trace.home.copy(), trace.submit.copy())
     pt = np.ascontiguousarray(p.T)
 
     def sums(sl: slice, t: np.ndarray) -> np.ndarray:
@@ -154,7 +159,6 @@ def forecast_greedy(trace: Trace, p: np.ndarray) -> Placement:
         return f
 
     placed = _argmin_window(trace, sums)
-    young = trace.submit < day
     return Placement(
         np.where(young, trace.home, placed.region), np.where(young, trace.submit, placed.start)
     )

@@ -140,12 +140,12 @@ def test_forecast_greedy_choice_is_unchanged_by_any_future(history, future_a, fu
 @st.composite
 def traces(draw):
     n_regions = draw(st.integers(1, 3))
-    hours = draw(st.integers(30, 60))
+    hours = draw(st.integers(1, 60))  # shorter than a day too: forecast-greedy has no history
     vals = st.floats(0, 900, allow_nan=False, width=32)
     regions = {f"r{i}": draw(st.lists(vals, min_size=hours, max_size=hours)) for i in range(n_regions)}
     jobs = []
     for k in range(draw(st.integers(1, 6))):
-        d = draw(st.integers(1, 5))
+        d = draw(st.integers(1, min(5, hours)))
         slack = draw(st.integers(0, min(24, hours - d)))
         submit = draw(st.integers(0, hours - d - slack))
         allowed = draw(st.lists(st.sampled_from(list(regions)), min_size=1, max_size=n_regions, unique=True))
@@ -178,3 +178,58 @@ def test_forecast_greedy_without_a_day_of_history_runs_at_once_at_home():
     t = parse_trace(doc)
     pl = forecast_greedy(t, prefix_sums(t))
     assert (pl.region[0], pl.start[0]) == (0, 5)
+
+
+def test_forecast_greedy_at_the_one_day_boundary():
+    """Submitted at hour 23, the "same hour yesterday" of hour 46 would be hour 23 — the submit
+    hour itself, not yet observed — so with under a day of history the job runs at once at
+    home. At hour 24 the full day 0..23 is history and the forecast is used."""
+    a = [400.0] * 72
+    a[23] = 5.0  # a dip at the submit hour: only a forecast that reads the future sees it
+    b = [300.0] * 72
+    doc = {"method": "average", "regions": {"A": a, "B": b},
+           "jobs": [{"id": "j23", "submit": 23, "duration": 1, "energy_kwh": 1.0, "slack": 24},
+                    {"id": "j24", "submit": 24, "duration": 1, "energy_kwh": 1.0, "slack": 24,
+                     "home": "B"}]}
+    t = parse_trace(doc)
+    pl = forecast_greedy(t, prefix_sums(t))
+    assert (int(pl.region[0]), int(pl.start[0])) == (0, 23)  # at once, at home A
+    # j24 forecasts hour 47 by hour 23 (5 g/kWh, observed): it waits 23 h and runs in A
+    assert (int(pl.region[1]), int(pl.start[1])) == (0, 47)
+
+
+def test_forecast_greedy_on_a_trace_shorter_than_a_day_runs_everything_at_once_at_home():
+    doc = {"method": "average", "regions": {"A": [400.0, 10.0, 10.0, 10.0], "B": [5.0] * 4},
+           "jobs": [{"id": "j", "submit": 0, "duration": 1, "energy_kwh": 2.0, "slack": 3}]}
+    res = evaluate_policies(parse_trace(doc), "forecast-greedy", forecast_greedy)
+    # no history at all: forecast-greedy is carbon-agnostic, 2 kWh × 400 = 800 g, 0 %
+    assert res["forecast-greedy"]["emissions_g"] == pytest.approx(800.0)
+    assert res["forecast-greedy"]["reduction_pct"] == pytest.approx(0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hist=st.integers(0, 40),
+    past=st.lists(st.floats(0, 1000, allow_nan=False), min_size=40, max_size=40),
+    future_a=st.lists(st.floats(0, 1000, allow_nan=False), min_size=30, max_size=30),
+    future_b=st.lists(st.floats(0, 1000, allow_nan=False), min_size=30, max_size=30),
+    duration=st.integers(1, 6),
+    slack=st.integers(0, 24),
+)
+def test_forecast_greedy_never_reads_the_future_with_any_amount_of_history(
+    hist, past, future_a, future_b, duration, slack
+):
+    """Property: with 0-40 h of history (either side of the one-day boundary), rewriting every
+    hour from submission on never changes forecast-greedy's choice."""
+    choices = []
+    for future in (future_a, future_b):
+        r = past[:hist] + future
+        doc = {"method": "average", "regions": {"r": r, "s": r[::-1][len(future):] + future},
+               "jobs": [{"id": "j", "submit": hist, "duration": duration, "energy_kwh": 1.0,
+                         "slack": slack, "home": "s"}]}
+        t = parse_trace(doc)
+        pl = forecast_greedy(t, prefix_sums(t))
+        choices.append((int(pl.region[0]), int(pl.start[0])))
+    assert choices[0] == choices[1]
+    if hist < 24:
+        assert choices[0] == (1, hist)  # under a day of history: at once, at home
