@@ -8,6 +8,7 @@ report is the same ``WindowReport`` the agent archives, printed as one JSON docu
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -65,17 +66,34 @@ def handle(args: argparse.Namespace) -> int:
         except FileNotFoundError:
             print(f"carbonspan score: {path}: no such file", file=sys.stderr)
             return 2
-        except (OtlpDecodeError, OSError) as exc:
-            print(f"carbonspan score: {path}: {exc}", file=sys.stderr)
+        except IsADirectoryError:
+            print(
+                f"carbonspan score: {path}: is a directory; pass the trace files in it",
+                file=sys.stderr,
+            )
+            return 2
+        except OSError as exc:
+            print(f"carbonspan score: {path}: cannot read ({exc.strerror})", file=sys.stderr)
+            return 2
+        except OtlpDecodeError as exc:  # the message already names the file (and line)
+            print(
+                f"carbonspan score: {exc}\n  (expected an OTLP trace export: JSON, NDJSON or "
+                "protobuf ExportTraceServiceRequest)",
+                file=sys.stderr,
+            )
             return 2
     batch = concat_batches(batches)
     start_ns, end_ns = window_bounds(batch.start_ns, batch.duration_ns)
     ctx = ScoringContext.from_config(cfg, now_ns=end_ns or None)
     report = build_report(score_batch(batch, ctx), ctx, start_ns, end_ns, agent_id=args.agent_id)
-    sys.stdout.buffer.write(
-        orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-    )
-    sys.stdout.buffer.write(b"\n")
+    try:
+        sys.stdout.buffer.write(
+            orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+        )
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `| head`: the reader has what it wanted
+        # point stdout at /dev/null so the interpreter's final flush does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -171,3 +171,31 @@ def test_spans_encoded_by_the_opentelemetry_sdk(tmp_path, plain_config):
     gs = json.loads(proc.stdout)["green_summary"]
     assert gs["co2"]["operational_gco2"] == pytest.approx(2.6586e-4, rel=1e-12)
     assert gs["per_service_requests"] == {"orders": 1} and gs["total_io_ops"] == 3
+
+
+def test_file_errors_name_the_file_once_and_say_what_to_do(tmp_path):
+    junk = tmp_path / "junk.pb"
+    junk.write_bytes(b"\xff\xff\xff")
+    proc = run(str(junk))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("junk.pb") == 1  # the decoder names it; the CLI does not repeat it
+    assert "expected an OTLP trace export" in proc.stderr
+    proc = run(str(tmp_path))
+    assert proc.returncode == 2 and "is a directory; pass the trace files in it" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Errno" not in proc.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path, plain_config):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(six_sql_request()))
+    # `carbonspan score ... | head -c 10`: the pipe closes before the report is written
+    proc = subprocess.Popen(
+        [str(CLI), "score", "--config", str(plain_config), str(trace)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0
+    assert "BrokenPipeError" not in err and "Traceback" not in err
