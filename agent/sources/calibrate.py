@@ -206,7 +206,12 @@ def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Fa
     for service in sorted(measured):
         m = measured[service]
         f = Factor(service, m.kwh, scan.ops.get(service, 0.0), m.start_s, m.end_s)
-        if f.ops <= 0:
+        if m.end_s <= m.start_s:
+            f.warning = (
+                f"only {m.rows} reading(s) at one time: no time range to measure; "
+                "give at least two readings"
+            )
+        elif f.ops <= 0:
             f.warning = "no I/O ops archived in its time range: no factor"
         else:
             f.factor = f.kwh_per_op / ENERGY_PER_IO_OP_KWH

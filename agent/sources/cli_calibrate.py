@@ -93,7 +93,15 @@ def handle(args: argparse.Namespace) -> int:
         factors, note=f"readings {args.readings}, archives {args.archives}, generated {when}"
     )
     if args.out:
-        Path(args.out).write_text(text)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            print(
+                f"carbonspan calibrate: cannot write {args.out} ({exc.strerror or exc}); "
+                "give a writable path, or leave out --out to print the table",
+                file=err,
+            )
+            return 1
         print(f"wrote {args.out}", file=err)
     else:
         sys.stdout.write(text)

@@ -124,3 +124,29 @@ def test_trapezoid_is_bounded_by_min_and_max_power(points):
     span = max(times) - min(times)
     assert min(watts) * span * (1 - 1e-9) - 1e-6 <= joules <= max(watts) * span * (1 + 1e-9) + 1e-6
     assert math.isfinite(joules)
+
+
+def test_a_factor_above_ten_is_written_with_a_warning(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("search", "q", 100)])])
+    # 50 W x 60 s = 3,000 J = 8.3333e-4 kWh / 100 ops = 8.3333e-6 kWh/op -> factor 83.333
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{T0},search,50\n{T0 + 60},search,50\n", capsys)
+    assert code == 0
+    assert tomllib.loads(out)["green"]["calibration"]["search"] == pytest.approx(83.3333, rel=1e-5)
+    assert "warning: search: factor 83.33 is above 10x" in err
+    assert "# warning: factor 83.33 is above 10x" in out  # kept beside the factor in the TOML
+
+
+def test_a_single_reading_has_no_range_and_says_so(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 10)])])
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{T0 + 30},a,5\n", capsys)
+    assert code == 1  # no factor could be derived
+    assert "only 1 reading(s) at one time: no time range" in err
+    assert "a =" not in out
+
+
+def test_an_unwritable_out_path_is_a_clear_error(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 10)])])
+    readings = f"timestamp,service,power_watts\n{T0},a,5\n{T0 + 60},a,5\n"
+    code, _, err = run(tmp_path, readings, capsys, "--out", str(tmp_path / "missing-dir" / "cal.toml"))
+    assert code == 1
+    assert "cannot write" in err and "missing-dir" in err and "Traceback" not in err
