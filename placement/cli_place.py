@@ -37,7 +37,8 @@ def _handler(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(f"job {report['job']} -> cluster {report['cluster']} (region {report['region']})")
+        label = "job" if report["job"] is None else f"job {report['job']}"
+        print(f"{label} -> cluster {report['cluster']} (region {report['region']})")
         print(report["reason"])
     return 0
 

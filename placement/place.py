@@ -131,6 +131,20 @@ def validate_clusters(clusters: Any) -> list[dict[str, Any]]:
     return out
 
 
+def validate_job(job: Any) -> dict[str, Any]:
+    """Check the job; ``size`` (its demand, default 1) must be a finite number >= 0."""
+    if not isinstance(job, Mapping):
+        raise ValueError("the job must be an object like {\"id\": \"etl-7\", \"size\": 2}")
+    size = job.get("size", 1)
+    if isinstance(size, bool) or not isinstance(size, int | float) or not (
+        np.isfinite(size) and size >= 0
+    ):
+        raise ValueError(
+            f"job {job.get('id')!r}: 'size' must be a number >= 0 (capacity units), got {size!r}"
+        )
+    return dict(job)
+
+
 def place(
     job: Mapping[str, Any],
     clusters: Any,
@@ -142,8 +156,7 @@ def place(
 ) -> dict[str, Any]:
     """Place one job on the best fitting cluster under the gated policy; returns the report."""
     cl = validate_clusters(clusters)
-    if not isinstance(job, Mapping):
-        raise ValueError("the job must be an object like {\"id\": \"etl-7\", \"size\": 2}")
+    job = validate_job(job)
     res = resolve(policy, audit_log=audit_log, now=now, env=env)
     ok = fits(cl, job)
     if not any(ok):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.formula import FormulaError, FormulaProvider, compile_formula
-from placement.place import validate_clusters
+from placement.place import validate_clusters, validate_job
 from placement.trace import TraceError, parse_trace
 
 json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20),
@@ -87,3 +87,26 @@ def test_formula_refuses_anything_but_arithmetic():
     got = fn({"cost_per_hour": np.array([1.0, 3.0]), "carbon_intensity": np.array([50.0, 10.0])})
     # max(1, 2) + 50/10 = 7 ; max(3, 2) + 10/10 = 4
     assert got.tolist() == [7.0, 4.0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.fixed_dictionaries({}, optional={"id": json_value, "size": json_value}) | json_value)
+def test_validate_job_accepts_or_explains(job):
+    try:
+        out = validate_job(job)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    size = out.get("size", 1)
+    assert not isinstance(size, bool) and np.isfinite(size) and size >= 0
+
+
+@pytest.mark.parametrize("size, msg", [("big", "'size' must be a number >= 0"), (-5, "got -5"),
+                                       (True, "got True"), (float("nan"), "got nan")])
+def test_a_bad_job_size_is_an_error_not_a_placement(size, msg):
+    from placement import place
+
+    full = [{"name": "a", "region": "DE", "carbon_intensity": 10.0, "cost_per_hour": 1.0,
+             "capacity": 2.0, "used": 2.0}]
+    with pytest.raises(ValueError, match=msg):  # -5 would otherwise "fit" the full cluster
+        place({"id": "j", "size": size}, full, "headroom")
