@@ -67,6 +67,26 @@ def record(path: Path, event: dict[str, Any]) -> Recorded:
     return Recorded(rec["seq"], rec["hash"], rec["ts"], rec["event"])
 
 
+def _malformed(ev: dict[str, Any]) -> str | None:
+    """What is wrong with an evaluation event's shape, or None. A chain only proves the log
+    was not edited after writing; a hand-appended event of the wrong shape must not crash the
+    gate or be half-believed, so the reader refuses the whole log (fail closed)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    verdict = ev.get("verdict")
+    checks = (
+        ("policy", isinstance(ev.get("policy"), str)),
+        ("trace", isinstance(ev.get("trace"), dict)),
+        ("verdict", isinstance(verdict, dict) and isinstance(verdict.get("action"), str)
+         and isinstance(verdict.get("ships"), str)),
+        ("delta_pp", number(ev.get("delta_pp"))),
+        ("evaluated_at", isinstance(ev.get("evaluated_at"), str)),
+    )
+    bad = [k for k, ok in checks if not ok]
+    return f"missing or malformed {', '.join(bad)}" if bad else None
+
+
 def read_log(path: Path) -> LogState:
     """All recorded evaluations, or the reason none can be trusted."""
     if not path.exists():
@@ -82,5 +102,9 @@ def read_log(path: Path) -> LogState:
     for rec in records:
         ev = rec.get(chainlog.BODY_KEY) if rec else None
         if isinstance(ev, dict) and ev.get("type") == EVENT_TYPE:
+            wrong = _malformed(ev)
+            if wrong:
+                return LogState(path, problem=f"audit log {path} event seq {rec['seq']} is not "
+                                f"a well-formed R-ec evaluation ({wrong})")
             out.append(Recorded(int(rec["seq"]), str(rec["hash"]), str(rec["ts"]), ev))
     return LogState(path, out)

@@ -128,3 +128,21 @@ def test_evaluations_older_than_a_fresh_one_do_not_count(audit_log, spatial_win_
     record_evaluation(audit_log, flat, run_evaluation(flat, "carbon-aware"))
     res = resolve("carbon-aware", audit_log=audit_log, now=datetime.now(UTC))
     assert res.action == "carbon-withheld" and res.evidence["seq"] == 1
+
+
+@pytest.mark.parametrize("field, value", [("verdict", "ship-candidate"), ("delta_pp", "5"),
+                                          ("policy", None), ("trace", [])])
+def test_a_well_chained_but_malformed_event_fails_closed(audit_log, spatial_win_doc, field, value):
+    # a real winning evaluation, then a hand-appended event of the wrong shape: the chain
+    # verifies, so only the shape check stands between it and a crash or a half-read licence
+    trace = parse_trace(spatial_win_doc)
+    good = record_evaluation(audit_log, trace, run_evaluation(trace, "carbon-aware"))
+    assert resolve("carbon-aware", audit_log=audit_log).action == "as-requested"
+    chainlog.append(audit_log, {**good.event, field: value})
+    assert chainlog.verify(audit_log) == []
+    log = read_log(audit_log)
+    assert log.evaluations == [] and "event seq 1 is not a well-formed" in log.problem
+    assert field in log.problem
+    res = resolve("carbon-aware", audit_log=audit_log)
+    assert (res.effective, res.action) == ("carbon-simple", "replaced")
+    assert "fail closed" in res.reason
