@@ -178,17 +178,37 @@ def provider_fields(trace: Trace, rows: slice) -> dict[str, np.ndarray]:
     }
 
 
-def _row_clusters(trace: Trace, f: dict[str, np.ndarray], i: int) -> list[dict[str, Any]]:
+def _row_clusters(
+    trace: Trace, f: dict[str, np.ndarray], i: int, cols: np.ndarray
+) -> list[dict[str, Any]]:
     return [
-        {"name": n, "region": n, **{k: float(v[i, j]) for k, v in f.items() if k not in ("size", "headroom")}}
-        for j, n in enumerate(trace.region_names)
+        {"name": trace.region_names[j], "region": trace.region_names[j],
+         **{k: float(v[i, j]) for k, v in f.items() if k not in ("size", "headroom")}}
+        for j in cols
     ]
+
+
+def _score_rows(provider: Any, trace: Trace, f: dict[str, np.ndarray], sl: slice) -> np.ndarray:
+    """Per job, ``provider.score`` over its *allowed* regions only (a third-party score may
+    depend on which clusters are offered); disallowed columns stay NaN (never chosen)."""
+    scores = np.full(f["carbon_intensity"].shape, np.nan)
+    allowed = trace.allowed[sl]
+    for i in range(scores.shape[0]):
+        cols = np.flatnonzero(allowed[i])
+        s = provider.score(_row_clusters(trace, f, i, cols), {"size": 0.0})
+        scores[i, cols] = [np.nan if v is None else v for v in s]
+    return scores
 
 
 def provider_policy(provider: Any) -> Callable[[Trace, np.ndarray], Placement]:
     """A provider as it behaves in production: at submission it scores every allowed region
     as a cluster, identical except for that region's current intensity, and the job runs at
-    once in the best-scoring one."""
+    once in the best-scoring one.
+
+    Built-ins and formulas score all regions in one array call: their orders are per-cluster
+    (formulas) or dense-rank lexicographic, so the best allowed column is the same as if only
+    the allowed ones were offered. Any other provider is called per job with its allowed
+    regions only."""
 
     def place(trace: Trace, p: np.ndarray) -> Placement:
         region = np.empty(len(trace.submit), np.int64)
@@ -197,11 +217,7 @@ def provider_policy(provider: Any) -> Callable[[Trace, np.ndarray], Placement]:
             if hasattr(provider, "score_arrays"):
                 scores = np.asarray(provider.score_arrays(f), np.float64)
             else:
-                rows = []
-                for i in range(f["carbon_intensity"].shape[0]):
-                    s = provider.score(_row_clusters(trace, f, i), {"size": 0.0})
-                    rows.append([np.nan if v is None else v for v in s])
-                scores = np.array(rows, np.float64)
+                scores = _score_rows(provider, trace, f, sl)
             region[sl] = choose(scores, trace.allowed[sl])
         return Placement(region, trace.submit.copy())
 

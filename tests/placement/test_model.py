@@ -233,3 +233,40 @@ def test_forecast_greedy_never_reads_the_future_with_any_amount_of_history(
     assert choices[0] == choices[1]
     if hist < 24:
         assert choices[0] == (1, hist)  # under a day of history: at once, at home
+
+
+def test_a_provider_is_offered_only_the_jobs_allowed_regions():
+    """A hedging provider that picks the *second*-cleanest cluster it is offered: the choice
+    depends on which clusters are offered, so offering disallowed regions would change it."""
+
+    class SecondCleanest:
+        name = "second-cleanest"
+
+        def score(self, clusters, job):
+            order = sorted(range(len(clusters)), key=lambda i: clusters[i]["carbon_intensity"])
+            return [1.0 if i == order[min(1, len(order) - 1)] else 0.0 for i in range(len(clusters))]
+
+    doc = {"method": "average",
+           "regions": {"A": [100.0] * 4, "B": [200.0] * 4, "C": [300.0] * 4},
+           "jobs": [{"id": "bc", "submit": 1, "duration": 1, "energy_kwh": 1.0, "regions": ["B", "C"]},
+                    {"id": "abc", "submit": 1, "duration": 1, "energy_kwh": 1.0}]}
+    t = parse_trace(doc)
+    pl = provider_policy(SecondCleanest())(t, prefix_sums(t))
+    # offered {B: 200, C: 300} -> second cleanest is C (index 2); offered all three -> B (1)
+    assert pl.region.tolist() == [2, 1] and pl.start.tolist() == [1, 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=traces(), which=st.sampled_from(["carbon-aware", "carbon-simple", "cost-aware"]))
+def test_builtin_array_scoring_chooses_as_if_offered_only_the_allowed_regions(doc, which):
+    """The evaluator scores built-ins over all regions at once; that must pick what scoring
+    each job's allowed regions alone (the production call) picks."""
+    from placement.evaluate import _score_rows, provider_fields
+    from placement.providers import BUILTINS, choose
+
+    t = parse_trace(doc)
+    provider = BUILTINS[which]()
+    f = provider_fields(t, slice(0, len(t.submit)))
+    whole = choose(provider.score_arrays(f), t.allowed)
+    alone = choose(_score_rows(provider, t, f, slice(0, len(t.submit))), t.allowed)
+    assert whole.tolist() == alone.tolist()
