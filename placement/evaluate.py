@@ -11,7 +11,7 @@ window sum is P_r[t+d] − P_r[t], O(1) per candidate, so a policy scores all of
 
 Policies: ``carbon-agnostic`` (home, at submission), ``lowest-average-region`` (lowest mean
 intensity over the trace, at submission), ``threshold-shift`` (home; first start whose window
-mean is ≤ the home region's 30th percentile, else at once), ``oracle`` (lowest C over the whole
+mean is ≤ the 30th percentile of the home region's hourly values over the trace, else at once), ``oracle`` (lowest C over the whole
 window, perfect foresight) and the candidate: ``forecast-greedy`` or a placement provider.
 The baselines use whole-trace statistics (mean, percentile) — an idealisation that can only
 make them stronger, so a candidate that beats them has beaten a generous bar.
@@ -81,6 +81,12 @@ def lowest_average_region(trace: Trace, p: np.ndarray) -> Placement:
 
 
 def threshold_shift(trace: Trace, p: np.ndarray) -> Placement:
+    """Home region; the first start whose run-window mean is ≤ the threshold, else at once.
+
+    The threshold is the 30th percentile of the home region's *hourly* values over the whole
+    trace (numpy's default linear interpolation), the same for every job in that region; it
+    is compared with each candidate run-window's mean intensity.
+    """
     thresholds = np.percentile(trace.intensity, THRESHOLD_PERCENTILE, axis=1)
     k = np.arange(int(trace.slack.max()) + 1)
     start = trace.submit.copy()

@@ -270,3 +270,17 @@ def test_builtin_array_scoring_chooses_as_if_offered_only_the_allowed_regions(do
     whole = choose(provider.score_arrays(f), t.allowed)
     alone = choose(_score_rows(provider, t, f, slice(0, len(t.submit))), t.allowed)
     assert whole.tolist() == alone.tolist()
+
+
+def test_threshold_shift_compares_window_means_with_the_percentile_of_hourly_values():
+    """The threshold is the 30th percentile of the home region's *hourly* values over the
+    whole trace (numpy's linear interpolation), not of run-window means."""
+    a = [300.0, 100.0, 300.0, 100.0, 300.0, 300.0, 300.0, 100.0, 100.0, 300.0, 300.0, 300.0]
+    doc = {"method": "average", "regions": {"A": a, "B": [1.0] * 12},
+           "jobs": [{"id": "j", "submit": 0, "duration": 2, "energy_kwh": 1.0, "slack": 8}]}
+    t = parse_trace(doc)
+    # hourly values sorted: 4 × 100, 8 × 300; rank 0.3 × (12 − 1) = 3.3 -> 100 + 0.3 × 200 = 160
+    # 2 h window means from hours 0..8: 200 200 200 200 300 300 200 100 200 -> first ≤ 160: 7
+    # (the 30th percentile of the eleven window means would be 200: start 0; B is not home)
+    pl = threshold_shift(t, prefix_sums(t))
+    assert (int(pl.region[0]), int(pl.start[0])) == (0, 7)
