@@ -2,11 +2,15 @@
 
 A request's life: :meth:`Pipeline.admit` (bounded: beyond ``queue_size`` requests in flight
 the servers answer RESOURCE_EXHAUSTED / 429 so clients back off), decode, :meth:`ingest`
-(score outside any lock, then merge into the open window and queue the partial for the WAL
-under one lock so that merge order = log order = arrival order), wait for the group commit,
-answer OK. Only then has the agent promised anything, and the WAL keeps that promise across
-``kill -9``: on restart :meth:`restore` merges the logged partials, in order, back into the
-window they belong to.
+(score outside any lock, then queue the partial for the WAL and park it on the open window
+under one lock, so that log order = arrival order), wait for the group commit, merge every
+partial the log now holds durably into the window (in log order), answer OK. Only then has
+the agent promised anything, and the WAL keeps that promise across ``kill -9``: on restart
+:meth:`restore` merges the logged partials, in order, back into the window they belong to.
+
+A partial is merged only once its WAL record is durable. If the log fails (a full or broken
+disk), the requests it could not make durable get "unavailable, retry" and their partials are
+dropped, never merged: the client's retry is then the only copy, so nothing is counted twice.
 
 A window closes when ``window_seconds`` have passed, when it reaches ``max_window_spans``, and
 on shutdown; closing builds the report, appends it to the archive (fsynced) and only then
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +31,7 @@ from typing import Any, Protocol
 from agent.archive import ArchiveWriter, RecoveryReport, utc_rfc3339
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
-from agent.wal import WriteAheadLog
+from agent.wal import WalError, WriteAheadLog
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -56,11 +61,16 @@ def rfc3339_to_ns(text: str) -> int:
 
 @dataclass(slots=True)
 class OpenWindow:
+    """The window being filled. ``spans``/``requests`` count merged (durable) partials only;
+    ``pending`` holds ``(wal ticket, partial, spans)`` queued for the WAL, in log order."""
+
     start_ns: int
     partial: Any
     spans: int = 0
     requests: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    pending: deque[tuple[int, Any, int]] = field(default_factory=deque)
+    pending_spans: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +137,11 @@ class Pipeline:
 
     # -- ingest ------------------------------------------------------------------------
     def ingest(self, batch: SpanBatch) -> None:
-        """Score ``batch``, merge it into the open window and make it durable.
+        """Score ``batch``, make its partial durable, then merge it into the open window.
 
-        Returns once the partial is fsynced in the WAL: the caller may then answer OK.
-        Raises ShuttingDown or ``agent.wal.WalError`` (answer "unavailable, retry").
+        Returns once the partial is fsynced in the WAL (and merged): the caller may then
+        answer OK. Raises ShuttingDown or ``agent.wal.WalError`` (answer "unavailable,
+        retry"); in both cases nothing of the batch is in any window.
         """
         self._count_rejections(batch)
         n = len(batch)
@@ -142,17 +153,40 @@ class Pipeline:
             if self._closed:
                 raise ShuttingDown("the agent is shutting down")
             w = self._window
+            ticket = self.wal.append(w.start_ns, payload)  # WalError: nothing parked, nothing merged
+            w.pending.append((ticket, partial, n))
+            w.pending_spans += n
+            if w.spans + w.pending_spans >= self.max_window_spans:
+                try:  # closing waits for the window's pending records and merges them
+                    self._close_locked(now_ns(), "size")
+                except Exception:  # logged; the window stays open (its records are in the WAL)
+                    pass
+        try:
+            self.wal.wait(ticket)
+        finally:
+            with self._lock:  # merge what is durable now (ours, and any earlier ticket's)
+                self._merge_durable_locked(self._window)
+        self.metrics.spans_accepted.inc(n)
+
+    def _merge_durable_locked(self, w: OpenWindow) -> None:
+        """Merge ``w``'s pending partials whose WAL records are durable, in log order.
+
+        Once the log has failed nothing more becomes durable, so the rest are dropped: their
+        requests were (or will be) answered "unavailable", and the clients' retries carry them.
+        """
+        failed = self.wal.failed  # read before durable: after a failure durable is final
+        durable = self.wal.durable
+        while w.pending and w.pending[0][0] <= durable:
+            _, partial, n = w.pending.popleft()
             w.partial = w.partial.merge(partial)
             w.spans += n
+            w.pending_spans -= n
             w.requests += 1
-            ticket = self.wal.append(w.start_ns, payload)
-            if w.spans >= self.max_window_spans:
-                try:
-                    self._close_locked(now_ns(), "size")
-                except Exception:  # logged; this batch is merged and logged: still answer OK
-                    pass
-        self.wal.wait(ticket)
-        self.metrics.spans_accepted.inc(n)
+        if failed and w.pending:
+            log.warning("dropped %d spans the write-ahead log could not make durable (their "
+                        "requests were answered 'unavailable, retry')", w.pending_spans)
+            w.pending.clear()
+            w.pending_spans = 0
 
     def _count_rejections(self, batch: SpanBatch) -> None:
         self.metrics.spans_received.inc(len(batch) + batch.rejected)
@@ -201,6 +235,12 @@ class Pipeline:
 
     def _close_locked(self, end_ns: int, reason: str, truncate: bool = True) -> None:
         w = self._window
+        if w.pending:  # requests still waiting for the group commit: theirs belong here
+            try:
+                self.wal.wait(w.pending[-1][0])
+            except WalError:
+                pass  # the records that did not land are dropped by the merge below
+            self._merge_durable_locked(w)
         next_start = end_ns if reason == "replay" else now_ns()
         self._window = OpenWindow(next_start, self.scoring.empty())
         if w.spans == 0:
@@ -224,8 +264,8 @@ class Pipeline:
             gs.get("per_service_carbon_kgco2eq", {}),
             end_ns / 1e9,
         )
-        if truncate:
-            self.wal.truncate()
+        if truncate and not self.wal.failed:  # a failed log is left as it is: on restart its
+            self.wal.truncate()  # records of this (archived) window are skipped, not replayed
 
     # -- lifecycle ---------------------------------------------------------------------
     def start_ticker(self) -> None:

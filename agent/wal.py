@@ -73,6 +73,7 @@ class WriteAheadLog:
         self._thread: threading.Thread | None = None
         self.fsyncs = 0
         self.bytes_written = 0
+        self._good_size = 0  # file length after the last successful sync
 
     def open(self) -> list[tuple[int, bytes]]:
         """Open the log, drop a torn tail, start the writer; return the records to replay."""
@@ -81,6 +82,7 @@ class WriteAheadLog:
         if os.fstat(self._fd).st_size != good:
             os.ftruncate(self._fd, good)
             os.fsync(self._fd)
+        self._good_size = good
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
         self._thread.start()
         return records
@@ -117,6 +119,7 @@ class WriteAheadLog:
             assert self._fd is not None
             os.ftruncate(self._fd, 0)
             os.fsync(self._fd)
+            self._good_size = 0
 
     def _run(self) -> None:
         while True:
@@ -130,6 +133,7 @@ class WriteAheadLog:
             try:
                 self._write(b"".join(batch))
             except OSError as exc:
+                self._cut_back()
                 with self._cond:
                     self._error = exc
                     self._cond.notify_all()
@@ -151,6 +155,27 @@ class WriteAheadLog:
         os.fdatasync(self._fd)
         self.fsyncs += 1
         self.bytes_written += len(data)
+        self._good_size += len(data)
+
+    def _cut_back(self) -> None:
+        """After a failed write or sync, cut the file back to what was durable.
+
+        Records of a failed group commit were answered "unavailable" and will be retried by
+        their clients; were they left in the file (a write that landed before the sync
+        failed), a restart would replay them and count them twice.
+        """
+        try:
+            assert self._fd is not None
+            os.ftruncate(self._fd, self._good_size)
+            os.fsync(self._fd)
+        except OSError:  # the disk is gone: nothing more can be done here; restart says more
+            pass
+
+    @property
+    def durable(self) -> int:
+        """The highest ticket whose record is on disk (final once :attr:`failed`)."""
+        with self._cond:
+            return self._durable
 
     @property
     def failed(self) -> bool:

@@ -28,7 +28,8 @@ _LISTEN = re.compile(r"OTLP/gRPC [\d.]+:(\d+), OTLP/HTTP [\d.]+:(\d+)")
 class AgentProcess:
     """One agent process; ``dir`` is its chain directory (root/agent-id)."""
 
-    def __init__(self, root: Path, args: list[str], env: dict[str, str], config: str | None) -> None:
+    def __init__(self, root: Path, args: list[str], env: dict[str, str], config: str | None,
+                 max_file_bytes: int | None = None) -> None:
         self.root = root
         self.agent_id = "test-agent"
         self.dir = root / self.agent_id
@@ -41,7 +42,8 @@ class AgentProcess:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         full_env.update(env)
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=_file_size_limit(max_file_bytes))
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         self._stderr_open = True
@@ -123,6 +125,20 @@ class AgentProcess:
         return total
 
 
+def _file_size_limit(limit: int | None) -> Callable[[], None] | None:
+    """RLIMIT_FSIZE for the agent: writes past ``limit`` bytes fail with EFBIG, as on a full
+    disk (Python ignores SIGXFSZ, so the process sees the error instead of dying)."""
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
 def wait_for(pred: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
     """Poll ``pred`` until it returns something truthy, or fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -136,13 +152,15 @@ def wait_for(pred: Callable[[], object], timeout: float = 20.0, what: str = "con
 
 @pytest.fixture(scope="module")
 def start_agent(tmp_path_factory) -> Iterator[Callable[..., AgentProcess]]:
-    """``start_agent(*args, env=..., config=..., root=...)`` -> a ready AgentProcess."""
+    """``start_agent(*args, env=..., config=..., root=..., max_file_bytes=...)`` -> a ready
+    AgentProcess (``max_file_bytes``: a per-file size limit, to make the disk "fill up")."""
     procs: list[AgentProcess] = []
 
     def start(*args: str, env: dict[str, str] | None = None, config: str | None = None,
-              root: Path | None = None, ready: bool = True) -> AgentProcess:
+              root: Path | None = None, ready: bool = True,
+              max_file_bytes: int | None = None) -> AgentProcess:
         root = root or tmp_path_factory.mktemp("archives")
-        p = AgentProcess(root, list(args), env or {}, config)
+        p = AgentProcess(root, list(args), env or {}, config, max_file_bytes)
         procs.append(p)
         return p.wait_ready() if ready else p
 

@@ -1,0 +1,71 @@
+"""A write-ahead log that fails (the disk fills up) never makes the agent count a batch twice.
+
+The agent runs with RLIMIT_FSIZE, so once ``agent.wal`` passes the limit its writes fail with
+EFBIG, exactly as on a full disk. The request whose group commit failed is answered
+UNAVAILABLE, so its client retries it; the agent must therefore not have merged it into the
+window it archives on shutdown, nor replay it after a restart. The rule checked: archived
+spans = spans the client saw acknowledged, before and after the retry.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+
+from bench.workload import make_request_bytes
+from schema.chain import verify_chain
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+SPANS = 64
+LIMIT = 24 * 1024  # ~16 WAL records of a 64-span request fit; the window line (~5 KB) too
+
+
+def _archived(agent) -> int:
+    records = agent.records()
+    findings, _, count = verify_chain((str(i), r) for i, r in enumerate(records))
+    assert findings == [] and [r["seq"] for r in records] == list(range(count))
+    return sum(r["report"]["window"]["spans"] for r in records)
+
+
+def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_agent) -> None:
+    agent = start_agent("--window-seconds", "60", max_file_bytes=LIMIT)
+    channel = grpc.insecure_channel(agent.grpc_target)
+    export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+    acked = 0
+    refused: bytes | None = None
+    for i in range(200):  # bounded: the limit is reached after ~16 requests
+        body = make_request_bytes(SPANS, seed=i)
+        try:
+            export(body, timeout=10)
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+            assert "write-ahead log" in exc.details() and "retry" in exc.details()
+            refused = body
+            break
+        acked += SPANS
+    assert refused is not None and acked >= SPANS, "the WAL never hit the file-size limit"
+    # the agent says it cannot acknowledge anything any more, and keeps serving the answer
+    with pytest.raises(grpc.RpcError) as again:
+        export(refused, timeout=10)
+    assert again.value.code() == grpc.StatusCode.UNAVAILABLE
+    channel.close()
+    with pytest.raises(urllib.error.HTTPError) as ready:
+        urllib.request.urlopen(f"{agent.http_url}/readyz", timeout=5)
+    assert ready.value.code == 503
+    assert agent.metric("carbonspan_spans_accepted_total") == acked
+    assert agent.stop() == 0
+    assert _archived(agent) == acked  # the refused batches are not in the archived window
+    assert "could not make durable" in "".join(agent.stderr_text())
+
+    # the disk is fixed, the agent restarts, and the client's retry lands exactly once
+    fixed = start_agent("--window-seconds", "60", root=agent.root)
+    assert "0 partials replayed" in fixed.startup_line
+    channel = grpc.insecure_channel(fixed.grpc_target)
+    channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)(
+        refused, timeout=10)
+    channel.close()
+    assert fixed.stop() == 0
+    assert _archived(fixed) == acked + SPANS
