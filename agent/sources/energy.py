@@ -64,6 +64,9 @@ class EnergySource:
         self.settings = settings
         self.interval_s = settings.interval_s
         self.shared_services = tuple(s.lower() for s in shared_services)
+        # services this meter is configured to measure (label rules or shared services)
+        self.covered = frozenset(s.lower() for s in getattr(settings, "services", None) or ())
+        self.last_ok: float | None = None  # wall time of the last successful read
         self._clock = clock
         self._mono = monotonic
         self._cursor = ops.cursor()
@@ -76,6 +79,7 @@ class EnergySource:
             "zero_ops_kept": 0,
             "stale_dropped": 0,
             "unmatched_series": 0,
+            "incomplete_services": 0,
         }
 
     # -- subclass hook -------------------------------------------------------------------
@@ -94,6 +98,7 @@ class EnergySource:
         reading = self.read(elapsed)
         ops = self._cursor.take()  # only after a successful read: the next interval starts now
         self._last_mono = mono
+        self.last_ok = self._clock()
         if reading is not None and elapsed is not None:
             self._apply(reading, ops, self._clock())
 
@@ -124,6 +129,10 @@ class EnergySource:
             self._rates[service] = MeasuredRate(
                 kwh_per_op(joules, ops), self.tag, now, self.interval_s
             )
+
+    def down(self, now: float) -> bool:
+        """No successful read for 3 x the interval: what this meter sees is unknown now."""
+        return self.last_ok is None or now - self.last_ok > STALE_INTERVALS * self.interval_s
 
     def snapshot(self, now: float) -> tuple[dict[str, MeasuredRate], float | None]:
         """Fresh rates by service and fresh machine watts; stale entries are dropped and counted."""

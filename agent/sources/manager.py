@@ -6,9 +6,13 @@ passes ``manager.current()`` into each ``ScoringContext`` and calls ``stop()`` o
 ``current()`` never touches the network: it merges what the pollers last stored, at most
 once a second (or right after a poll succeeded), so it is cheap on the scoring path.
 
-Merging rules (issue 5): per service the first fresh rate among alumet > scaphandre >
-kepler > redfish > cloud SPECpower wins (within one kind, the newest); a rate older than 3 x
-its source's interval is dropped (counted as ``stale_dropped``). Live intensity per region
+Merging rules (issue 5): per service the first kind with a fresh rate among alumet >
+scaphandre > kepler > redfish > cloud SPECpower wins; a rate older than 3 x its source's
+interval is dropped (counted as ``stale_dropped``). Several meters of one kind (one
+Scaphandre per node, one BMC per chassis) each see their own part of a service, so their
+rates add up; while one of them that is configured for the service is down (no successful
+poll for 3 x its interval) the sum would be short, so that kind is not used for the service
+(the next kind, or the proxy, is) and the down meter's ``incomplete_services`` says so. Live intensity per region
 comes from Electricity Maps before grid operators and is kept however old, with its time,
 so the scorer can see it is stale and say so. Host watts (``[[green.hosts]] measured``)
 come from the named source.
@@ -16,9 +20,11 @@ come from the named source.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -169,16 +175,7 @@ class SourceManager:
 
     # -- internals -----------------------------------------------------------------------
     def _build(self, now: float) -> Signals:
-        measured: dict[str, MeasuredRate] = {}
-        watts_by_source: dict[str, tuple[float, str]] = {}
-        for src in self.energy:  # priority order
-            rates, watts = src.snapshot(now)
-            for service, rate in rates.items():
-                held = measured.get(service)
-                if held is None or (held.tag == rate.tag and rate.taken_at > held.taken_at):
-                    measured[service] = rate
-            if watts is not None:
-                watts_by_source[src.name] = (watts, src.tag)
+        measured, watts_by_source = self._measured(now)
         live: dict[str, LiveIntensity] = {}
         for lsrc in self.live:  # Electricity Maps first
             for region, reading in lsrc.snapshot(now).items():
@@ -192,6 +189,32 @@ class SourceManager:
             host_watts=hosts,
             max_signal_age_s=self.config.max_signal_age_s,
         )
+
+    def _measured(
+        self, now: float
+    ) -> tuple[dict[str, MeasuredRate], dict[str, tuple[float, str]]]:
+        """Per service the first kind, in priority order, with complete fresh rates."""
+        measured: dict[str, MeasuredRate] = {}
+        watts_by_source: dict[str, tuple[float, str]] = {}
+        for kind in ENERGY_KINDS:
+            meters = [s for s in self.energy if s.kind == kind]
+            fresh: dict[str, list[MeasuredRate]] = defaultdict(list)
+            for src in meters:
+                src.stats["incomplete_services"] = 0  # a gauge: recounted at every build
+                rates, watts = src.snapshot(now)
+                for service, rate in rates.items():
+                    fresh[service].append(rate)
+                if watts is not None:
+                    watts_by_source[src.name] = (watts, src.tag)
+            for service, rates in fresh.items():
+                if service in measured:
+                    continue
+                down = [m for m in meters if service in m.covered and m.down(now)]
+                for m in down:
+                    m.stats["incomplete_services"] += 1
+                if not down:
+                    measured[service] = add_rates(rates)
+        return measured, watts_by_source
 
     def _mark_dirty(self) -> None:
         self._dirty = True
@@ -242,6 +265,17 @@ class SourceManager:
         for lsrc in self.live:
             budget = max(budget, len(set(lsrc.region_zones.values())) * lsrc.timeout_s + 1.0)
         return budget
+
+
+def add_rates(rates: list[MeasuredRate]) -> MeasuredRate:
+    """Rates of meters of one kind for one service: each is its meter's joules over the
+    service's ops in the same stretch of time, so their sum is the service's kWh per op.
+    The sum is as fresh as its oldest part (the first to go stale)."""
+    if len(rates) == 1:
+        return rates[0]
+    first = min(rates, key=lambda r: r.taken_at + STALE_INTERVALS * r.interval_s)
+    total = math.fsum(r.kwh_per_op for r in rates)
+    return MeasuredRate(total, first.tag, first.taken_at, first.interval_s)
 
 
 def _feeds_services(src: EnergySource) -> bool:

@@ -195,3 +195,93 @@ def test_op_cursor_deltas_sum_to_the_totals(batches, takes):
     for k, v in cursor.take().items():
         got[k] = got.get(k, 0) + v
     assert got == counter.totals()
+
+
+KEPLER = """\
+# TYPE kepler_container_cpu_joules_total counter
+kepler_container_cpu_joules_total{container_name="checkout",zone="package"} %d
+"""
+
+
+def test_priority_over_all_five_kinds_then_the_proxy(endpoint, tmp_path, clock, monkeypatch):
+    """alumet > scaphandre > kepler > redfish > specpower: each gives way when it goes stale."""
+    monkeypatch.setenv("BMC_PW", "pw")
+    endpoint.set("/scaph", SCAPH)
+    endpoint.set("/kepler", KEPLER % 1000)
+    endpoint.set("/redfish/v1/Chassis/1/Power", b'{"PowerControl":[{"PowerConsumedWatts":300}]}')
+    csv = tmp_path / "alumet.csv"
+    csv.write_text(HEADER)
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 0 900 0 0 0 0 0 0\n")
+    rules = {"checkout": {"exe": "checkout"}}
+    table = {
+        "alumet": {"csv_path": str(csv), "interval_s": 10, "services": {"checkout": {"consumer_id": "^7$"}}},
+        "scaphandre": {"url": endpoint.url("/scaph"), "interval_s": 20, "services": rules},
+        "kepler": {"url": endpoint.url("/kepler"), "interval_s": 40,
+                   "services": {"checkout": {"container_name": "^checkout$"}}},
+        "redfish": {"url": endpoint.base, "interval_s": 80, "username": "u", "password_env": "BMC_PW",
+                    "services": ["checkout"]},
+        "specpower": {"instance_type": "m5.large", "proc_stat_path": str(stat), "interval_s": 160,
+                      "services": ["checkout"]},
+    }
+    mgr = SourceManager(parse_sources(table), clock=clock)
+    mgr.poll_all()
+    with csv.open("a") as f:
+        f.write("rapl_consumed_energy_J;2026-11-30T10:00:01Z;5.0;cpu_package;0;process;7;domain=package\n")
+    endpoint.set("/kepler", KEPLER % 1090)
+    stat.write_text("cpu  150 0 0 950 0 0 0 0 0 0\n")
+    mgr.ops.add({"checkout": 1000})
+    clock.advance(1.0)
+    mgr.poll_all()
+    signals = mgr.current()
+    assert signals.measured["checkout"].tag == "alumet_rapl"
+    expected = ["alumet_rapl", "scaphandre_rapl", "kepler_ebpf", "redfish_bmc", "cloud_specpower"]
+    seen = []
+    for interval in (10, 20, 40, 80, 160):
+        seen.append(mgr.current().measured["checkout"].tag)
+        clock.t = 1_700_000_001.0 + 3 * interval + 0.5  # just past this kind's 3 x interval
+    assert seen == expected
+    assert "checkout" not in mgr.current().measured  # every kind stale: the scorer uses the proxy
+
+
+def test_meters_of_one_kind_add_up_and_a_down_meter_withholds_the_kind(endpoint, clock):
+    """One Scaphandre per node: a service on both nodes is charged both nodes' power; while
+    one node's exporter is down the sum would be short, so the kind is not used for it."""
+    node_b = SCAPH.replace("12000000", "3000000").replace("30000000", "10000000")
+    node_b += 'scaph_process_power_consumption_microwatts{pid="8",exe="orders"} 6000000\n'
+    endpoint.set("/a/metrics", SCAPH)
+    endpoint.set("/b/metrics", node_b)
+    rules = {"checkout": {"exe": "^checkout$"}, "orders": {"exe": "^orders$"}}
+    table = {"scaphandre": [
+        {"name": "node-a", "url": endpoint.url("/a/metrics"), "interval_s": 10, "services": rules},
+        {"name": "node-b", "url": endpoint.url("/b/metrics"), "interval_s": 10, "services": rules},
+    ]}
+    mgr = SourceManager(parse_sources(table), clock=clock)
+    mgr.poll_all()
+    mgr.ops.add({"checkout": 1000, "orders": 500})
+    clock.advance(1.0)
+    mgr.poll_all()
+    measured = mgr.current().measured
+    ea = mgr.runners["node-a"].source.snapshot(clock())[0]["checkout"].kwh_per_op
+    eb = mgr.runners["node-b"].source.snapshot(clock())[0]["checkout"].kwh_per_op
+    # node a's 12 W and node b's 3 W, each over its own interval and the same 1,000 ops
+    assert ea > 0 and eb > 0
+    assert measured["checkout"].kwh_per_op == pytest.approx(ea + eb, rel=1e-12)
+    # orders runs on node b only: node a is up and sees none of it, so b's value stands alone
+    assert measured["orders"].kwh_per_op == pytest.approx(
+        mgr.runners["node-b"].source.snapshot(clock())[0]["orders"].kwh_per_op)
+    # node a goes down; node b keeps answering
+    endpoint.set("/a/metrics", "down", status=503)
+    for _ in range(4):
+        clock.advance(10.0)
+        mgr.ops.add({"checkout": 1000, "orders": 500})
+        mgr.poll_all()
+    measured = mgr.current().measured
+    assert "checkout" not in measured and "orders" not in measured  # node a's share is unknown
+    assert mgr.health()["node-a"]["incomplete_services"] == 2
+    assert mgr.health()["node-b"]["incomplete_services"] == 0
+    endpoint.set("/a/metrics", SCAPH)  # node a is back: the sum is complete again
+    clock.advance(10.0)
+    mgr.poll_all()
+    assert mgr.current().measured["checkout"].kwh_per_op > 0
+    assert mgr.health()["node-a"]["incomplete_services"] == 0
