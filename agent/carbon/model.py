@@ -31,7 +31,13 @@ from agent.batch import (
     OP_SQL_SELECT,
     OP_SQL_UPDATE,
 )
-from agent.carbon.regions import PINNED_ANNUAL, PINNED_SOURCE, PROVIDER_ZONES, PUE, PUE_SOURCES
+from agent.carbon.regions import (
+    PINNED_SOURCE,
+    PINNED_ZONES,
+    PROVIDER_ZONES,
+    PUE,
+    PUE_SOURCES,
+)
 
 #: Energy of one I/O operation (kWh): the proxy's unit, from the design notes (perf-sentinel's
 #: I/O proxy: 0.1 Wh per thousand operations).
@@ -64,11 +70,20 @@ PROXY_TAG_BY_KIND = ("io_proxy_v1", "io_proxy_v2", "io_proxy_v3", "io_proxy_v1")
 ANNUAL_COLUMN = 12 * 24
 
 DATA_FILE = Path(__file__).parent / "data" / "profiles.json"
+#: Source of each annual value, by key of ``Region.source``. The texts name which regions
+#: take which source, value by value, because they are copied into every window report's
+#: methodology block, where an auditor reads them without this code.
 SOURCES: dict[str, str] = {
-    PINNED_SOURCE: "Ember yearly electricity data, values fixed by the carbonspan design notes "
-    "(issue 2; year not stated there)",
-    "electricitymaps_2022_mean": "mean of the region's zone over the 8,760 hours of the 2022 "
-    "Electricity Maps hourly trace (agent/carbon/data/profiles.json, ODbL 1.0)",
+    PINNED_SOURCE: "; ".join(
+        f"{value:g} gCO2e/kWh given for {name}, applied to its grid zone {zone}: "
+        + ", ".join(sorted(r for m in PROVIDER_ZONES.values() for r, z in m.items() if z == zone))
+        for zone, (value, name) in PINNED_ZONES.items()
+    )
+    + " (values given by the carbonspan design notes, issue 2, which attribute them to Ember's "
+    "yearly electricity data; the year is not stated there)",
+    "electricitymaps_2022_mean": "every other table region: the mean of its Electricity Maps "
+    "zone over the 8,760 hours of 2022 (vintage 2022; agent/carbon/data/profiles.json, "
+    "ODbL 1.0)",
 }
 
 
@@ -190,8 +205,8 @@ def _default_model() -> CarbonModel:
     regions: dict[str, Region] = {}
     for provider, mapping in PROVIDER_ZONES.items():
         for name, zone in mapping.items():
-            if name in PINNED_ANNUAL:
-                annual, source = PINNED_ANNUAL[name], PINNED_SOURCE
+            if zone in PINNED_ZONES:  # one grid, one level, whichever provider's name
+                annual, source = PINNED_ZONES[zone][0], PINNED_SOURCE
             else:
                 annual, source = float(zones[zone]["annual_mean"]), "electricitymaps_2022_mean"
             regions[name] = Region(name, provider, annual, source, zone)

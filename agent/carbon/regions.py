@@ -31,6 +31,9 @@ PUE_SOURCES: dict[str, str] = {
 
 #: Annual intensities fixed by the design notes (issue 2), attributed there to Ember's yearly
 #: electricity data; the year is not stated there. These exact values carry the golden tests.
+#: Each is a grid's level, so it holds for every region on the same zone (``PINNED_ZONES``):
+#: AWS eu-west-3, GCP europe-west9, Azure francecentral and ISO ``fr`` all draw from France's
+#: grid and get the same 41.5, rather than one of them a different source's level.
 PINNED_ANNUAL: dict[str, float] = {
     "eu-west-3": 41.5,
     "eu-central-1": 329.6,
@@ -161,4 +164,10 @@ PROVIDER_ZONES: dict[str, dict[str, str]] = {
     "gcp": GCP_ZONES,
     "azure": AZURE_ZONES,
     "iso": ISO_ZONES,
+}
+
+
+#: zone -> (pinned annual value, the region the design notes give it for)
+PINNED_ZONES: dict[str, tuple[float, str]] = {
+    {**AWS_ZONES, **ISO_ZONES}[name]: (value, name) for name, value in PINNED_ANNUAL.items()
 }

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.carbon import model as m
-from agent.carbon.regions import PINNED_ANNUAL, PROVIDER_ZONES
+from agent.carbon.regions import PINNED_ANNUAL, PINNED_SOURCE, PINNED_ZONES, PROVIDER_ZONES
 from agent.config import Config, ConfigError, GreenConfig, load_config, parse_config
 
 DATA = Path(m.__file__).parent / "data"
@@ -193,8 +193,41 @@ def test_every_region_has_a_source_and_a_zone_in_the_data():
 def test_unpinned_annual_value_is_the_zone_2022_mean():
     zones = json.loads((DATA / "profiles.json").read_text())["zones"]
     model = m.CarbonModel.default()
-    assert model.regions["europe-west9"].annual_gco2_kwh == zones["FR"]["annual_mean"]
-    assert model.regions["de"].annual_gco2_kwh == zones["DE"]["annual_mean"]
+    assert model.regions["europe-west4"].annual_gco2_kwh == zones["NL"]["annual_mean"]
+    assert model.regions["gb"].annual_gco2_kwh == zones["GB"]["annual_mean"]
+    assert model.regions["gb"].source == "electricitymaps_2022_mean"
+
+
+def test_one_grid_zone_has_one_level_whichever_provider_names_it():
+    # the design notes' values are grid levels: Paris is 41.5 for AWS, GCP, Azure and "fr"
+    # alike, Warsaw 590.8; every region on a pinned zone has the pinned value and source
+    model = m.CarbonModel.default()
+    by_zone: dict[str, set[float]] = {}
+    for reg in model.regions.values():
+        by_zone.setdefault(reg.zone, set()).add(reg.annual_gco2_kwh)
+    assert all(len(levels) == 1 for levels in by_zone.values()), by_zone
+    for name in ("eu-west-3", "europe-west9", "francecentral", "fr"):
+        assert model.regions[name].annual_gco2_kwh == 41.5
+    assert model.regions["europe-central2"].annual_gco2_kwh == 590.8
+    pinned = {r.name for r in model.regions.values() if r.source == PINNED_SOURCE}
+    assert pinned == {r.name for r in model.regions.values() if r.zone in PINNED_ZONES}
+
+
+def test_methodology_names_the_source_of_every_annual_value():
+    # an auditor reading only the report can tell, value by value, where the level came from
+    model = m.CarbonModel.default()
+    text = m.methodology(model, True, True)["intensity_table"]
+    pinned_part, other_part = text.split("; electricitymaps_2022_mean: ")
+    for reg in model.regions.values():
+        if reg.source == PINNED_SOURCE:
+            assert f"{reg.annual_gco2_kwh:g} gCO2e/kWh" in pinned_part
+            assert f" {reg.name}," in pinned_part or f" {reg.name};" in pinned_part or (
+                f" {reg.name} (" in pinned_part
+            ), reg.name
+        else:
+            assert reg.source == "electricitymaps_2022_mean"
+    assert "every other table region" in other_part and "2022" in other_part
+    assert "year is not stated" in pinned_part
 
 
 @pytest.mark.parametrize("region", ["eu-west-3", "eu-central-1", "pl", "us-west-1", "westeurope"])

@@ -1,4 +1,4 @@
-"""Golden numbers, each with its hand calculation beside it (docs/carbon-model.md, section 9)."""
+"""Golden numbers, each with its hand calculation beside it (docs/carbon-model.md, section 8)."""
 
 from __future__ import annotations
 
