@@ -218,3 +218,27 @@ def test_a_cluster_with_exactly_enough_room_fits():
     rep = place({"id": "j", "size": 2}, [cl("snug", 50.0, used=8.0), cl("roomy", 900.0)],
                 "carbon-simple")
     assert rep["cluster"] == "snug"
+
+
+def _losing(doc):
+    """Out of the dips, from home east: every live spatial policy ties lowest-average (north)."""
+    return dict(doc, jobs=[dict(j, submit=j["submit"] + 4, home="east") for j in doc["jobs"]])
+
+
+@pytest.mark.parametrize("row", ["overdue", "baseline-won"])
+def test_other_policy_with_its_own_stale_or_losing_evidence_runs_withheld(audit_log, spatial_win_doc, row):
+    # cost-aware's own evaluation exists (and is cited) but does not license carbon: it keeps
+    # running (not replaced), with carbon withheld: equal prices, so licensed it would break
+    # the tie on carbon ("clean"); withheld the intensities look equal and headroom decides
+    if row == "overdue":
+        rec, result = recorded(audit_log, spatial_win_doc, "cost-aware", days_ago=91)
+        assert result["verdict"]["action"] == "ship-candidate"
+    else:
+        rec, result = recorded(audit_log, _losing(spatial_win_doc), "cost-aware")
+        assert result["verdict"]["action"] == "ship-baseline"
+    clusters = [cl("clean", 10.0, used=6.0), cl("roomy-dirty", 700.0)]
+    rep = place({"id": "j"}, clusters, "cost-aware", audit_log=audit_log, now=NOW)
+    pp = rep["objectives"]["placement_policy"]
+    assert (pp["effective"], pp["action"], rep["cluster"]) == ("cost-aware", "carbon-withheld", "roomy-dirty")
+    assert pp["evidence"]["seq"] == rec.seq
+    assert ("re-test overdue" if row == "overdue" else "simple baseline") in rep["reason"]

@@ -146,3 +146,21 @@ def test_a_well_chained_but_malformed_event_fails_closed(audit_log, spatial_win_
     res = resolve("carbon-aware", audit_log=audit_log)
     assert (res.effective, res.action) == ("carbon-simple", "replaced")
     assert "fail closed" in res.reason
+
+
+def test_audit_log_default_path(monkeypatch, tmp_path, spatial_win_doc):
+    from placement.audit import default_log_path, resolve_log_path
+
+    monkeypatch.delenv("CARBONSPAN_PLACEMENT_AUDIT_LOG")
+    assert default_log_path() == tmp_path / "state" / "carbonspan" / "placement-audit.jsonl"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    want = tmp_path / "home" / ".local" / "state" / "carbonspan" / "placement-audit.jsonl"
+    assert default_log_path() == want
+    assert resolve_log_path(None) == want and resolve_log_path("~/x.jsonl") == tmp_path / "home" / "x.jsonl"
+    # recording with no path given lands there (directories created), and the gate reads it
+    trace = parse_trace(spatial_win_doc)
+    record_evaluation(resolve_log_path(None), trace, run_evaluation(trace, "carbon-aware"))
+    assert want.is_file() and resolve("carbon-aware").action == "as-requested"
+    monkeypatch.setenv("CARBONSPAN_PLACEMENT_AUDIT_LOG", str(tmp_path / "env.jsonl"))
+    assert default_log_path() == tmp_path / "env.jsonl"
