@@ -143,6 +143,18 @@ def parse_trace(doc: Mapping[str, Any], *, synthetic: bool | None = None) -> Tra
     if not isinstance(regions, Mapping) or not regions:
         raise TraceError("trace 'regions' must map at least one region name to hourly values")
     names = tuple(str(r) for r in regions)
+    lengths = {}
+    for name, values in regions.items():
+        if not isinstance(values, Sequence) or isinstance(values, str | bytes):
+            raise TraceError(f"region {name!r} must be a list of hourly values, got {values!r:.60}")
+        lengths[name] = len(values)
+    if len(set(lengths.values())) > 1:
+        first, n = next(iter(lengths.items()))
+        odd = next(r for r, k in lengths.items() if k != n)
+        raise TraceError(
+            f"every region needs the same number of hourly values: {first!r} has {n}, "
+            f"{odd!r} has {lengths[odd]}; cut the traces to a common span"
+        )
     try:
         arr = np.array([list(v) for v in regions.values()], dtype=np.float64)
     except (TypeError, ValueError) as exc:
