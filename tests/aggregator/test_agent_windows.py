@@ -1,0 +1,55 @@
+"""Windows scored by the real agent (pinned interfaces: decode, score, build_report) are
+archived in the pinned layout, then aggregated and verified: invariants hold, figures agree."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.config import load_config
+from agent.otlp import decode_protobuf
+from agent.score import ScoringContext, score_batch
+from agent.window import build_report
+from aggregator import synth
+from carbonspan.cli import main
+
+
+def _workload():
+    """``bench/workload.py`` loaded by path (the bench package is not installed)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "workload.py"
+    spec = importlib.util.spec_from_file_location("aggregator_test_workload", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+T0_NS = 1_764_460_800 * 10**9  # 2025-11-30T00:00:00Z
+
+
+def test_real_agent_windows_aggregate_and_verify(tmp_path, capsys):
+    ctx = ScoringContext.from_config(load_config(None).green)
+    make_request_bytes = _workload().make_request_bytes
+    reports = []
+    for i in range(12):
+        partial = score_batch(decode_protobuf(make_request_bytes(n_spans=128, seed=i)), ctx)
+        start = T0_NS + i * 60 * 10**9
+        reports.append(build_report(partial, ctx, start, start + 60 * 10**9, agent_id="node-a"))
+    root = tmp_path / "archives"
+    synth.write_agent(root, "node-a", synth.split(synth.sealed_lines(reports), 3), gzip_files=[0])
+    out = tmp_path / "report.json"
+    assert main(["aggregate", str(root), "--from", "2025-11-30", "--to", "2025-11-30", "--out", str(out)]) == 0
+    assert main(["verify", str(root), "--report", str(out)]) == 0
+    assert "re-derives to the same content hash" in capsys.readouterr().out
+    report = json.loads(out.read_bytes())
+    agg = report["aggregate"]
+    assert agg["runtime_windows"] == 12 and agg["fallback_windows"] == 0
+    assert agg["sanitised_values"] == 0 and agg["missing_values"] == 0
+    app_energy = sum(r.green_summary.application_energy_kwh() for r in reports)
+    assert sum(a["energy_kwh"] for a in report["applications"]) == pytest.approx(app_energy)
+    operational_kg = sum(r.green_summary.co2.operational_gco2 for r in reports) / 1000
+    assert agg["carbon_breakdown"]["operational_kgco2eq"] == pytest.approx(operational_kg)
+    embodied_kg = sum(r.green_summary.co2.embodied_gco2 for r in reports) / 1000
+    assert agg["carbon_breakdown"]["embodied_kgco2eq"] == pytest.approx(embodied_kg)
