@@ -114,3 +114,39 @@ def test_hosts_get_power_times_the_window_length(tmp_path: Path) -> None:
     assert seconds > 0 and host["name"] == "pg"
     # 100 W x 2 hosts x window length (s) / 3600 s/h / 1000 W/kW
     assert host["energy_kwh"] == pytest.approx(200.0 * seconds / 3600 / 1000, rel=1e-3)
+
+
+def test_live_batches_feed_the_sources_op_counter_and_replay_does_not(tmp_path: Path) -> None:
+    """Measured sources divide energy by the I/O ops the daemon counted in the same stretch
+    of time; replaying the WAL after a crash re-merges old partials and must not add their
+    ops again (they were counted before the crash, in another process's interval)."""
+    from agent.config import parse_config
+    from agent.sources.manager import SourceManager
+
+    table = {"scaphandre": [{"url": "http://127.0.0.1:9/metrics",
+                             "services": {"svc": {"exe": "x"}}}]}
+    cfg = parse_config({})
+
+    def pipeline(manager: SourceManager) -> tuple[Pipeline, int]:
+        archive = ArchiveWriter(tmp_path)
+        recovery = archive.open()
+        wal = WriteAheadLog(tmp_path / WAL_NAME)
+        p = Pipeline(build_scoring(cfg, "unit", manager), archive, wal, AgentMetrics(),
+                     window_seconds=3600, max_window_spans=10**9, queue_size=4)
+        return p, p.restore(wal.open(), recovery)
+
+    live = SourceManager.from_config(table, cfg.green)  # never started: no polling, no network
+    p, _ = pipeline(live)
+    batches = _batches(2)
+    for b in batches:
+        p.ingest(b)
+    ops = sum(live.ops.totals().values())
+    expected = sum(score_batch(b, ScoringContext.from_config(cfg.green)).io_ops for b in batches)
+    assert ops == expected > 0
+    p.wal.close()  # a crash: the window only in the WAL
+    p.archive.close()
+    restarted = SourceManager.from_config(table, cfg.green)
+    p2, replayed = pipeline(restarted)
+    assert replayed == 2 and restarted.ops.totals() == {}
+    p2.shutdown()
+    assert _reports(tmp_path)[0]["window"]["spans"] == 64
