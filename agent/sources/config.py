@@ -124,6 +124,7 @@ class RedfishConfig(PollSettings):
     password_file: str | None = None
     ca_file: str | None = None
     verify_tls: bool = True
+    resource: Literal["auto", "Power", "EnvironmentMetrics"] = "auto"
     services: list[str] = Field(default_factory=list)
     interval_s: float = Field(30.0, gt=0, le=86_400)
 

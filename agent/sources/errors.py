@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from agent.config import ConfigError
 
-__all__ = ["ConfigError", "SourceAuthError", "SourceError", "SourceStartError"]
+__all__ = ["ConfigError", "SourceAuthError", "SourceError", "SourceNotFound", "SourceStartError"]
 
 
 class SourceError(Exception):
@@ -19,6 +19,10 @@ class SourceError(Exception):
 
 class SourceAuthError(SourceError):
     """The endpoint refused our credentials (HTTP 401/403)."""
+
+
+class SourceNotFound(SourceError):
+    """The endpoint answered HTTP 404: the resource is not there (a source may look elsewhere)."""
 
 
 class SourceStartError(ConfigError):

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
-from agent.sources.errors import SourceAuthError, SourceError
+from agent.sources.errors import SourceAuthError, SourceError, SourceNotFound
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # Kepler with per-process metrics on a big node is tens of MB
 _CHUNK = 64 * 1024
@@ -47,7 +47,8 @@ def http_get(
 ) -> bytes:
     """GET ``url`` and return the body of a 2xx answer, or raise ``SourceError``.
 
-    401 and 403 raise ``SourceAuthError`` (credentials are wrong: retrying will not help).
+    401 and 403 raise ``SourceAuthError`` (credentials are wrong: retrying will not help);
+    404 raises ``SourceNotFound``.
     """
     deadline = time.monotonic() + timeout_s
     request = urllib.request.Request(url, headers=dict(headers or {}), method="GET")
@@ -60,6 +61,8 @@ def http_get(
             raise SourceAuthError(
                 f"GET {url} was refused with HTTP {exc.code}{detail}: check the credentials"
             ) from None
+        if exc.code == 404:
+            raise SourceNotFound(f"GET {url} answered HTTP 404{detail}") from None
         raise SourceError(f"GET {url} answered HTTP {exc.code}{detail}") from None
     except urllib.error.URLError as exc:
         raise SourceError(f"GET {url} failed: {exc.reason}") from None

@@ -115,3 +115,78 @@ def test_a_host_can_take_the_chassis_watts(endpoint, monkeypatch):
     bad = GreenConfig(hosts=(HostConfig(name="pg-main", kind="database", measured="nope"),))
     with pytest.raises(ConfigError, match="measured = 'nope' names no power source"):
         SourceManager.from_config(table(endpoint.base), bad)
+
+
+CHASSIS_PATH = "/redfish/v1/Chassis/1U"
+ENV_PATH = "/redfish/v1/Chassis/1U/EnvironmentMetrics"
+
+
+def chassis_doc(links: bool = True) -> bytes:
+    """A Chassis resource of the newer schema (Chassis.v1_21_0): no Power link, PowerSubsystem
+    and EnvironmentMetrics instead, as DMTF's public-rackmount1 mockup shows it."""
+    doc: dict = {"@odata.id": CHASSIS_PATH, "@odata.type": "#Chassis.v1_21_0.Chassis", "Id": "1U",
+                 "Name": "Computer System Chassis", "ChassisType": "RackMount",
+                 "PowerSubsystem": {"@odata.id": f"{CHASSIS_PATH}/PowerSubsystem"},
+                 "ThermalSubsystem": {"@odata.id": f"{CHASSIS_PATH}/ThermalSubsystem"}}
+    if links:
+        doc["EnvironmentMetrics"] = {"@odata.id": ENV_PATH}
+    return orjson.dumps(doc)
+
+
+def env_doc(watts: object) -> bytes:
+    return orjson.dumps({
+        "@odata.id": ENV_PATH, "@odata.type": "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics",
+        "Id": "EnvironmentMetrics", "Name": "Chassis Environment Metrics",
+        "TemperatureCelsius": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/AmbientTemp", "Reading": 22.5},
+        "PowerWatts": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalPower", "Reading": watts},
+        "EnergykWh": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalEnergy", "Reading": 325.675},
+    })
+
+
+def test_newer_bmc_without_power_is_read_through_environment_metrics(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    auth = {"Authorization": basic_auth("root", "calvin")}
+    endpoint.set(CHASSIS_PATH, chassis_doc(), content_type="application/json", require=auth)
+    endpoint.set(ENV_PATH, env_doc(374), content_type="application/json", require=auth)
+    ops = OpCounter()
+    src = RedfishSource("bmc", parse_sources(table(endpoint.base)).redfish[0], ops, clock=clock, monotonic=clock)
+    src.start()
+    src.poll()  # Power answers 404; the Chassis links EnvironmentMetrics
+    ops.add({"checkout": 2_000, "orders": 1_000})
+    clock.advance(30.0)
+    src.poll()
+    rates, watts = src.snapshot(clock())
+    # 374 W x 30 s = 11,220 J over 3,000 ops: 11,220 / 3.6e6 / 3,000 = 1.0389e-6 kWh/op
+    assert watts == 374.0
+    assert rates["checkout"].kwh_per_op == pytest.approx(1.0389e-6, rel=1e-4) == rates["orders"].kwh_per_op
+    paths = [p for p, _ in endpoint.requests]
+    assert paths == [POWER_PATH, CHASSIS_PATH, ENV_PATH, ENV_PATH]  # found once, then read directly
+
+
+def test_environment_metrics_can_be_pinned(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    endpoint.set(POWER_PATH, power_doc(999))
+    endpoint.set(ENV_PATH, env_doc(250.5))
+    cfg = parse_sources(table(endpoint.base, resource="EnvironmentMetrics")).redfish[0]
+    src = RedfishSource("bmc", cfg, OpCounter(), clock=clock, monotonic=clock)
+    src.start()
+    src.poll()
+    clock.advance(30.0)
+    src.poll()
+    assert src.snapshot(clock())[1] == 250.5 and {p for p, _ in endpoint.requests} == {ENV_PATH}
+    endpoint.set(ENV_PATH, env_doc(None))
+    with pytest.raises(SourceError, match=r"PowerWatts\.Reading is None, not a non-negative number"):
+        src.poll()
+
+
+def test_a_chassis_that_is_not_there_or_reports_no_power_is_a_clear_error(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    src = RedfishSource("bmc", parse_sources(table(endpoint.base)).redfish[0], OpCounter(), clock=clock)
+    src.start()
+    with pytest.raises(SourceError, match=r"no chassis '1U' at .*check `chassis_id`.*/redfish/v1/Chassis lists"):
+        src.poll()
+    endpoint.set(CHASSIS_PATH, chassis_doc(links=False))
+    with pytest.raises(SourceError, match="neither a Power resource nor an EnvironmentMetrics link"):
+        src.poll()
+    with pytest.raises(ConfigError, match=r"resource.*'auto', 'Power' or 'EnvironmentMetrics'"):
+        parse_sources(table(endpoint.base, resource="PowerSubsystem"))
