@@ -104,3 +104,28 @@ def test_a_body_that_is_not_scaphandre_is_a_clear_error(endpoint, clock):
     endpoint.set("/metrics", "oops", status=500)
     with pytest.raises(SourceError, match="HTTP 500"):
         src.poll()
+
+
+def test_container_and_kubernetes_labels_map_to_services(endpoint, clock):
+    # `scaphandre prometheus --containers` adds container_* and kubernetes_* labels
+    body = """\
+# TYPE scaph_process_power_consumption_microwatts gauge
+scaph_process_power_consumption_microwatts{pid="41",exe="node",cmdline="node server.js",container_names="cart",container_runtime="containerd",container_scheduler="kubernetes",kubernetes_pod_name="cart-7c9d-x2",kubernetes_pod_namespace="shop",kubernetes_node_name="n1"} 2500000
+scaph_process_power_consumption_microwatts{pid="42",exe="node",cmdline="node server.js",container_names="cart",container_runtime="containerd",container_scheduler="kubernetes",kubernetes_pod_name="cart-7c9d-q8",kubernetes_pod_namespace="shop",kubernetes_node_name="n1"} 1500000
+scaph_process_power_consumption_microwatts{pid="43",exe="node",cmdline="node server.js",container_names="cart",kubernetes_pod_name="cart-1",kubernetes_pod_namespace="staging"} 9000000
+scaph_process_power_consumption_microwatts{pid="44",exe="nginx",container_names="edge"} -1
+"""
+    endpoint.set("/metrics", body)
+    ops = OpCounter()
+    src = make(endpoint, clock, ops, services={
+        "cart": {"kubernetes_pod_name": "^cart-", "kubernetes_pod_namespace": "^shop$"},
+        "edge": {"container_names": "^edge$"}})
+    src.poll()
+    ops.add({"cart": 1_000, "edge": 10})
+    clock.advance(5.0)
+    src.poll()
+    rates = src.snapshot(clock())[0]
+    # the two shop pods: (2.5 + 1.5) W x 5 s = 20 J / 3.6e6 / 1,000 ops; staging is not matched
+    assert rates["cart"].kwh_per_op == pytest.approx(20 / 3.6e6 / 1_000)
+    assert "edge" not in rates and src.stats["discarded"] == 1  # a negative gauge is discarded
+    assert src.stats["unmatched_series"] == 1
