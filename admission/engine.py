@@ -28,7 +28,7 @@ from typing import Any
 
 from admission import explain, reclaim
 from admission.claims import Claim, ClaimError, Verdict, Workload
-from admission.model import Forest, Pool
+from admission.model import Forest, Pool, build_forest
 
 
 class Admission:
@@ -38,6 +38,7 @@ class Admission:
         self.forest = forest
         self.workloads: dict[str, Workload] = {}
         self._seq = 0
+        self._idle: Admission | None = None  # an empty twin of the forest, for gang impossibility
 
     # ----------------------------------------------------------------- aggregates
     @staticmethod
@@ -162,8 +163,8 @@ class Admission:
         """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
         victims: list[Workload] = []
         for w in reclaim.borrowing_candidates(over, exclude=pool, gang=gang):
-            if w.pool.used_uj <= w.pool.guarantee_uj:
-                continue  # earlier victims already brought this pool back inside its guarantee
+            if not reclaim.borrowing_under(w, over):
+                continue  # earlier victims already brought a pool on its path back inside its guarantee
             self._detach(w)
             victims.append(w)
             if self._first_over(pool, e) is None:
@@ -209,6 +210,10 @@ class Admission:
             if d > pool.devices or e > pool.ceiling_uj or e_est > pool.guarantee_uj:
                 denied = explain.denied(pool, c, e, e_est, d, f"gang '{gang}' (all members): ")
                 return [self._copy(denied, m) for m in claims]
+        never = self._never_fits(claims) if len(totals) > 1 else None
+        if never is not None:
+            denied = explain.gang_never_fits(claims[0], gang, *never)
+            return [self._copy(denied, m) for m in claims]
         # Members that fit their pool's remaining guarantee go first (estimators before the
         # rest), so a guess takes the guarantee and measured members borrow; then the whole
         # gang must leave every pool on its members' paths within its cap.
@@ -241,6 +246,34 @@ class Admission:
                 return [self._copy(pending, m) for m in claims]
         by_id = {v.claim: v for v, _ in done}
         return [by_id[c.id] for c in claims]
+
+    def _never_fits(self, claims: Sequence[Claim]) -> tuple[str, int, int] | None:
+        """Rule 4 for a gang spread over several pools: place the whole gang on an idle twin
+        of the forest (every other pool empty, nothing spent: the most any window can offer,
+        since a cap only shrinks as others use more). If some pool on a member's path is then
+        over its cap, the gang can never fit as written: ``(pool, µJ it needs, cap)``.
+
+        Per-pool totals are not enough: two members that each fit their own pool's ceiling
+        may together exceed their common parent, or each shrink the other's weighted share.
+        """
+        if self._idle is None:
+            self._idle = Admission(build_forest(self.forest.to_dicts(), source="idle twin"))
+        twin = self._idle
+        placed = [
+            Workload(c.id, twin.forest.pools[c.pool], c.devices, c.priority, c.grade, 0, c.estimate_uj)
+            for c in claims
+        ]
+        for w in placed:
+            twin._attach(w)
+        try:
+            for leaf in {id(w.pool): w.pool for w in placed}.values():
+                over = twin._first_over(leaf, 0)
+                if over is not None:
+                    return over[0].name, over[0].used_uj, over[1]
+            return None
+        finally:
+            for w in reversed(placed):
+                twin._detach(w)
 
     def _rollback(self, done: list[tuple[Verdict, list[Workload]]]) -> None:
         """Undo a partial gang: detach its members, re-attach the workloads they preempted."""

@@ -44,15 +44,34 @@ def leaves_under(pool: Pool) -> list[Pool]:
     return out
 
 
+def borrowing_under(w: Workload, over: Pool) -> bool:
+    """True while every pool from ``w``'s leaf up to (not including) ``over`` uses more than its
+    own guarantee, i.e. ``w`` is part of what some child of ``over`` borrows from it.
+
+    A leaf that borrows inside a group which is itself within its guarantee is spending the
+    group's own guarantee; taking it back would make that group pay for another's borrowing.
+    """
+    for x in w.pool.up:
+        if x is over:
+            return True
+        if x.used_uj <= x.guarantee_uj:
+            return False
+    return True
+
+
 def borrowing_candidates(over: Pool, exclude: Pool, gang: str | None = None) -> list[Workload]:
-    """Workloads that could give back reserved µJ under ``over``: those in leaves using more
-    than their own guarantee (borrowers), other than the claimant's pool and the claimant's
-    own gang, in rule-3 order."""
+    """Workloads that could give back reserved µJ under ``over``, in rule-3 order: those in
+    leaves reached from ``over`` through pools that all use more than their own guarantee
+    (borrowers at every level down from ``over``), other than the claimant's pool and the
+    claimant's own gang."""
     found: list[Workload] = []
-    for leaf in leaves_under(over):
-        if leaf is exclude or leaf.used_uj <= leaf.guarantee_uj:
-            continue
-        found.extend(
-            w for w in leaf.workloads.values() if w.reserved_uj > 0 and (gang is None or w.gang != gang)
-        )
+    stack = [c for c in over.children if c.used_uj > c.guarantee_uj]
+    while stack:
+        p = stack.pop()
+        if p.children:
+            stack.extend(c for c in p.children if c.used_uj > c.guarantee_uj)
+        elif p is not exclude:
+            found.extend(
+                w for w in p.workloads.values() if w.reserved_uj > 0 and (gang is None or w.gang != gang)
+            )
     return order(found)

@@ -21,6 +21,13 @@ WEIGHTED = [
     ("b", "org", 300, 3, 1),
     ("c", "org", 300, 3, 2),
 ]
+# r 3000 µJ = G1 + G2 + G3 (1000 each). G2 keeps 200 µJ unassigned for its leaves to borrow.
+GROUPS = [
+    ("r", None, 3000, 30, 1),
+    ("G1", "r", 1000, 10, 1), ("l1", "G1", 1000, 10, 1),
+    ("G2", "r", 1000, 10, 1), ("l2a", "G2", 400, 5, 1), ("l2b", "G2", 400, 5, 1),
+    ("G3", "r", 1000, 10, 1), ("l3", "G3", 1000, 10, 1),
+]
 TWO_ROOTS = [("r1", None, 500, 4, 1), ("x", "r1", 500, 4, 1), ("r2", None, 500, 4, 1), ("y", "r2", 500, 4, 1)]
 
 CASES = {
@@ -152,6 +159,44 @@ CASES = {
         want=[("c", "pending", "guarantee", 0, 0)],
         used={"a": 700, "b": 0, "org": 700},
     ),
+    "rule3 only pools borrowing at every level below the contention give back": dict(
+        pools=GROUPS,
+        # l2a borrows 200 inside G2, but G2 as a whole is within its 1000 guarantee: that 200 is
+        # G2's own. G3 borrows 333 of the root (G1 idle: S = 3000 - 1000 - 1000 = 1000, share
+        # 1000 // 3). l1's 1000 needs 333 back at r: only G3's borrower goes, though a2 ranks
+        # first in rule-3 order (lowest priority, newest).
+        state=[
+            ("admit", ("a", "l2a", 0, 400, "measured", 5)), ("admit", ("b", "l2b", 0, 400, "measured", 5)),
+            ("admit", ("a2", "l2a", 0, 200, "measured", 0)), ("admit", ("c", "l3", 0, 1000, "measured", 5)),
+            ("admit", ("c2", "l3", 0, 333, "measured", 5)),
+        ],
+        claims=[("x", "l1", 0, 1000, "estimator", 0)],
+        want=[("x", "admitted", "guarantee", 1000, 0)],
+        preempted=["c2"],
+        used={"r": 3000, "G2": 1000, "l2a": 600, "G3": 1000},
+    ),
+    "rule2 a gang over its members' common parent in every window is denied, not pending": dict(
+        pools=TWO,  # each member fits its own ceiling (700), but 700 + 700 > org's 1000, ever
+        state=[],
+        claims=[("gang", [("g1", "a", 0, 700, "measured", 0, "g"), ("g2", "b", 0, 700, "measured", 0, "g")])],
+        want=[("g1", "denied", "impossibility", 0, 0), ("g2", "denied", "impossibility", 0, 0)],
+        used={"org": 0},
+    ),
+    "rule2 a gang whose members shrink each other's weighted share is denied, not pending": dict(
+        pools=TWO,  # g2's 400 fills b's guarantee, so a may hold at most 400 + (1000 - 400 - 400) // 2
+        # = 500 < 600 in any window, with every other pool idle
+        state=[],
+        claims=[("gang", [("g1", "a", 0, 600, "measured", 0, "g"), ("g2", "b", 0, 400, "measured", 0, "g")])],
+        want=[("g1", "denied", "impossibility", 0, 0), ("g2", "denied", "impossibility", 0, 0)],
+        used={"org": 0},
+    ),
+    "rule2 the same gang fits once it asks for what a can hold beside b: pending while busy": dict(
+        pools=TWO,  # 500 + 400 fits an idle window; now a0 holds 100 more in a, so a would hold 600
+        state=[("admit", ("a0", "a", 0, 100, "measured", 0))],
+        claims=[("gang", [("g1", "a", 0, 500, "measured", 0, "g"), ("g2", "b", 0, 400, "measured", 0, "g")])],
+        want=[("g1", "pending", "borrowing", 0, 0), ("g2", "pending", "borrowing", 0, 0)],
+        used={"org": 100},
+    ),
     # ---- rule 4: pending and denied differ.
     "rule4 more devices than the pool guarantees is denied": dict(
         pools=TWO,
@@ -183,6 +228,28 @@ CASES = {
         state=[("admit", ("w0", "a", 4, 400, "measured", 0))],
         claims=[("c", "a", 1, 100, "estimator", 0)],  # no device free and no guarantee left
         want=[("c", "pending", "devices", 0, 0)],
+    ),
+    "rule5 devices before the guarantee: a claim that cannot run preempts nobody": dict(
+        pools=TWO,  # a borrows 300 of b's idle guarantee; b's devices are all busy (b0, 0 µJ).
+        # Checked in the normative order, c waits for a device and a's borrower keeps running;
+        # had the guarantee step (which reclaims) come first, w1 would be preempted for nothing.
+        state=[
+            ("admit", ("w0", "a", 1, 400, "measured", 5)), ("admit", ("w1", "a", 1, 300, "measured", 1)),
+            ("admit", ("b0", "b", 4, 0, "measured", 0)),
+        ],
+        claims=[("c", "b", 1, 400, "estimator", 0)],
+        want=[("c", "pending", "devices", 0, 0)],
+        preempted=[],
+        used={"a": 700, "b": 0, "org": 700},
+    ),
+    "rule5 the guarantee before borrowing: inside its own guarantee a claim reclaims, not waits": dict(
+        pools=TWO,  # the same state with b's devices free: b's own 400 is honoured by reclaiming
+        # w1; judged as borrowing first, org (700 + 400 > 1000) would leave it pending
+        state=[("admit", ("w0", "a", 1, 400, "measured", 5)), ("admit", ("w1", "a", 1, 300, "measured", 1))],
+        claims=[("c", "b", 1, 400, "measured", 0)],
+        want=[("c", "admitted", "guarantee", 400, 0)],
+        preempted=["w1"],
+        used={"a": 400, "b": 400, "org": 800},
     ),
     "rule5 the guarantee is used before borrowing": dict(
         pools=TWO,
