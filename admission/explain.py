@@ -32,6 +32,17 @@ def denied(pool: Pool, claim: Claim, e: int, e_est: int, d: int, who: str) -> Ve
     return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
 
 
+def gang_never_fits(claim: Claim, gang: str, pool: str, need: int, cap: int) -> Verdict:
+    """Step 1 for a gang as a whole: even with every other pool idle, it overfills ``pool``."""
+    reason = (
+        f"gang '{gang}' (all members): needs {need} µJ under pool '{pool}', which can never hold "
+        f"more than {cap} µJ in one window even with every other pool idle (guarantee plus "
+        "weighted share of the surplus, shrunk by the gang's own use of its siblings' "
+        "guarantees); split the gang or raise the guarantees"
+    )
+    return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
+
+
 def _pending(claim: Claim, reason: str, step: str, waits_for: str) -> Verdict:
     return Verdict(claim.id, "pending", reason, claim.grade, step, devices=claim.devices, waits_for=waits_for)
 

@@ -7,7 +7,9 @@ scratch (an oracle written as a plain recursion over the tree) and check after e
   the path of every admitted claim, at the moment it is admitted);
 - no estimator claim ever borrows;
 - gangs are never partially admitted, and a refused gang leaves no trace;
-- the arrival order of borrowers does not change what each one may borrow.
+- the arrival order of borrowers does not change what each one may borrow;
+- pending is never a disguised denial: every pending claim or gang is admitted by a fresh
+  engine on the same forest (an idle window), and every denied one is refused there too.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def forests(draw):
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("claim"), st.integers(0, 99), st.integers(0, 1), st.integers(0, 250), GRADE, st.integers(0, 3)),
-        st.tuples(st.just("gang"), st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(0, 100), GRADE), min_size=2, max_size=3)),
+        st.tuples(st.just("gang"), st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(0, 200), GRADE), min_size=2, max_size=3)),
         st.tuples(st.just("complete"), st.integers(0, 99), st.integers(0, 3), st.integers(0, 400)),
         st.tuples(st.just("release"), st.integers(0, 99)),
         st.tuples(st.just("rollover")),
@@ -104,6 +106,19 @@ def _snapshot(eng):
     return {n: (p.used_uj, p.devices_used) for n, p in eng.forest.pools.items()}, set(eng.workloads)
 
 
+def _check_rule4(forest, claims, verdicts) -> None:
+    """A pending claim could fit some window (an idle one); a denied one could fit none."""
+    decision = verdicts[0].decision
+    if decision == "admitted":
+        return
+    fresh = Admission(build_forest(forest.to_dicts()))
+    again = fresh.admit_gang(claims) if claims[0].gang else [fresh.admit(claims[0])]
+    if decision == "pending":
+        assert again[0].admitted, f"pending but could never fit: {verdicts[0].reason} / {again[0].reason}"
+    else:
+        assert again[0].decision == "denied", f"denied but fits an idle window: {verdicts[0].reason}"
+
+
 def _check_admitted(oracle, claim, verdict, alone=True):
     leaf = oracle.eng.forest[claim.pool]
     for x in leaf.path:
@@ -128,6 +143,7 @@ def test_random_sequences_keep_every_invariant(forest, ops):
             leaf = leaves[op[1] % len(leaves)]
             c = Claim(f"c{n}", leaf.name, op[2], _uj(leaf, op[3]), op[4], op[5])
             v = eng.admit(c)
+            _check_rule4(forest, [c], [v])
             if v.admitted:
                 _check_admitted(oracle, c, v)
         elif op[0] == "gang":
@@ -139,6 +155,7 @@ def test_random_sequences_keep_every_invariant(forest, ops):
             before = _snapshot(eng)
             vs = eng.admit_gang(members)
             assert len({v.decision for v in vs}) == 1, "a gang was partially admitted"
+            _check_rule4(forest, members, vs)
             if vs[0].admitted:
                 assert all(c.id in eng.workloads for c in members), "a member was preempted"
                 for c, v in zip(members, vs, strict=True):
