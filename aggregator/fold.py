@@ -132,8 +132,9 @@ class AggregateState:
         return tag
 
     def _service(self, name: str, region: str) -> ServiceAcc | None:
+        """The service's accumulator; None when it is new past the cap or its name is unusable."""
         acc = self.services.get(name)
-        if acc is None and len(self.services) < self.max_services:
+        if acc is None and len(self.services) < self.max_services and clean_name(name):
             acc = self.services[name] = ServiceAcc(region)
         return acc
 
@@ -294,7 +295,7 @@ class AggregateState:
             if name == UNATTRIBUTED:
                 acc: ServiceAcc | None = self.unattributed
             else:
-                acc = self._service(name, region) if clean_name(name) else None
+                acc = self._service(name, region)
             if acc is not None and tag is not None:
                 acc.models[tag] = None
             if acc is not None and acc.region == "unknown":

@@ -158,3 +158,16 @@ def test_one_fallback_warning_per_file_and_mixed_counters(mixed_archive, fold, c
         "agent-a/windows-20261110-000000.jsonl.gz", "agent-a/windows-20261110-000001.jsonl",
         "agent-a/windows-20261110-000002.jsonl"]
     assert report_bytes(report)  # canonical JSON refuses NaN/Inf: building it proves there is none
+
+
+def test_over_long_service_names_are_dropped_and_counted(tmp_path, fold):
+    long_name = "s" * 300  # > 256 bytes
+    runtime = _many_services_window(["ok", long_name])
+    proxy = synth.v1_dict(_win(1))
+    proxy["per_endpoint_io_ops"] = [{"service": long_name, "endpoint": "/", "io_ops": 1}]
+    state = fold(_write(tmp_path, [runtime, proxy]))
+    assert list(state.services) == ["ok"]
+    assert state.dropped_services == 2  # one runtime entry, one proxy entry
+    # 1e-6 kWh from the runtime entry + the whole proxy window (sole service of the split):
+    # total_io_ops 400 x 1e-7 kWh = 4e-5 kWh
+    assert state.dropped_energy == pytest.approx(1e-6 + 4e-5)
