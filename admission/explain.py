@@ -69,8 +69,9 @@ def wait_own_guarantee(pool: Pool, claim: Claim, remaining: int, who: str) -> Ve
     return _pending(
         claim, f"{who}an estimator claim may only use its own pool's remaining guarantee (rule 1)",
         "guarantee",
-        f"{claim.estimate_uj - max(remaining, 0)} µJ of the own guarantee of pool '{pool.name}' "
-        "(releases or the window rollover)",
+        f"{claim.estimate_uj - remaining} µJ to be freed in pool '{pool.name}' "
+        f"({max(remaining, 0)} of its own {pool.guarantee_uj} µJ guarantee is left; "
+        "releases or the window rollover)",
     )
 
 

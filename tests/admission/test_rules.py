@@ -417,3 +417,39 @@ def test_rule1_discriminating_pair(engine, claim, uj, a_used, estimator_decision
     assert verdicts["measured"].decision == "admitted" and verdicts["measured"].borrowed_uj > 0
     assert verdicts["estimator"].decision == estimator_decision
     assert verdicts["estimator"].borrowed_uj == 0
+
+
+@pytest.mark.parametrize(
+    "state, claim_args, step, waits_for",
+    [
+        # devices: 3 of a's 4 busy, 2 asked
+        ([("w0", "a", 3, 10, "measured")], ("c", "a", 2, 10, "measured"), "devices",
+         "1 more devices in pool 'a' (3 of 4 in use)"),
+        # own guarantee: a holds 700 (300 borrowed), so a guess of 200 needs 200 + 300 freed in a
+        ([("w0", "a", 0, 400, "measured"), ("w1", "a", 0, 300, "measured")], ("c", "a", 0, 200, "estimator"),
+         "guarantee", "500 µJ to be freed in pool 'a' (0 of its own 400 µJ guarantee is left; "
+         "releases or the window rollover)"),
+        # surplus: a holds 650 of its cap 700; a measured 100 is 50 over
+        ([("w0", "a", 0, 650, "measured")], ("c", "a", 0, 100, "measured"), "borrowing",
+         "50 µJ under pool 'org' (releases or the window rollover)"),
+    ],
+)
+def test_pending_says_exactly_what_it_waits_for(engine, claim, state, claim_args, step, waits_for):
+    eng = engine(TWO)
+    for args in state:
+        assert eng.admit(claim(*args)).admitted
+    v = eng.admit(claim(*claim_args))
+    assert (v.decision, v.step, v.waits_for) == ("pending", step, waits_for)
+
+
+def test_a_pending_claim_is_admitted_once_what_it_waits_for_is_freed(engine, claim):
+    eng = engine(TWO)
+    assert eng.admit(claim("w0", "a", 0, 400, "measured")).admitted
+    assert eng.admit(claim("w1", "a", 0, 300, "measured")).admitted
+    assert eng.admit(claim("c", "a", 0, 200, "estimator")).decision == "pending"
+    eng.release("w1")  # frees 300 of the 500: still short
+    assert eng.admit(claim("c", "a", 0, 200, "estimator")).decision == "pending"
+    eng.complete("w0", 1, 200)  # w0 spent 200 of its 400: its reservation stays, so still short
+    assert eng.admit(claim("c", "a", 0, 200, "estimator")).decision == "pending"
+    eng.release("w0")  # 200 spent stays for the window: 400 - 200 = 200 left, exactly enough
+    assert eng.admit(claim("c", "a", 0, 200, "estimator")).admitted
