@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: fast in-process tests first, so a caught mutant stops early (-x); the CLI tests last
 FILES = [f"tests/placement/test_{n}.py" for n in
-         ("model", "decision", "gate", "plugins_audit", "real_traces", "cli")]
+         ("model", "decision", "gate", "plugins_audit", "sanitisers", "real_traces", "docs",
+          "cli")]
 
 #: (file, original text, mutated text, what it breaks)
 MUTATIONS: list[tuple[str, str, str, str]] = [
@@ -77,6 +78,19 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
     ("placement/evaluate.py", "ci = trace.intensity[:, trace.submit[rows]].T",
      "ci = trace.intensity[:, trace.submit[rows] + 1].T", "live provider sees the next hour"),
     ("placement/trace.py", "if end > hours:", "if end > hours + 1:", "window past the trace accepted"),
+    ("placement/evaluate.py", "young = trace.submit < day", "young = trace.submit < day - 1",
+     "forecast-greedy forecasts with 23 h of history (reads the submit hour)"),
+    ("placement/evaluate.py", "cols = np.flatnonzero(allowed[i])", "cols = np.arange(allowed.shape[1])",
+     "a third-party provider is offered disallowed regions"),
+    ("placement/evaluate.py", "np.percentile(trace.intensity, THRESHOLD_PERCENTILE, axis=1)",
+     'np.percentile(trace.intensity, THRESHOLD_PERCENTILE, axis=1, method="higher")',
+     "threshold-shift percentile not linearly interpolated"),
+    ("placement/audit.py", "wrong = _malformed(ev)", "wrong = None",
+     "a malformed evaluation event is trusted"),
+    ("placement/place.py", "np.isfinite(size) and size >= 0", "np.isfinite(size)",
+     "a negative job size is accepted"),
+    ("placement/trace.py", "if len(set(lengths.values())) > 1:", "if False:",
+     "ragged region arrays not named"),
 ]
 
 

@@ -106,3 +106,26 @@ def test_cli_places_with_an_entry_point_provider(tmp_path):
     proc = run("place", "--job", job, "--clusters", clusters, "--policy", "cheapest",
                env_extra={"PYTHONPATH": str(site)})
     assert "cluster y" in proc.stdout and "does not weigh carbon" in proc.stdout
+
+
+def test_malformed_trace_unknown_policy_and_bad_clusters_are_clear_errors(tmp_path, flat_doc):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"method": "average", "regions": {"A": [1, 2')
+    proc = run("policy", "evaluate", "forecast-greedy", "--trace", str(bad), check=False)
+    assert proc.returncode == 2 and f"trace {bad} is not valid JSON" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    ok = write(tmp_path / "ok.json", flat_doc)
+    proc = run("policy", "evaluate", "nope", "--trace", ok, check=False)
+    assert proc.returncode == 2 and "no placement policy named 'nope'; available: carbon-aware" in proc.stderr
+    job = write(tmp_path / "job.json", {"id": "j"})
+    good = [{"name": "a", "region": "DE", "carbon_intensity": 10, "cost_per_hour": 1, "capacity": 2, "used": 0}]
+    proc = run("place", "--job", job, "--clusters", write(tmp_path / "c.json", good), "--policy", "nope",
+               check=False)
+    assert proc.returncode == 2 and "no placement policy named 'nope'" in proc.stderr
+    worse = [dict(good[0], carbon_intensity="high")]
+    proc = run("place", "--job", job, "--clusters", write(tmp_path / "w.json", worse), check=False)
+    assert proc.returncode == 2
+    assert "cluster 'a': 'carbon_intensity' must be a number >= 0 or null (unknown), got 'high'" in proc.stderr
+    big = write(tmp_path / "big.json", {"id": "j", "size": "big"})
+    proc = run("place", "--job", big, "--clusters", write(tmp_path / "c2.json", good), check=False)
+    assert proc.returncode == 2 and "job 'j': 'size' must be a number >= 0" in proc.stderr
