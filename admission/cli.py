@@ -49,7 +49,10 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--log", type=Path, help="append every input and verdict to this hash-chained log")
     sim.add_argument("--archives", type=Path, help="carbonspan archive directory for claims naming a service")
     sim.add_argument("--agent-id", help="only this agent's archives (default: all)")
-    sim.add_argument("--windows", type=int, default=DEFAULT_WINDOWS, help="recent windows per estimate")
+    sim.add_argument(
+        "--windows", type=_positive, default=DEFAULT_WINDOWS,
+        help=f"recent archive windows per service estimate (default {DEFAULT_WINDOWS})",
+    )
     sim.set_defaults(func=run_simulate)
     aud = _action(
         sub, "audit", "verify a decision log's chain and replay its verdicts",
@@ -58,6 +61,16 @@ def register(subparsers: Any) -> None:
     )
     aud.add_argument("--log", required=True, type=Path, help="decision log written by simulate --log")
     aud.set_defaults(func=run_audit)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of windows >= 1, got {text!r}")
+    return value
 
 
 def _action(sub: Any, name: str, summary: str, description: str) -> argparse.ArgumentParser:
@@ -119,6 +132,7 @@ def _as_json(outcome: Outcome, usage: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "verdicts": [{"event": where, **v.to_dict()} for where, v in outcome.verdicts],
         "preempted": outcome.preempted,
+        "pending": [{"event": where, "claim": claim} for where, claim in outcome.pending],
         "pools": usage,
         "errors": outcome.errors,
     }
@@ -154,6 +168,9 @@ def _render(outcome: Outcome, usage: list[dict[str, Any]]) -> str:
         [
             "verdicts",
             _table(["event", "claim", "decision", "step", "grade", "own_uj", "borrowed_uj", "devices", "reason"], vrows),
+            "",
+            "still pending at the end: "
+            + (", ".join(f"{claim} ({where})" for where, claim in outcome.pending) or "none"),
             "",
             "pools (energy in µJ this window)",
             _table(["pool", "guarantee", "spent", "reserved", "used", "borrowed", "cap_now", "used/guar", "devices"], prow),

@@ -57,6 +57,7 @@ class Outcome:
     verdicts: list[tuple[str, Verdict]] = field(default_factory=list)  # (where, verdict)
     errors: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    pending: list[tuple[str, str]] = field(default_factory=list)  # (where, claim) still queued at the end
 
 
 def _fault(where: str, msg: str) -> str:
@@ -183,10 +184,14 @@ class Simulator:
         return verdicts
 
     def _retry(self, trigger: str) -> None:
+        """Re-decide every pending claim in arrival order; a claim stays queued until decided."""
         queue, self.pending = self.pending, []
         for where, claims in queue:
-            if self._decide(f"{where}@{trigger}", claims, retry=True)[0].decision == "pending":
-                self.pending.append((where, claims))
+            try:
+                if self._decide(f"{where}@{trigger}", claims, retry=True)[0].decision == "pending":
+                    self.pending.append((where, claims))
+            except ClaimError as exc:  # one bad entry must not drop the rest of the queue
+                self.out.errors.append(f"{where}: {exc}; dropped from the pending queue")
 
     def _input(self, ev: Event) -> None:
         d = ev.data
@@ -205,6 +210,16 @@ class Simulator:
         if self.log is not None:
             self.log.append({"kind": ev.type, **{k: v for k, v in d.items() if k != "type"}})
 
+    def _waiting(self, claim_id: str) -> str:
+        """Where ``claim_id`` already is, if it is pending or a gang member still gathering."""
+        for where, claims in self.pending:
+            if any(c.id == claim_id for c in claims):
+                return f"pending (since {where})"
+        for name, (_, members) in self.gangs.items():
+            if any(c.id == claim_id for c in members):
+                return f"waiting for the rest of gang '{name}'"
+        return ""
+
     def run(self, events: list[Event]) -> Outcome:
         for ev in events:
             try:
@@ -220,11 +235,18 @@ class Simulator:
             self.out.errors.append(
                 f"gang '{name}': only {len(members)} of {size} members arrived; never evaluated"
             )
+        self.out.pending = [(where, c.id) for where, claims in self.pending for c in claims]
         return self.out
 
     def _claim(self, ev: Event) -> None:
         claim = ev.claim
         assert claim is not None
+        waiting = self._waiting(claim.id)
+        if waiting:
+            raise ClaimError(
+                f"claim '{claim.id}' is already {waiting}; ids must be unique among pending and "
+                "running claims (release it first, or use a new id)"
+            )
         if claim.gang is None:
             self._decide(ev.where, [claim], retry=False)
             return

@@ -164,3 +164,32 @@ def test_missing_files_and_no_action_are_clear(tmp_path):
     assert res.returncode == 2 and "simulate" in res.stdout
     res = _run("audit", "--log", "nope.jsonl", cwd=tmp_path)
     assert res.returncode == 1 and "nope.jsonl: no such decision log" in res.stderr
+
+
+def test_duplicate_pending_id_is_refused_and_the_queue_keeps_its_claims(tmp_path):
+    events = [
+        EVENTS[0],  # a1 takes a's 400
+        {"type": "claim", "id": "q", "pool": "a", "devices": 1, "estimate_uj": 100, "grade": "estimator"},
+        {"type": "claim", "id": "q", "pool": "b", "devices": 1, "estimate_uj": 100, "grade": "estimator"},
+        {"type": "claim", "id": "r", "pool": "a", "devices": 1, "estimate_uj": 50, "grade": "estimator"},
+        {"type": "claim", "id": "s", "pool": "a", "devices": 1, "estimate_uj": 390, "grade": "estimator"},
+        {"type": "release", "workload": "a1"},
+    ]
+    _write(tmp_path, events)
+    res = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", "--json", cwd=tmp_path)
+    assert res.returncode == 1
+    assert "events.jsonl:3: claim 'q' is already pending (since events.jsonl:2)" in res.stderr
+    out = orjson.loads(res.stdout)
+    # after the release q (100) and r (50) fit a's 400 in arrival order; s (390) no longer does
+    assert [(v["event"], v["claim"], v["decision"]) for v in out["verdicts"]][-2:] == [
+        ("events.jsonl:2@6", "q", "admitted"), ("events.jsonl:4@6", "r", "admitted"),
+    ]
+    assert out["pending"] == [{"event": "events.jsonl:5", "claim": "s"}]
+    table = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", cwd=tmp_path)
+    assert "still pending at the end: s (events.jsonl:5)" in table.stdout
+
+
+def test_windows_must_be_positive(tmp_path):
+    _write(tmp_path, EVENTS)
+    res = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", "--windows", "0", cwd=tmp_path)
+    assert res.returncode == 2 and "--windows: expected a whole number of windows >= 1, got '0'" in res.stderr
