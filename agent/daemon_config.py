@@ -72,6 +72,7 @@ class AgentSettings:
     max_request_bytes: int = 16 * 1024 * 1024
     queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
     grpc_workers: int = 4  # 2 is slower, 4 and 8 measure alike (docs/operations.md)
+    max_connections: int = 128  # HTTP connections (one thread each); more get 503 + Retry-After
     shutdown_timeout_s: float = 20.0
     retry_after_s: int = 1
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
@@ -86,7 +87,7 @@ class AgentSettings:
 
 _SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings}
 _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
-             "grpc_workers", "shutdown_timeout_s", "max_size_mb"}
+             "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections"}
 
 
 def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:

@@ -51,6 +51,14 @@ class AgentMetrics:
         self.wal_fsyncs = Counter(
             "carbonspan_wal_fsyncs", "Group commits (one fdatasync each) of the WAL", registry=r
         )
+        self.http_connections = Gauge(
+            "carbonspan_http_connections", "Open HTTP connections being served", registry=r
+        )
+        self.http_connections_refused = Counter(
+            "carbonspan_http_connections_refused",
+            "HTTP connections over max_connections (answered 503 or closed)",
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "carbonspan_queue_depth", "Requests admitted and not yet answered", registry=r
         )

@@ -6,6 +6,12 @@ request's content type (an ``ExportTraceServiceResponse`` on success, a ``google
 on failure), 429/503 with ``Retry-After`` so exporters back off, 400 for malformed input,
 413 past ``max_request_bytes`` (checked on the declared length before reading and again while
 inflating). The standard library's threading server is enough here: gRPC carries the bulk.
+
+Connections are capped at ``max_connections`` (one thread each; a keep-alive connection holds
+its thread until it has been idle ``_Handler.timeout`` seconds). Past the cap a connection is
+answered 503 + ``Retry-After`` + ``Connection: close`` by a short-lived thread with a 2-second
+socket timeout, and past twice the cap it is closed at once, so neither idle keep-alives nor
+a flood of slow clients can make the agent grow threads without bound.
 """
 
 from __future__ import annotations
@@ -46,6 +52,37 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     handler: ExportHandler
     settings: AgentSettings
+    slots: threading.BoundedSemaphore  # connections served
+    spare: threading.BoundedSemaphore  # connections being told "busy"
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Runs on the accept thread: serve, answer "busy", or close, without blocking."""
+        if self.slots.acquire(blocking=False):
+            self.handler.metrics.http_connections.inc()
+            return super().process_request(request, client_address)
+        self.handler.metrics.http_connections_refused.inc()
+        if self.spare.acquire(blocking=False):
+            threading.Thread(target=self._busy, args=(request, client_address),
+                             name="http-busy", daemon=True).start()
+        else:
+            self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.handler.metrics.http_connections.dec()
+            self.slots.release()
+
+    def _busy(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(_Busy.timeout)
+            _Busy(request, client_address, self)
+        except Exception:  # a slow or broken client: nothing to tell it any more
+            pass
+        finally:
+            self.shutdown_request(request)
+            self.spare.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -251,6 +288,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+class _Busy(_Handler):
+    """Over ``max_connections``: one request answered 503 + Retry-After, then closed."""
+
+    timeout = 2
+
+    def handle(self) -> None:
+        self.handle_one_request()
+
+    def handle_one_request(self) -> None:
+        self.raw_requestline = self.rfile.readline(65537)
+        if not self.raw_requestline or not self.parse_request():
+            return
+        ctype = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        raw = self.headers.get("Content-Length") or ""
+        if raw.isdigit():  # read a small body so closing does not reset the connection
+            self._discard(int(raw), bound=1 << 20)
+        limit = self.server.settings.max_connections
+        self._error(
+            503,
+            f"the agent is serving its limit of {limit} HTTP connections (max_connections); "
+            "retry after the delay given, or reuse fewer connections",
+            ctype if _FORMATS.get(ctype) else "application/json",
+            close=True,
+        )
+
+
 class _Server6(_Server):
     address_family = socket.AF_INET6
 
@@ -261,6 +324,8 @@ class HttpReceiver:
         self.server = cls((settings.bind, settings.http_port), _Handler)
         self.server.handler = handler
         self.server.settings = settings
+        self.server.slots = threading.BoundedSemaphore(settings.max_connections)
+        self.server.spare = threading.BoundedSemaphore(settings.max_connections)
         tls = settings.tls
         if tls.enabled:
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
