@@ -31,6 +31,7 @@ import numpy as np
 from placement.audit import LogState, Recorded
 from placement.decision import RETIRE, SHIP_CANDIDATE, Settings
 from placement.providers import CARBON_FIRST, CarbonSimple
+from placement.sample import sample_digest
 
 ENV_GATE = "CARBONSPAN_CARBON_POLICY_GATE"
 SIMPLE = CarbonSimple.name
@@ -80,8 +81,11 @@ class Decision:
 
 
 def _synthetic(rec: Recorded) -> bool:
+    """Flagged synthetic, not flagged real, or the sample trace whatever its flag says."""
     trace = rec.event.get("trace")
-    return not isinstance(trace, dict) or trace.get("synthetic") is not False
+    if not isinstance(trace, dict) or trace.get("synthetic") is not False:
+        return True
+    return trace.get("digest") == sample_digest()
 
 
 def _age_days(rec: Recorded, now: datetime) -> float:

@@ -16,6 +16,7 @@ synthetic and never gate.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,7 @@ def sample_trace() -> dict[str, Any]:
     return {"method": "average", "synthetic": True, "regions": regions, "jobs": jobs}
 
 
+@cache
 def sample_digest() -> str:
     """The sample's digest: a trace with it is synthetic even if the flag was removed."""
     return trace_digest(sample_trace())

@@ -125,8 +125,13 @@ def _job_columns(jobs: Sequence[Mapping[str, Any]], names: tuple[str, ...], hour
 
 
 def trace_digest(doc: Mapping[str, Any]) -> str:
-    """``sha256:`` over the canonical JSON of the trace document (what an audit event cites)."""
-    return sha256_tag(canonical_json(doc))
+    """``sha256:`` over the canonical JSON of the trace document (what an audit event cites).
+
+    The ``synthetic`` flag is left out: the digest names the data (method, regions, jobs), and
+    the flag is recorded beside it. So deleting or flipping the flag on the sample trace does
+    not change its digest, and the sample is still recognised as synthetic.
+    """
+    return sha256_tag(canonical_json({k: v for k, v in doc.items() if k != "synthetic"}))
 
 
 def parse_trace(doc: Mapping[str, Any], *, synthetic: bool | None = None) -> Trace:

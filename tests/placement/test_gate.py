@@ -242,3 +242,32 @@ def test_other_policy_with_its_own_stale_or_losing_evidence_runs_withheld(audit_
     assert (pp["effective"], pp["action"], rep["cluster"]) == ("cost-aware", "carbon-withheld", "roomy-dirty")
     assert pp["evidence"]["seq"] == rec.seq
     assert ("re-test overdue" if row == "overdue" else "simple baseline") in rep["reason"]
+
+
+@pytest.mark.parametrize("flag", ["removed", False])
+def test_the_sample_stays_synthetic_whatever_its_flag_says(audit_log, flag):
+    from placement.sample import sample_trace
+
+    doc = sample_trace()
+    if flag == "removed":
+        del doc["synthetic"]
+    else:
+        doc["synthetic"] = flag
+    trace = parse_trace(doc)
+    assert trace.synthetic is False  # the flag alone would make it real evidence
+    result = run_evaluation(trace, "forecast-greedy")
+    assert result["trace"]["synthetic"] is True  # its digest gives it away
+    # a hand-made event claiming the sample is real (as an edited evaluator could write) is
+    # still synthetic to the gate; carbon-aware wins nothing on it anyway, so use a winner
+    rec = record_evaluation(audit_log, trace, result)
+    assert rec.event["trace"]["synthetic"] is True
+    forged = dict(result, candidate="carbon-aware",
+                  trace=dict(result["trace"], synthetic=False),
+                  verdict={"ships": "carbon-aware", "action": "ship-candidate", "reason": "forged"})
+    from placement.decision import Settings, audit_event
+    from schema import chainlog
+
+    chainlog.append(audit_log, audit_event(forged, trace, Settings(),
+                                           (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")))
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert (res.effective, res.action) == ("carbon-simple", "replaced") and "only synthetic" in res.reason
