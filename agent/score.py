@@ -20,6 +20,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -222,35 +223,46 @@ def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndar
 
 def _span_cells(
     batch: SpanBatch, ctx: ScoringContext, has_profile: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each span's month x hour cell (0..287), or ANNUAL_COLUMN without a usable time."""
-    start = batch.start_ns.astype(np.int64)
-    if ctx.now_ns is not None:
-        absurd = start <= 0
-        start = np.where(absurd, ctx.now_ns, start)
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each span's month x hour cell (0..287), or ANNUAL_COLUMN without a usable time.
+
+    The second value says which spans have a usable time; ``None`` means all of them (the
+    usual case, kept to a handful of whole-batch operations: this runs once per request).
+    """
+    start = batch.start_ns.astype(np.int64, copy=False)
+    if start.size and ctx.now_ns is not None and start.min() <= 0:
+        start = np.where(start <= 0, ctx.now_ns, start)
+    if start.size and start.min() > 0:  # usual: every span has a time
+        if not has_profile:
+            return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), None
+        hour = (start // NS_PER_HOUR) % 24
+        lo, hi = int(start.min()) // NS_PER_DAY, int(start.max()) // NS_PER_DAY
+        first_month = _month_of_day(lo)
+        if first_month == _month_of_day(hi):  # usual: the whole batch is in one month
+            return hour + (first_month % 12) * 24, None
+        return _month_of(start, lo, hi) * 24 + hour, None
     known = start > 0
     if not (has_profile and known.any()):
         return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), known
-    safe = np.where(known, start, 0)
-    hour = (safe // NS_PER_HOUR) % 24
-    day = safe // NS_PER_DAY
-    lo, hi = int(day[known].min()), int(day[known].max())
-    first_month = _month_of_day(lo)
-    if first_month == _month_of_day(hi):  # usual: the whole batch is in one month
-        month = first_month % 12
-    elif hi - lo < 400:  # a few days across a month end: month of each day from a small table
+    safe = np.where(known, start, int(start[known][0]))  # any known time: masked out below
+    lo, hi = int(safe.min()) // NS_PER_DAY, int(safe.max()) // NS_PER_DAY
+    cell = _month_of(safe, lo, hi) * 24 + (safe // NS_PER_HOUR) % 24
+    return np.where(known, cell, ANNUAL_COLUMN), known
+
+
+def _month_of(start: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Month (0-11) of each start; ``lo``/``hi`` are the first and last day of the batch."""
+    day = start // NS_PER_DAY
+    if hi - lo < 400:  # a few days across a month end: month of each day from a small table
         days = np.arange(lo, hi + 1).astype("datetime64[D]")
         month_of = days.astype("datetime64[M]").astype(np.int64) % 12
-        month = month_of[np.clip(day - lo, 0, hi - lo)]
-    else:
-        month = safe.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
-    if known.all():
-        return month * 24 + hour, known
-    return np.where(known, month * 24 + hour, ANNUAL_COLUMN), known
+        return month_of[np.clip(day - lo, 0, hi - lo)]
+    return start.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
 
 
+@lru_cache(maxsize=64)
 def _month_of_day(day: int) -> int:
-    """Months since 1970-01 of a day counted from 1970-01-01."""
+    """Months since 1970-01 of a day counted from 1970-01-01 (cached: a window sees few days)."""
     dt = datetime.fromtimestamp(max(day, 0) * 86400, UTC)
     return (dt.year - 1970) * 12 + dt.month - 1
 
@@ -274,7 +286,11 @@ def _accumulate(
     cell_t, known = _span_cells(batch, ctx, has_profile)
     # the span's kind: real time, or its region's profile kind when it has a time, else annual
     reg_kind = plan.kind[span_reg]
-    span_kind = np.where(known | (reg_kind == KIND_REAL_TIME), reg_kind, KIND_ANNUAL)
+    span_kind = (
+        reg_kind
+        if known is None
+        else np.where(known | (reg_kind == KIND_REAL_TIME), reg_kind, KIND_ANNUAL)
+    )
     energy, measured, etag = _energy(batch, ctx, keys, span_key, io, span_kind, counters)
     if plan.stale.any():  # counted per span, so counters add up the same however batched
         bump(counters, "live_intensity_stale_spans", int(plan.stale[span_reg].sum()))

@@ -232,3 +232,28 @@ def test_each_span_takes_its_own_month_and_hour(h, stamps):
         expected += 1e-7 * model.intensity_at("eu-west-3", True, dt.month, dt.hour) * 1.15
     gs = h.report(spans, green).green_summary
     assert gs.co2.operational_gco2 == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "stamps", [["2026-01-31T23:30:00", "2026-02-01T00:30:00"], ["2026-03-10T14:00:00"] * 2]
+)
+def test_spans_without_a_time_and_no_clock_take_the_annual_value_beside_timed_ones(h, stamps):
+    # no window clock: the span with start 0 is scored at the annual 41.5, each timed span at
+    # its own month x hour cell: 1e-7 x 41.5 x 1.15 + sum of 1e-7 x I(month, hour) x 1.15
+    from datetime import datetime
+
+    from agent.carbon.model import CarbonModel
+
+    model = CarbonModel.default()
+    spans = [{"region": "eu-west-3", "op": "db", "start": 0, "trace": 99}]
+    expected = 1e-7 * 41.5 * 1.15
+    for i, stamp in enumerate(stamps):
+        dt = datetime.fromisoformat(stamp + "+00:00")
+        spans.insert(
+            i, {"region": "eu-west-3", "op": "db", "start": int(dt.timestamp()) * 10**9, "trace": i}
+        )
+        expected += 1e-7 * model.intensity_at("eu-west-3", True, dt.month, dt.hour) * 1.15
+    green = dict(h.PLAIN, use_hourly_profiles=True)
+    gs = h.report(spans, green, now_ns=None).green_summary
+    assert gs.co2.operational_gco2 == pytest.approx(expected, rel=1e-12)
+    assert gs.regions[0].intensity_source == "monthly_hourly"
