@@ -72,6 +72,7 @@ class EnergySource:
         self._cursor = ops.cursor()
         self._lock = threading.Lock()
         self._rates: dict[str, MeasuredRate] = {}
+        self._lapsed: dict[str, MeasuredRate] = {}  # rates dropped as stale, until replaced
         self._watts: tuple[float, float] | None = None  # (W, taken_at)
         self._last_mono: float | None = None
         self.stats: dict[str, int] = {
@@ -129,6 +130,17 @@ class EnergySource:
             self._rates[service] = MeasuredRate(
                 kwh_per_op(joules, ops), self.tag, now, self.interval_s
             )
+            self._lapsed.pop(service, None)
+
+    def lapsed(self) -> dict[str, MeasuredRate]:
+        """The last rate of each service whose value went stale and has not been replaced.
+
+        The manager hands one of these to the scorer when no source has a fresh value for
+        the service, so the scorer itself sees the staleness and counts the fallback to the
+        proxy in the window's ``measured_stale_spans``.
+        """
+        with self._lock:
+            return dict(self._lapsed)
 
     def down(self, now: float) -> bool:
         """No successful read for 3 x the interval: what this meter sees is unknown now."""
@@ -139,7 +151,7 @@ class EnergySource:
         limit = STALE_INTERVALS * self.interval_s
         with self._lock:
             for service in [s for s, r in self._rates.items() if now - r.taken_at > limit]:
-                del self._rates[service]
+                self._lapsed[service] = self._rates.pop(service)
                 self.stats["stale_dropped"] += 1
             if self._watts is not None and now - self._watts[1] > limit:
                 self._watts = None

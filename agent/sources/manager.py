@@ -8,7 +8,9 @@ once a second (or right after a poll succeeded), so it is cheap on the scoring p
 
 Merging rules (issue 5): per service the first kind with a fresh rate among alumet >
 scaphandre > kepler > redfish > cloud SPECpower wins; a rate older than 3 x its source's
-interval is dropped (counted as ``stale_dropped``). Several meters of one kind (one
+interval is dropped (counted as ``stale_dropped``); when no kind has a fresh value, the
+service's last stale value is handed over as it is, so the scorer sees it is stale, uses the
+proxy and counts the spans (``measured_stale_spans`` in the window's counters). Several meters of one kind (one
 Scaphandre per node, one BMC per chassis) each see their own part of a service, so their
 rates add up; while one of them that is configured for the service is down (no successful
 poll for 3 x its interval) the sum would be short, so that kind is not used for the service
@@ -193,8 +195,13 @@ class SourceManager:
     def _measured(
         self, now: float
     ) -> tuple[dict[str, MeasuredRate], dict[str, tuple[float, str]]]:
-        """Per service the first kind, in priority order, with complete fresh rates."""
+        """Per service the first kind, in priority order, with complete fresh rates.
+
+        A service with no such kind gets a stale value (the highest kind's), which the
+        scorer recognises as stale: it uses the proxy and counts ``measured_stale_spans``.
+        """
         measured: dict[str, MeasuredRate] = {}
+        stale: dict[str, MeasuredRate] = {}
         watts_by_source: dict[str, tuple[float, str]] = {}
         for kind in ENERGY_KINDS:
             meters = [s for s in self.energy if s.kind == kind]
@@ -214,6 +221,18 @@ class SourceManager:
                     m.stats["incomplete_services"] += 1
                 if not down:
                     measured[service] = add_rates(rates)
+                    continue
+                # a down meter is a part known only as of its last success: the sum is stale
+                worst = min(down, key=lambda m: m.last_ok or 0.0)
+                total = add_rates(rates).kwh_per_op
+                stale.setdefault(
+                    service, MeasuredRate(total, worst.tag, worst.last_ok or 0.0, worst.interval_s)
+                )
+            for src in meters:
+                for service, rate in src.lapsed().items():
+                    stale.setdefault(service, rate)
+        for service, rate in stale.items():
+            measured.setdefault(service, rate)
         return measured, watts_by_source
 
     def _mark_dirty(self) -> None:

@@ -49,12 +49,16 @@ GREEN = parse_green({"use_hourly_profiles": False, "per_operation_coefficients":
                      "embodied_carbon_per_request_gco2": 0.0})
 
 
-def window(mgr: SourceManager, now_s: float, spans: dict[str, int]):
+def report(mgr: SourceManager, now_s: float, spans: dict[str, int]):
     now_ns = int(now_s * 1e9)
     ctx = ScoringContext.from_config(GREEN, signals=mgr.current(), now_ns=now_ns)
     partial = score_batch(decode_json(otlp_json(now_ns, spans)), ctx)
     mgr.ops.add_partial(partial)  # what the daemon does after each scored batch
-    return build_report(partial, ctx, now_ns - 60 * 10**9, now_ns).green_summary
+    return build_report(partial, ctx, now_ns - 60 * 10**9, now_ns)
+
+
+def window(mgr: SourceManager, now_s: float, spans: dict[str, int]):
+    return report(mgr, now_s, spans).green_summary
 
 
 def test_scaphandre_measured_and_proxy_services_then_live_intensity(endpoint, clock, monkeypatch):
@@ -115,8 +119,13 @@ def test_stale_sources_fall_back_to_the_proxy_and_the_annual_value(endpoint, clo
     endpoint.set("/v3/carbon-intensity/latest?zone=FR", "down", status=503)
     clock.advance(3601.0)
     mgr.poll_all()
-    gs = window(mgr, clock(), {"checkout": 4})
+    rep = report(mgr, clock(), {"checkout": 4})
+    gs = rep.green_summary
     assert gs.per_service_energy_model == {"checkout": "io_proxy_v1"}
+    # the fallbacks are counted in the archived window itself: 4 I/O spans with a stale
+    # measured value, 4 spans in a region whose live value is stale
+    assert rep.counters["measured_stale_spans"] == 4
+    assert rep.counters["live_intensity_stale_spans"] == 4
     assert gs.per_service_energy_kwh["checkout"] == pytest.approx(4e-7)
     row = gs.regions[0]
     # annual eu-west-3 value, and the report says a live value was wanted but was stale
