@@ -158,7 +158,13 @@ class ExternalProvider:
         self.description = getattr(inner, "description", f"third-party provider from {origin}")
 
     def score(self, clusters, job) -> list[float | None]:
-        raw = list(self.inner.score(clusters, job))
+        try:
+            raw = list(self.inner.score(clusters, job))
+        except Exception as exc:  # a plugin's bug must read as the plugin's, not a crash of ours
+            raise ValueError(
+                f"placement provider {self.name!r} ({self.origin}) failed while scoring "
+                f"{len(clusters)} clusters: {type(exc).__name__}: {exc}"
+            ) from exc
         if len(raw) != len(clusters):
             raise ValueError(
                 f"placement provider {self.name!r} ({self.origin}) returned {len(raw)} scores "

@@ -103,9 +103,13 @@ def _job_columns(jobs: Sequence[Mapping[str, Any]], names: tuple[str, ...], hour
         if isinstance(e, bool) or not isinstance(e, int | float) or not e >= 0 or e == float("inf"):
             raise TraceError(f"job {jid!r}: 'energy_kwh' must be a finite number >= 0, got {e!r}")
         energy[k] = float(e)
-        regs = job.get("regions") or list(names)
-        if not isinstance(regs, list) or not all(isinstance(r, str) for r in regs):
-            raise TraceError(f"job {jid!r}: 'regions' must be a list of region names, got {regs!r}")
+        regs = job.get("regions")
+        regs = list(names) if regs is None else regs  # absent: every region; [] is a mistake
+        if not isinstance(regs, list) or not regs or not all(isinstance(r, str) for r in regs):
+            raise TraceError(
+                f"job {jid!r}: 'regions' must be a non-empty list of region names (or left "
+                f"out for every region), got {regs!r}"
+            )
         unknown = [r for r in regs if r not in index]
         if unknown:
             raise TraceError(f"job {jid!r}: unknown region(s) {unknown}; the trace has {list(names)}")

@@ -62,6 +62,8 @@ def test_job_running_past_the_trace_is_an_error_naming_it():
         ({"regions": {"A": [1.0, 2.0], "B": "12"}}, "region 'B' must be a list"),
         ({"jobs": [{"id": "x", "submit": 0.5, "duration": 1, "energy_kwh": 1}]}, "'submit' must be a whole"),
         ({"jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1, "regions": ["Z"]}]}, "unknown region"),
+        ({"jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1, "regions": []}]},
+         "job 'x': 'regions' must be a non-empty list"),
         ({"jobs": [{"id": "x", "submit": 0, "duration": 1, "energy_kwh": 1, "regions": ["A"], "home": "B"}]}, "home 'B'"),
     ],
 )

@@ -35,6 +35,13 @@ PLUGIN = textwrap.dedent(
 
     def broken():
         return 42
+
+
+    class Crashy:
+        name = "crashy-plugin"
+
+        def score(self, clusters, job):
+            return [c["no-such-field"] for c in clusters]
     '''
 )
 
@@ -53,6 +60,7 @@ def plugin_dist(tmp_path, monkeypatch):
         "green-plugin = cs_testplugin:GreenPlugin\n"
         "roomy-plugin = cs_testplugin:RoomyPlugin\n"
         "broken-plugin = cs_testplugin:broken\n"
+        "crashy-plugin = cs_testplugin:Crashy\n"
     )
     monkeypatch.syspath_prepend(str(site))
     return site
@@ -164,3 +172,11 @@ def test_audit_log_default_path(monkeypatch, tmp_path, spatial_win_doc):
     assert want.is_file() and resolve("carbon-aware").action == "as-requested"
     monkeypatch.setenv("CARBONSPAN_PLACEMENT_AUDIT_LOG", str(tmp_path / "env.jsonl"))
     assert default_log_path() == tmp_path / "env.jsonl"
+
+
+def test_a_plugin_that_raises_is_an_error_naming_it(plugin_dist, audit_log, spatial_win_doc):
+    msg = r"placement provider 'crashy-plugin' \(entry point .*Crashy\) failed while scoring 2 clusters: KeyError"
+    with pytest.raises(ValueError, match=msg):
+        place({"id": "j"}, CLUSTERS, "crashy-plugin", audit_log=audit_log)
+    with pytest.raises(ValueError, match="'crashy-plugin'.*failed while scoring"):
+        run_evaluation(parse_trace(spatial_win_doc), "crashy-plugin")
