@@ -91,6 +91,14 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "a negative job size is accepted"),
     ("placement/trace.py", "if len(set(lengths.values())) > 1:", "if False:",
      "ragged region arrays not named"),
+    ("placement/trace.py", '{k: v for k, v in doc.items() if k != "synthetic"}', "dict(doc)",
+     "the trace digest covers the synthetic flag (unflagged sample counts as real)"),
+    ("placement/gate.py", 'return trace.get("digest") == sample_digest()', "return False",
+     "the gate trusts an event citing the sample digest as real"),
+    ("placement/trace.py", "regs = list(names) if regs is None else regs", "regs = regs or list(names)",
+     "an empty 'regions' list silently means every region"),
+    ("placement/providers.py", "        except Exception as exc:  # a plugin's bug",
+     "        except ArithmeticError as exc:  # a plugin's bug", "a plugin's exception escapes unexplained"),
 ]
 
 
