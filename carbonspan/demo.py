@@ -9,7 +9,12 @@
    OTLP/gRPC and half over OTLP/HTTP;
 3. stop the agent (SIGTERM: it archives the open window) and print the per-service table
    from the archive, the chain check and, when the aggregator is installed, the disclosure
-   summary folded from the same archive.
+   summary folded from the same archive over the period the windows cover, with the carbon
+   breakdown that explains why its total exceeds the per-service column.
+
+W3C trace context crosses the HTTP hop and the queue (as the HTTP and messaging
+instrumentations carry it), so one shop request is one trace: the embodied carbon term
+(SCI's M, charged per request = per trace) then counts shop requests, not hops.
 """
 
 from __future__ import annotations
@@ -87,8 +92,8 @@ def _run(console: Any, root: Path, seconds: float) -> int:
     if code != 0:
         console.print(f"[red]agent exited with {code}[/]:\n{agent.stderr_tail()}")
         return 1
-    _print_archive(console, root / "demo")
-    _print_disclosure(console, root)
+    records = _print_archive(console, root / "demo")
+    _print_disclosure(console, root, records)
     return 0
 
 
@@ -183,12 +188,14 @@ class Shop:
 
     # -- services ----------------------------------------------------------------------
     def checkout_handler(self, sku: str, headers: Any) -> bytes:
-        from opentelemetry.propagate import extract
+        from opentelemetry.propagate import extract, inject
         from opentelemetry.trace import SpanKind
 
         with self._span("checkout", "POST /checkout", SpanKind.SERVER,
                         {"http.request.method": "POST", "url.path": "/checkout"},
-                        context=extract(dict(headers))):
+                        # header names are case-insensitive; the propagator looks up
+                        # lower-case "traceparent" and urllib sends "Traceparent"
+                        context=extract({k.lower(): v for k, v in headers.items()})):
             self._sql("checkout", "SELECT qty FROM stock WHERE sku = ?", (sku,))
             self._sql("checkout", "INSERT INTO orders (sku, qty) VALUES (?, 1)", (sku,))
             with self._span("inventory", "reserve", SpanKind.SERVER):
@@ -201,20 +208,24 @@ class Shop:
             with self._span("checkout", "orders publish", SpanKind.PRODUCER,
                             {"messaging.system": "python_queue",
                              "messaging.destination.name": "orders"}):
-                self.outbox.put((1, {"sku": sku}))
+                carrier: dict[str, str] = {}
+                inject(carrier)  # message headers, as messaging instrumentations do
+                self.outbox.put((1, {"sku": sku, "headers": carrier}))
             return f'{{"ok": true, "sku": "{sku}"}}'.encode()
 
     def _notifications(self, stop: threading.Event) -> None:
+        from opentelemetry.propagate import extract
         from opentelemetry.trace import SpanKind
 
         while not stop.is_set() or not self.outbox.empty():
             try:
-                _, _msg = self.outbox.get(timeout=0.1)
+                _, msg = self.outbox.get(timeout=0.1)
             except queue.Empty:
                 continue
             with self._span("notifications", "orders process", SpanKind.CONSUMER,
                             {"messaging.system": "python_queue",
-                             "messaging.destination.name": "orders"}):
+                             "messaging.destination.name": "orders"},
+                            context=extract(msg["headers"])):
                 self._sql("notifications", "SELECT count(*) FROM orders")
 
     def _user(self, url: str, stop: threading.Event, k: int) -> None:
@@ -276,7 +287,8 @@ class Shop:
         return {"requests": self.requests, "spans": self.spans}
 
 
-def _print_archive(console: Any, chain_dir: Path) -> None:
+def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
+    """Print the per-service table of ``chain_dir``; return its (readable) records."""
     from rich.table import Table
 
     from agent.archive import read_records
@@ -309,19 +321,54 @@ def _print_archive(console: Any, chain_dir: Path) -> None:
     console.print(table)
     verdict = "[green]intact[/]" if not findings else f"[red]{len(findings)} findings[/]"
     console.print(f"hash chain of {chain_dir}: {verdict}")
+    return [rec for _, rec in records if rec is not None]
 
 
-def _print_disclosure(console: Any, root: Path) -> None:
-    """The aggregator's disclosure summary of the same archive, when the aggregator exists."""
+def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]]) -> None:
+    """The aggregator's disclosure summary of the same archive, over the period its windows
+    cover (first window start .. last window end), and the carbon breakdown."""
     try:
         from aggregator.engines import run_local
         from aggregator.files import discover
-        from aggregator.read import Period
+        from aggregator.read import Period, to_epoch
         from aggregator.render import print_summary
         from aggregator.report import build_report
     except ImportError as exc:  # hook: an agent-only build has no aggregator
         console.print(f"(disclosure report skipped: the aggregator could not be imported: {exc})")
         return
-    period = Period.everything()
-    state = run_local(discover([str(root)]), period)
-    print_summary(build_report(state, period, "carbonspan demo"), console)
+    if not records:
+        console.print("(no windows archived: nothing to disclose)")
+        return
+    # a window belongs to the period when its start lies in [start, end)
+    period = Period(min(to_epoch(r["report"]["window"]["start"]) for r in records),
+                    max(to_epoch(r["report"]["window"]["end"]) for r in records))
+    report = build_report(run_local(discover([str(root)]), period), period, "carbonspan demo")
+    print_summary(report, console)
+    _print_breakdown(console, report, sum(r["report"]["window"]["traces"] for r in records))
+
+
+def _print_breakdown(console: Any, report: Any, traces: int) -> None:
+    """Why the total exceeds the per-service column: it also holds embodied carbon and hosts."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agent.config import Config
+    from aggregator.render import fmt_kg
+
+    b = report.aggregate.carbon_breakdown
+    per_trace = Config().green.embodied_carbon_per_request_gco2
+    table = Table(title="carbon breakdown: total = operational + embodied + hosts")
+    table.add_column("term")
+    table.add_column("carbon", justify="right")
+    table.add_column("what it is")
+    table.add_row("operational", fmt_kg(b.operational_kgco2eq),
+                  "the services' energy x grid intensity x PUE: the sum of the carbon column")
+    table.add_row("embodied", fmt_kg(b.embodied_kgco2eq),
+                  f"hardware manufacture (SCI's M term): {per_trace:g} g per request, "
+                  f"{traces:,} traces over the windows")
+    table.add_row("database hosts", fmt_kg(b.database_kgco2eq),
+                  escape("[[green.hosts]] of kind database: watts x window length (none in the demo)"))
+    table.add_row("messaging hosts", fmt_kg(b.messaging_kgco2eq),
+                  escape("[[green.hosts]] of kind messaging (none in the demo)"))
+    table.add_row("total", fmt_kg(report.aggregate.total_carbon_kgco2eq), "the headline figure")
+    console.print(table)

@@ -1,0 +1,39 @@
+"""``carbonspan demo`` end to end: agent, SDK-instrumented shop, archive, disclosure summary."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.archive import read_records
+from schema.chain import verify_chain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "carbonspan", "demo", "--seconds", "2",
+                          "--keep", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    records = read_records(tmp_path / "demo")
+    assert records and verify_chain(records)[0] == []
+    reports = [rec["report"] for _, rec in records]
+    start = min(r["window"]["start"] for r in reports)
+    end = max(r["window"]["end"] for r in reports)
+    # the disclosure title names the windows' period, not "(start) .. (end)"
+    assert "(start)" not in text and "(end)" not in text
+    assert start[:19] in text and end[:19] in text
+    # the breakdown explains the total: operational (the per-service column) + embodied + hosts
+    assert "carbon breakdown: total = operational + embodied + hosts" in text
+    for term in ("operational", "embodied", "database hosts", "messaging hosts", "total"):
+        assert re.search(rf"│ {term} +│ +\d+\.\d{{3}} (g|kg) │", text), term
+    traces = sum(r["window"]["traces"] for r in reports)
+    assert f"{traces:,} traces over the windows" in text
+    # one shop request is one trace (context crosses the HTTP hop and the queue); a trace whose
+    # spans straddle a window close counts in both windows, hence the slack
+    shop = int(re.search(r"workload: (\d+) shop requests", text).group(1))
+    assert shop > 0 and shop <= traces <= 1.25 * shop
