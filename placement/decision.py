@@ -47,8 +47,10 @@ def _env_number(env: Mapping[str, str], key: str, default: float, positive: bool
         value = float(raw)
     except ValueError:
         raise ValueError(f"{key}={raw!r} is not a number; set it to e.g. {default:g}") from None
-    if value != value or value in (float("inf"), float("-inf")) or (positive and value <= 0):
-        raise ValueError(f"{key}={raw!r} must be a finite number{' > 0' if positive else ''}")
+    # a negative margin would let a candidate that loses to the baseline ship; a negative
+    # retirement threshold or cadence means nothing: refuse them rather than guess
+    if value != value or value in (float("inf"), float("-inf")) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{key}={raw!r} must be a finite number {'> 0' if positive else '>= 0'}")
     return value
 
 

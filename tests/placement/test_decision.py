@@ -71,6 +71,12 @@ def test_settings_come_from_the_environment_and_bad_values_are_explained():
         settings_from_env({"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "five"})
     with pytest.raises(ValueError, match="RETEST_DAYS='0' must be a finite number > 0"):
         settings_from_env({"CARBONSPAN_CARBON_POLICY_RETEST_DAYS": "0"})
+    # a negative margin would ship a candidate that loses to the simple baseline
+    with pytest.raises(ValueError, match="MARGIN_PP='-3' must be a finite number >= 0"):
+        settings_from_env({"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "-3"})
+    with pytest.raises(ValueError, match="RETIRE_BELOW_PCT='-1' must be a finite number >= 0"):
+        settings_from_env({"CARBONSPAN_CARBON_POLICY_RETIRE_BELOW_PCT": "-1"})
+    assert settings_from_env({"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "0"}).margin_pp == 0.0
 
 
 def test_sample_reproduces_the_papers_shape():
