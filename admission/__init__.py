@@ -4,6 +4,7 @@
 ``Verdict`` (admitted / pending with what it waits for / denied with the reason);
 ``admit_gang``, ``complete``, ``meter``, ``release``, ``rollover`` and ``reclaim_order`` keep
 and read the state; ``estimate_service`` grades a service from carbonspan archives;
+``AdmissionQueue`` keeps pending claims and retries them after releases and rollovers;
 ``DecisionLog`` and ``audit`` write and replay the hash-chained decision log. The model, the
 six rules and the surplus formula are in docs/admission.md.
 """
@@ -13,9 +14,11 @@ from admission.engine import Admission
 from admission.grades import ServiceEstimate, estimate_service
 from admission.log import DecisionLog, audit
 from admission.model import Forest, Pool, PoolConfigError, build_forest, load_pools
+from admission.queue import AdmissionQueue, Waiting
 
 __all__ = [
     "Admission",
+    "AdmissionQueue",
     "Claim",
     "ClaimError",
     "DecisionLog",
@@ -24,6 +27,7 @@ __all__ = [
     "PoolConfigError",
     "ServiceEstimate",
     "Verdict",
+    "Waiting",
     "Workload",
     "audit",
     "build_forest",

@@ -9,8 +9,9 @@ Events are JSON lines with a ``type``:
 - ``release``: ``workload`` (a pending claim is withdrawn);  ``rollover``: a new window.
 
 The whole file is checked before anything runs, so a malformed line stops the replay with its
-``file:line`` and what was wrong, instead of half a run. Pending claims are retried, in arrival
-order, after each release and rollover, as a queueing scheduler would.
+``file:line`` and what was wrong, instead of half a run. Pending claims wait in an
+``admission.queue.AdmissionQueue`` and are retried, in arrival order, after each release and
+rollover.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from typing import Any
 import orjson
 
 from admission.claims import Claim, ClaimError, Verdict
-from admission.engine import Admission
 from admission.grades import ServiceEstimate
 from admission.log import DecisionLog
 from admission.model import Forest
+from admission.queue import AdmissionQueue
 
 EventSource = Callable[[str], ServiceEstimate]
 _CLAIM_KEYS = {"type", "id", "pool", "devices", "estimate_uj", "grade", "priority", "gang", "gang_size", "service"}
@@ -153,107 +154,74 @@ def parse_events(path: Path, forest: Forest, estimates: EventSource | None = Non
 
 
 class Simulator:
-    """Drives an engine from parsed events, keeping the pending queue and gang buffers."""
+    """Drives an ``AdmissionQueue`` from parsed events, and gathers gang members until the
+    whole gang has arrived. Verdicts are labelled ``file:line`` (``file:line@line`` when a
+    queued claim is decided on a retry)."""
 
     def __init__(self, forest: Forest, log: DecisionLog | None = None) -> None:
-        self.engine = Admission(forest)
+        self.queue = AdmissionQueue(forest, log)
+        self.engine = self.queue.engine
         self.log = log
-        self.pending: list[tuple[str, list[Claim]]] = []  # (where, claims) in arrival order
         self.gangs: dict[str, tuple[int, list[Claim]]] = {}
         self.out = Outcome()
-        if log is not None:
-            log.append({"kind": "pools", "pools": forest.to_dicts()})
 
-    def _decide(self, where: str, claims: list[Claim], retry: bool) -> list[Verdict]:
-        gang = claims[0].gang is not None
-        verdicts = self.engine.admit_gang(claims) if gang else [self.engine.admit(claims[0])]
-        if self.log is not None:
-            self.log.append(
-                {
-                    "kind": "gang" if gang else "claim",
-                    "claims": [c.to_dict() for c in claims],
-                    "verdicts": [v.to_dict() for v in verdicts],
-                }
-            )
-        if not retry or verdicts[0].decision != "pending":
-            for v in verdicts:
-                self.out.verdicts.append((where, v))
-                self.out.preempted.extend(v.preempted)
-        if not retry and verdicts[0].decision == "pending":
-            self.pending.append((where, claims))
-        return verdicts
+    def _record(self, where: str, verdicts: list[Verdict]) -> None:
+        for v in verdicts:
+            self.out.verdicts.append((where, v))
+            self.out.preempted.extend(v.preempted)
 
-    def _retry(self, trigger: str) -> None:
-        """Re-decide every pending claim in arrival order; a claim stays queued until decided."""
-        queue, self.pending = self.pending, []
-        for where, claims in queue:
-            try:
-                if self._decide(f"{where}@{trigger}", claims, retry=True)[0].decision == "pending":
-                    self.pending.append((where, claims))
-            except ClaimError as exc:  # one bad entry must not drop the rest of the queue
-                self.out.errors.append(f"{where}: {exc}; dropped from the pending queue")
+    def _retried(self, decided: list[tuple[Any, list[Verdict]]], trigger: str) -> None:
+        for where, verdicts in decided:
+            self._record(f"{where}@{trigger}", verdicts)
 
     def _input(self, ev: Event) -> None:
         d = ev.data
         if ev.type == "complete":
-            self.engine.complete(d["workload"], d["units"], d["uj"])
+            self.queue.complete(d["workload"], d["units"], d["uj"])
         elif ev.type == "meter":
-            self.engine.meter(d["workload"], d["uj"])
-        elif ev.type == "release":
-            before = len(self.pending)
-            self.pending = [p for p in self.pending if d["workload"] not in {c.id for c in p[1]}]
-            if len(self.pending) < before:
-                return  # withdrawn while pending: nothing ran, nothing to log
-            self.engine.release(d["workload"])
+            self.queue.meter(d["workload"], d["uj"])
         else:
-            self.engine.rollover()
-        if self.log is not None:
-            self.log.append({"kind": ev.type, **{k: v for k, v in d.items() if k != "type"}})
-
-    def _waiting(self, claim_id: str) -> str:
-        """Where ``claim_id`` already is, if it is pending or a gang member still gathering."""
-        for where, claims in self.pending:
-            if any(c.id == claim_id for c in claims):
-                return f"pending (since {where})"
-        for name, (_, members) in self.gangs.items():
-            if any(c.id == claim_id for c in members):
-                return f"waiting for the rest of gang '{name}'"
-        return ""
+            trigger = ev.where.rsplit(":", 1)[-1]
+            if ev.type == "release":
+                self._retried(self.queue.release(d["workload"]), trigger)
+            else:
+                self._retried(self.queue.rollover(), trigger)
 
     def run(self, events: list[Event]) -> Outcome:
         for ev in events:
             try:
                 if ev.type == "claim":
                     self._claim(ev)
-                    continue
-                self._input(ev)
-                if ev.type in ("release", "rollover"):
-                    self._retry(ev.where.rsplit(':', 1)[-1])
+                else:
+                    self._input(ev)
             except ClaimError as exc:
                 self.out.errors.append(f"{ev.where}: {exc}; event skipped")
         for name, (size, members) in self.gangs.items():
             self.out.errors.append(
                 f"gang '{name}': only {len(members)} of {size} members arrived; never evaluated"
             )
-        self.out.pending = [(where, c.id) for where, claims in self.pending for c in claims]
+        self.out.pending = [(w.tag, c.id) for w in self.queue.waiting for c in w.claims]
         return self.out
 
     def _claim(self, ev: Event) -> None:
         claim = ev.claim
         assert claim is not None
-        waiting = self._waiting(claim.id)
-        if waiting:
-            raise ClaimError(
-                f"claim '{claim.id}' is already {waiting}; ids must be unique among pending and "
-                "running claims (release it first, or use a new id)"
-            )
+        for name, (_, gathered) in self.gangs.items():
+            if any(c.id == claim.id for c in gathered):
+                raise ClaimError(
+                    f"claim '{claim.id}' is already waiting for the rest of gang '{name}'; "
+                    "ids must be unique among pending and running claims"
+                )
         if claim.gang is None:
-            self._decide(ev.where, [claim], retry=False)
+            self._record(ev.where, [self.queue.submit(claim, ev.where)])
             return
+        entry = self.queue.find(claim.id)
+        if entry is not None:  # refuse the member now, before its gang is complete
+            raise ClaimError(f"claim '{claim.id}' is already pending (since {entry.tag}); ids must be unique")
         size, members = self.gangs.setdefault(claim.gang, (ev.gang_size, []))
         if size != ev.gang_size:
             raise ClaimError(f"gang '{claim.gang}' was declared with gang_size {size}, not {ev.gang_size}")
         members.append(claim)
         if len(members) == size:
             del self.gangs[claim.gang]
-            self._decide(ev.where, members, retry=False)
+            self._record(ev.where, self.queue.submit_gang(members, ev.where))
