@@ -13,6 +13,7 @@ import http.client
 import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
@@ -52,8 +53,11 @@ def http_get(
     """
     deadline = time.monotonic() + timeout_s
     request = urllib.request.Request(url, headers=dict(headers or {}), method="GET")
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPSHandler(context=context), _KeepCredentialsHome()
+    )
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as resp:
+        with opener.open(request, timeout=timeout_s) as resp:
             return _read_bounded(resp, url, deadline, max_bytes)
     except urllib.error.HTTPError as exc:
         detail = _error_snippet(exc)
@@ -68,6 +72,31 @@ def http_get(
         raise SourceError(f"GET {url} failed: {exc.reason}") from None
     except (TimeoutError, OSError, http.client.HTTPException) as exc:
         raise SourceError(f"GET {url} failed: {type(exc).__name__}: {exc or 'timed out'}") from None
+
+
+_CREDENTIAL_HEADERS = ("authorization", "auth-token")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+class _KeepCredentialsHome(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, except one that would carry our credentials to another origin.
+
+    urllib copies every request header into the redirected request, so a BMC or API answering
+    302 to another host (or from https to http) would be sent the password or API key.
+    """
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        sends_credentials = any(req.has_header(h.capitalize()) for h in _CREDENTIAL_HEADERS)
+        if sends_credentials and _origin(newurl) != _origin(req.full_url):
+            raise SourceError(
+                f"GET {req.full_url} was redirected (HTTP {code}) to {newurl}, another origin; "
+                "credentials are not sent there: set the source's url to the final address"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _read_bounded(

@@ -24,6 +24,7 @@ class Route:
     content_type: str = "text/plain; version=0.0.4"
     require: dict[str, str] = field(default_factory=dict)  # header -> value, else 401
     hang: bool = False
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Location)
 
 
 class FakeEndpoint:
@@ -44,11 +45,13 @@ class FakeEndpoint:
                 for header, value in route.require.items():
                     if self.headers.get(header) != value:
                         return self._send(401, b'{"error":"unauthorized"}', "application/json")
-                self._send(route.status, route.body, route.content_type)
+                self._send(route.status, route.body, route.content_type, route.headers)
 
-            def _send(self, status: int, body: bytes, ctype: str) -> None:
+            def _send(self, status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None) -> None:
                 try:
                     self.send_response(status)
+                    for name, value in (extra or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()

@@ -190,3 +190,24 @@ def test_a_chassis_that_is_not_there_or_reports_no_power_is_a_clear_error(endpoi
         src.poll()
     with pytest.raises(ConfigError, match=r"resource.*'auto', 'Power' or 'EnvironmentMetrics'"):
         parse_sources(table(endpoint.base, resource="PowerSubsystem"))
+
+
+def test_credentials_follow_a_redirect_only_within_the_same_origin(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    auth = {"Authorization": basic_auth("root", "calvin")}
+    port = endpoint.server.server_address[1]
+    endpoint.set(POWER_PATH, b"", status=302, headers={"Location": "/redfish/v1/Chassis/1U/Power/"})
+    endpoint.set(POWER_PATH + "/", power_doc(150), content_type="application/json", require=auth)
+    src = RedfishSource("bmc", parse_sources(table(endpoint.base)).redfish[0], OpCounter(), clock=clock,
+                        monotonic=clock)
+    src.start()
+    src.poll()
+    clock.advance(30.0)
+    src.poll()
+    assert src.snapshot(clock())[1] == 150.0  # same origin: followed, with the credentials
+    # another origin (localhost is not 127.0.0.1): the password is not sent there
+    endpoint.set(POWER_PATH, b"", status=302, headers={"Location": f"http://localhost:{port}/steal"})
+    before = len(endpoint.requests)
+    with pytest.raises(SourceError, match="redirected .*another origin; credentials are not sent there"):
+        src.poll()
+    assert len(endpoint.requests) == before + 1  # only the request that was redirected
