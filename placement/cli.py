@@ -17,6 +17,7 @@ import orjson
 
 from placement.audit import read_log, resolve_log_path
 from placement.decision import settings_from_env
+from placement.evaluate import FORECAST_GREEDY, PERSISTENCE_HOURS
 from placement.evaluation import record_evaluation, run_evaluation
 from placement.formula import FormulaError
 from placement.place import resolve
@@ -75,6 +76,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         _print_verdict(result)
+    young = int((trace.submit < PERSISTENCE_HOURS).sum())
+    if result["candidate"] == FORECAST_GREEDY and young:
+        print(f"note: {young} of {len(trace.job_ids)} jobs are submitted before hour "
+              f"{PERSISTENCE_HOURS}, with less than a day of history to forecast from; "
+              "forecast-greedy runs them at once at home (as carbon-agnostic does)", file=sys.stderr)
     if recorded is not None:
         note = " (synthetic: recorded, but it never gates)" if result["trace"]["synthetic"] else ""
         print(f"recorded as audit event seq {recorded.seq} ({recorded.hash}){note}", file=sys.stderr)

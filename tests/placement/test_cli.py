@@ -129,3 +129,18 @@ def test_malformed_trace_unknown_policy_and_bad_clusters_are_clear_errors(tmp_pa
     big = write(tmp_path / "big.json", {"id": "j", "size": "big"})
     proc = run("place", "--job", big, "--clusters", write(tmp_path / "c2.json", good), check=False)
     assert proc.returncode == 2 and "job 'j': 'size' must be a number >= 0" in proc.stderr
+
+
+def test_evaluate_notes_jobs_forecast_greedy_cannot_forecast(tmp_path, flat_doc, capsys):
+    import argparse
+
+    from placement.cli import _evaluate
+
+    flat_doc["jobs"].append({"id": "early", "submit": 3, "duration": 1, "energy_kwh": 1.0})
+    args = argparse.Namespace(trace=write(tmp_path / "t.json", flat_doc), name="forecast-greedy",
+                              record=False, json=True, audit_log=None)
+    assert _evaluate(args) == 0
+    err = capsys.readouterr().err
+    assert "1 of 2 jobs are submitted before hour 24" in err and "at once at home" in err
+    args.name = "carbon-aware"  # the note is about forecast-greedy only
+    assert _evaluate(args) == 0 and "note:" not in capsys.readouterr().err
