@@ -22,7 +22,7 @@ import orjson
 
 from admission.claims import Claim
 from admission.engine import Admission
-from admission.model import build_forest
+from admission.model import PoolConfigError, build_forest
 from schema import chainlog
 from schema.chain import seal, verify_chain
 
@@ -87,11 +87,21 @@ def audit(path: str | Path) -> list[str]:
     if not Path(path).is_file():
         raise ValueError(f"{path}: no such decision log; write one with 'admit simulate --log'")
     events = chainlog.events(Path(path))
-    if not events or events[0].get("kind") != "pools":
+    first = events[0] if events else None
+    if not isinstance(first, dict) or first.get("kind") != "pools":
         return ["the log does not start with a 'pools' event; it cannot be replayed"]
-    engine = Admission(build_forest(events[0]["pools"], source=f"{Path(path).name} pools event"))
+    tables = first.get("pools")
+    if not isinstance(tables, list):
+        return ["event 1: the 'pools' event holds no list of pools; it cannot be replayed"]
+    try:
+        engine = Admission(build_forest(tables, source="event 1 (pools)"))
+    except PoolConfigError as exc:
+        return [f"{exc}; the log cannot be replayed"]
     problems: list[str] = []
     for i, ev in enumerate(events[1:], start=2):
+        if not isinstance(ev, dict):
+            problems.append(f"event {i}: expected an object, got {type(ev).__name__}")
+            continue
         kind = ev.get("kind")
         try:
             if kind in ("claim", "gang"):

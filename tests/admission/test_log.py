@@ -104,3 +104,27 @@ def test_records_reach_disk_only_on_flush(tmp_path):
     log.flush()
     assert len(path.read_bytes().splitlines()) == 5
     assert chainlog.verify(path) == []
+
+
+@pytest.mark.parametrize(
+    "events, problem",
+    [
+        ([{"kind": "pools", "pools": 5}], "event 1: the 'pools' event holds no list of pools"),
+        ([{"kind": "pools"}], "event 1: the 'pools' event holds no list of pools"),
+        ([{"kind": "pools", "pools": [{"name": "p", "energy_uj": 1.5, "devices": 1}]}],
+         "event 1 (pools): pool 'p': 'energy_uj' must be an integer"),
+        ([["not", "an", "object"]], "does not start with a 'pools' event"),
+        ([{"kind": "pools", "pools": [{"name": "a", "energy_uj": 1, "devices": 1}]}, [1]],
+         "event 2: expected an object, got list"),
+        ([{"kind": "pools", "pools": [{"name": "a", "energy_uj": 1, "devices": 1}]},
+          {"kind": "claim", "claims": [{"id": "x", "pool": "a", "devices": 1, "estimate_uj": 1, "colour": 2}]}],
+         "event 2: cannot replay 'claim'"),
+    ],
+)
+def test_audit_of_a_well_chained_but_hostile_log_reports_instead_of_crashing(tmp_path, events, problem):
+    path = tmp_path / "d.jsonl"
+    for ev in events:
+        chainlog.append(path, ev)
+    assert chainlog.verify(path) == []
+    problems = audit(path)
+    assert len(problems) == 1 and problem in problems[0], problems
