@@ -120,9 +120,9 @@ class AgentMetrics:
             for s in keep:
                 self.last_window_energy.labels(s).set(energy.get(s, 0.0))
                 self.last_window_carbon.labels(s).set(carbon_kg.get(s, 0.0) * 1000.0)
-            if rest:
-                self.last_window_energy.labels("_other").set(sum(energy.get(s, 0.0) for s in rest))
-                self.last_window_carbon.labels("_other").set(
+            if rest:  # inc, not set: a service really named "_other" keeps its share
+                self.last_window_energy.labels("_other").inc(sum(energy.get(s, 0.0) for s in rest))
+                self.last_window_carbon.labels("_other").inc(
                     sum(carbon_kg.get(s, 0.0) for s in rest) * 1000.0
                 )
             self.last_window_end.set(end_s)

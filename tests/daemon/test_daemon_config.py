@@ -116,3 +116,45 @@ def test_toml_window_seconds_accepts_only_positive_finite_numbers(value) -> None
 def test_huge_integer_is_a_config_error_not_a_crash() -> None:
     with pytest.raises(ConfigError, match="max_request_bytes"):
         parse_agent({"max_request_bytes": 10**400})
+
+
+def _leaves(obj: object, prefix: str = "") -> list[tuple[str, object]]:
+    """Every setting as (key path with '_' between table and key, default)."""
+    from dataclasses import fields, is_dataclass
+
+    out: list[tuple[str, object]] = []
+    for f in fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            out += _leaves(value, f"{prefix}{f.name}_")
+        else:
+            out.append((f"{prefix}{f.name}", value))
+    return out
+
+
+def test_every_setting_has_a_carbonspan_environment_variable() -> None:
+    """The issue: every setting is overridable by a CARBONSPAN_* variable. Each one here gets a
+    value different from its default through the environment alone and must take it."""
+    samples = {bool: ("false", "true"), int: ("7", "8"), float: ("2.5", "3.5"), str: ("a-b", "c-d")}
+    env: dict[str, str] = {}
+    expected: dict[str, object] = {}
+    for key, default in _leaves(AgentSettings()):
+        if key in ("tls_cert_file", "tls_key_file", "auth_token_file", "archive_dir"):
+            env[f"CARBONSPAN_{key.upper()}"] = f"/x/{key}"
+            expected[key] = Path(f"/x/{key}")
+            continue
+        kind = type(default)
+        first, second = samples[kind]
+        if kind is bool:
+            raw = "false" if default else "true"
+        else:
+            raw = first if kind(first) != default else second
+        if key == "bind":
+            raw = "10.0.0.1"
+        env[f"CARBONSPAN_{key.upper()}"] = raw
+        expected[key] = kind(raw) if kind is not bool else raw == "true"
+    env["CARBONSPAN_HTTP_PORT"], expected["http_port"] = "9", 9  # distinct from grpc_port
+    got = dict(_leaves(resolve({}, env)))
+    assert got == expected
+    defaults = dict(_leaves(AgentSettings()))
+    assert all(got[k] != defaults[k] for k in got), got
