@@ -232,8 +232,12 @@ def load_pools(path: str | Path) -> Forest:
             doc = tomllib.load(fh)
     except FileNotFoundError:
         raise PoolConfigError(f"{path}: no such file; pass the pool definition with --pools") from None
+    except OSError as exc:
+        raise PoolConfigError(f"{path}: cannot read the pool definition: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PoolConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise PoolConfigError(f"{path}: not valid TOML: the file is not UTF-8 text") from None
     tables = doc.get("pool")
     if not isinstance(tables, list):
         raise PoolConfigError(f"{path}: expected [[pool]] tables (an array of tables named 'pool')")

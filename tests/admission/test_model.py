@@ -73,6 +73,12 @@ def test_bad_toml_files(tmp_path):
     bad.write_text("[[pool]\nname=")
     with pytest.raises(PoolConfigError, match="not valid TOML"):
         load_pools(bad)
+    with pytest.raises(PoolConfigError, match="cannot read the pool definition"):
+        load_pools(tmp_path)  # a directory
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe[[pool]]")
+    with pytest.raises(PoolConfigError, match="not UTF-8"):
+        load_pools(binary)
     empty = tmp_path / "empty.toml"
     empty.write_text("title = 'x'\n")
     with pytest.raises(PoolConfigError, match=r"expected \[\[pool\]\] tables"):
