@@ -35,6 +35,13 @@ from pathlib import Path
 from typing import Any
 
 REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole string: use fullmatch
+
+# Upper bounds. A value past one is a unit mistake (W for kW, g for t), and a bound keeps every
+# sum a window can form finite: an unbounded factor of 1e305 overflowed the report to inf.
+MAX_CALIBRATION_FACTOR = 1e6  # (measured kWh/op) / 1e-7: 0.1 kWh per I/O op at most
+MAX_EMBODIED_GCO2 = 1e6  # per trace: a tonne
+MAX_HOST_WATTS = 1e7  # per host, before count: 10 MW, a whole data hall
+MAX_HOST_COUNT = 1_000_000
 TOP_LEVEL = ("green", "agent", "sources")
 HOST_KINDS = ("database", "messaging")
 
@@ -133,7 +140,8 @@ def parse_green(table: dict[str, Any]) -> GreenConfig:
         embodied_carbon_per_request_gco2=_number(
             table.get("embodied_carbon_per_request_gco2", 0.001),
             "[green] embodied_carbon_per_request_gco2",
-            "a number >= 0 (gCO2e per trace)",
+            f"a number from 0 to {MAX_EMBODIED_GCO2:,.0f} (gCO2e per trace)",
+            MAX_EMBODIED_GCO2,
         ),
         service_regions=_service_regions(table.get("service_regions", {})),
         calibration=_calibration(table.get("calibration", {})),
@@ -157,9 +165,10 @@ def _service_regions(value: Any) -> dict[str, str]:
 
 
 def _factor(value: Any, where: str) -> float:
-    f = _number(value, where, "a factor > 0 (e.g. 1.8)")
+    what = f"a factor > 0 and <= {MAX_CALIBRATION_FACTOR:,.0f} (e.g. 1.8)"
+    f = _number(value, where, what, MAX_CALIBRATION_FACTOR)
     if f == 0:
-        raise ConfigError(f"{where}: expected a factor > 0 (e.g. 1.8), got 0")
+        raise ConfigError(f"{where}: expected {what}, got 0")
     return f
 
 
@@ -195,15 +204,22 @@ def _hosts(value: Any) -> tuple[HostConfig, ...]:
         if "watts" not in t and "measured" not in t:
             raise ConfigError(f"{where} watts: missing; declare watts or name a measured source")
         count = t.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"{where} count: expected an integer >= 1, got {_show(count)}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_HOST_COUNT:
+            raise ConfigError(
+                f"{where} count: expected an integer from 1 to {MAX_HOST_COUNT:,}, got {_show(count)}"
+            )
         measured = t.get("measured")
         hosts.append(
             HostConfig(
                 name=name,
                 kind=kind,
                 region=_region(t.get("region", "unknown"), f"{where} region"),
-                watts=_number(t.get("watts", 0.0), f"{where} watts", "a number of watts >= 0"),
+                watts=_number(
+                    t.get("watts", 0.0),
+                    f"{where} watts",
+                    f"a number of watts from 0 to {MAX_HOST_WATTS:,.0f}",
+                    MAX_HOST_WATTS,
+                ),
                 count=count,
                 in_totals=_bool(t.get("in_totals", True), f"{where} in_totals"),
                 measured=None
@@ -244,11 +260,15 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
-def _number(value: Any, where: str, what: str) -> float:
+def _number(value: Any, where: str, what: str, limit: float = math.inf) -> float:
+    """A finite number from 0 to ``limit``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{where}: expected {what}, got {_show(value)}")
-    f = float(value)
-    if not math.isfinite(f) or f < 0:
+    try:
+        f = float(value)
+    except OverflowError:  # a TOML integer too large for a float
+        f = math.inf
+    if not math.isfinite(f) or not 0 <= f <= limit:
         raise ConfigError(f"{where}: expected {what}, got {_show(value)}")
     return f
 

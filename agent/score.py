@@ -30,6 +30,8 @@ from agent.carbon.model import (
     ENERGY_PER_IO_OP_KWH,
     KIND_ANNUAL,
     KIND_REAL_TIME,
+    MAX_INTENSITY_GCO2_KWH,
+    MAX_KWH_PER_OP,
     PROXY_TAG_BY_KIND,
     CarbonModel,
     http_weights,
@@ -193,7 +195,7 @@ def live_ok(live, now_s: float, max_age_s: float) -> bool:
         live.tag in LIVE_INTENSITY_TAGS
         and isinstance(value, int | float)
         and math.isfinite(value)
-        and value >= 0
+        and 0 <= value <= MAX_INTENSITY_GCO2_KWH
         and now_s - live.taken_at <= max_age_s
     )
 
@@ -211,7 +213,7 @@ def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndar
         ok = (
             m.tag in SOURCE_TAGS
             and math.isfinite(m.kwh_per_op)
-            and m.kwh_per_op >= 0
+            and 0 <= m.kwh_per_op <= MAX_KWH_PER_OP
             and now - m.taken_at <= 3 * m.interval_s
         )
         if ok:

@@ -21,7 +21,7 @@ import numpy as np
 from agent.carbon.model import KIND_NAMES, KIND_REAL_TIME, methodology
 from agent.carbon.partial import UNKNOWN, WindowPartial
 from agent.carbon.tagcodes import TAGS
-from agent.config import HostConfig
+from agent.config import MAX_HOST_WATTS, HostConfig
 from agent.score import ScoringContext, live_ok
 from schema import (
     Co2,
@@ -192,7 +192,7 @@ def _host_row(
     published = ctx.signals.host_watts.get(h.name)
     if published is not None:
         w, t = published
-        if isinstance(w, int | float) and math.isfinite(w) and w >= 0:
+        if isinstance(w, int | float) and math.isfinite(w) and 0 <= w <= MAX_HOST_WATTS:
             watts, tag = float(w), t
     energy = watts * seconds / J_PER_KWH
     return HostRow(

@@ -43,6 +43,16 @@ from agent.carbon.regions import (
 #: I/O proxy: 0.1 Wh per thousand operations).
 ENERGY_PER_IO_OP_KWH = 1e-7
 
+#: Largest live grid intensity the scorer accepts (gCO2e/kWh). The most carbon-intensive
+#: generation, coal and lignite, emits roughly 740-1,200 g life-cycle (IPCC AR5 WGIII,
+#: Annex III, 2014), and no grid mix can exceed its dirtiest plant; a larger reading is a
+#: unit or data error. The bound is generous on purpose: it is there to refuse nonsense
+#: (and keep every window sum finite), not to judge a grid.
+MAX_INTENSITY_GCO2_KWH = 5000.0
+#: Largest measured energy per I/O operation the scorer accepts (kWh): a kilowatt-hour per
+#: database call or request is an attribution error (or a near-zero op count), not a reading.
+MAX_KWH_PER_OP = 1.0
+
 #: Per-operation weights (design notes): writes cost more than reads, big responses more
 #: than small ones. ``OP_HTTP`` here is the weight for an unknown response size.
 OP_WEIGHTS: dict[int, float] = {

@@ -85,7 +85,7 @@ url = "http://127.0.0.1:8080/metrics"
         ),
         (
             {"green": {"embodied_carbon_per_request_gco2": -1}},
-            "[green] embodied_carbon_per_request_gco2: expected a number >= 0",
+            "[green] embodied_carbon_per_request_gco2: expected a number from 0 to 1,000,000 (gCO2e per trace)",
         ),
         ({"green": {"embodied_carbon_per_request_gco2": True}}, "got true"),
         (
@@ -101,7 +101,7 @@ url = "http://127.0.0.1:8080/metrics"
         ({"green": {"calibration": {"a": 0}}}, "[green.calibration] a: expected a factor > 0"),
         (
             {"green": {"calibration": {"a": "x"}}},
-            '[green.calibration] a: expected a factor > 0 (e.g. 1.8), got "x"',
+            '[green.calibration] a: expected a factor > 0 and <= 1,000,000 (e.g. 1.8), got "x"',
         ),
         (
             {"green": {"hosts": {"name": "x"}}},
@@ -121,7 +121,7 @@ url = "http://127.0.0.1:8080/metrics"
         ),
         (
             {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1, "count": 0}]}},
-            "[[green.hosts]] #1 count: expected an integer >= 1, got 0",
+            "[[green.hosts]] #1 count: expected an integer from 1 to 1,000,000, got 0",
         ),
         (
             {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1, "cores": 4}]}},
@@ -140,9 +140,28 @@ url = "http://127.0.0.1:8080/metrics"
         ),
         (
             {"green": {"hosts": [{"name": "a", "kind": "database", "watts": math.inf}]}},
-            "[[green.hosts]] #1 watts: expected a number of watts >= 0, got inf",
+            "[[green.hosts]] #1 watts: expected a number of watts from 0 to 10,000,000, got inf",
         ),
         ({"agent": 3}, "[agent]: expected a table, got 3"),
+        # upper bounds: past them a value is a unit mistake, and it could overflow a window
+        (
+            {"green": {"calibration": {"a": 1e305}}},
+            "[green.calibration] a: expected a factor > 0 and <= 1,000,000 (e.g. 1.8), got 1e+305",
+        ),
+        (
+            {"green": {"embodied_carbon_per_request_gco2": 2e6}},
+            "[green] embodied_carbon_per_request_gco2: expected a number from 0 to 1,000,000 "
+            "(gCO2e per trace), got 2000000.0",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1e308}]}},
+            "[[green.hosts]] #1 watts: expected a number of watts from 0 to 10,000,000, got 1e+308",
+        ),
+        (
+            {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1, "count": 10**18}]}},
+            "[[green.hosts]] #1 count: expected an integer from 1 to 1,000,000, got "
+            "1000000000000000000",
+        ),
     ],
 )
 def test_config_errors_name_the_key_and_what_is_expected(doc, message):
@@ -290,6 +309,7 @@ _values = st.recursive(
     | st.booleans()
     | st.integers(-5, 5)
     | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([1e6, 1e7, 1e6 + 1, 1e305, 10**18])
     | st.sampled_from(
         ["", "pl", "eu-west-3", "EU-West-3", "x y", "database", "messaging", "a" * 70]
     ),
@@ -337,7 +357,9 @@ def test_property_green_sanitiser_accepts_clean_values_or_names_the_key(table):
     )
     for key, region in g.service_regions.items():
         assert key == key.lower() and region == region.lower() and 1 <= len(region) <= 64
-    assert all(math.isfinite(f) and f > 0 for f in g.calibration.values())
+    assert all(math.isfinite(f) and 0 < f <= 1e6 for f in g.calibration.values())
+    assert g.embodied_carbon_per_request_gco2 <= 1e6
+    assert all(0 <= h.watts <= 1e7 and 1 <= h.count <= 1_000_000 for h in g.hosts)
     for host in g.hosts:
         assert host.kind in ("database", "messaging") and host.count >= 1
         assert math.isfinite(host.watts) and host.watts >= 0

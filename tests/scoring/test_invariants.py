@@ -65,7 +65,7 @@ signals_st = st.builds(
         st.sampled_from(["checkout", "cart"]),
         st.builds(
             MeasuredRate,
-            kwh_per_op=st.sampled_from([0.0, 2e-7, 1e-5, math.nan, -1.0]),
+            kwh_per_op=st.sampled_from([0.0, 2e-7, 1e-5, math.nan, -1.0, 2.0, 1e308]),
             tag=st.sampled_from(["scaphandre_rapl", "alumet_rapl", "cloud_specpower", "bogus"]),
             taken_at=st.sampled_from([NOW_S - 5, NOW_S - 1000]),
             interval_s=st.just(30.0),
@@ -75,14 +75,15 @@ signals_st = st.builds(
         st.sampled_from(["eu-west-3", "pl", "mars-1"]),
         st.builds(
             LiveIntensity,
-            gco2_kwh=st.sampled_from([0.0, 55.0, 420.0, math.inf, -3.0]),
+            gco2_kwh=st.sampled_from([0.0, 55.0, 420.0, math.inf, -3.0, 6000.0, 1e308]),
             tag=st.sampled_from(["electricity_maps_api", "grid_operator_api"]),
             taken_at=st.sampled_from([NOW_S - 30, NOW_S - 9000]),
             estimated=st.booleans(),
         ),
     ),
     host_watts=st.dictionaries(
-        st.just("pg"), st.tuples(st.sampled_from([0.0, 45.0, math.nan]), st.just("alumet_rapl"))
+        st.just("pg"),
+        st.tuples(st.sampled_from([0.0, 45.0, math.nan, 1e308]), st.just("alumet_rapl")),
     ),
 )
 PROPS = settings(
@@ -147,6 +148,26 @@ def test_invariant_no_nan_or_negative_figure(h):
     rep = _report(h, MIXED, MIXED_GREEN, bad)
     _check_finite_non_negative(rep.model_dump())
     assert rep.green_summary.per_service_energy_model["checkout"].startswith("io_proxy")
+
+
+def test_huge_finite_signals_are_refused_and_counted(h):
+    # finite but absurd readings would overflow the window's sums to inf (which no archive
+    # line can hold): 1e308 kWh/op, 1e308 g/kWh and 1e308 W fall back like stale ones
+    huge = Signals(
+        measured={"checkout": MeasuredRate(1e308, "scaphandre_rapl", NOW_S, 30.0)},
+        live_intensity={"pl": LiveIntensity(1e308, "electricity_maps_api", NOW_S)},
+        host_watts={"pg": (1e308, "alumet_rapl")},
+    )
+    rep = _report(h, MIXED * 3, MIXED_GREEN, huge)
+    _check_finite_non_negative(rep.model_dump())
+    gs = rep.green_summary
+    assert gs.per_service_energy_model["checkout"].startswith("io_proxy")
+    assert gs.hosts[0].watts == 80 and gs.hosts[0].energy_model == "declared_watts"
+    pl = next(r for r in gs.regions if r.region == "pl")
+    assert pl.intensity_source != "real_time" and pl.intensity_estimated
+    # checkout's I/O spans: "checkout" and "Checkout", twice per MIXED; one pl span per MIXED
+    assert rep.counters["measured_stale_spans"] == 6
+    assert rep.counters["live_intensity_stale_spans"] == 3
 
 
 def test_invariant_merge_equals_concatenation(h):
