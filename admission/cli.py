@@ -95,7 +95,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"carbonspan admit: {exc}\nnothing was replayed; fix these lines and run again", file=sys.stderr)
         return 2
     try:
-        log = DecisionLog(args.log) if args.log else None
+        log = _open_log(args.log) if args.log else None
     except ValueError as exc:
         print(f"carbonspan admit: {exc}", file=sys.stderr)
         return 2
@@ -113,6 +113,20 @@ def run_simulate(args: argparse.Namespace) -> int:
     for err in outcome.errors:
         print(f"carbonspan admit: {err}", file=sys.stderr)
     return 1 if outcome.errors else 0
+
+
+def _open_log(path: Path) -> DecisionLog:
+    """Open the decision log, failing before the replay (not at its first flush) if it cannot
+    be written, so no verdict is decided that the log would then miss."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab"):
+            pass
+        return DecisionLog(path)
+    except OSError as exc:
+        raise ValueError(
+            f"{path}: cannot write the decision log: {exc.strerror}; pass a writable file to --log"
+        ) from None
 
 
 def run_audit(args: argparse.Namespace) -> int:

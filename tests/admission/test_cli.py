@@ -193,3 +193,13 @@ def test_windows_must_be_positive(tmp_path):
     _write(tmp_path, EVENTS)
     res = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", "--windows", "0", cwd=tmp_path)
     assert res.returncode == 2 and "--windows: expected a whole number of windows >= 1, got '0'" in res.stderr
+
+
+def test_an_unwritable_log_fails_before_anything_is_decided(tmp_path):
+    _write(tmp_path, EVENTS)
+    (tmp_path / "logdir").mkdir()
+    (tmp_path / "file").write_text("")
+    for bad in ("logdir", "file/d.jsonl"):
+        res = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", "--log", bad, cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        assert f"{bad}: cannot write the decision log" in res.stderr and res.stdout == ""
