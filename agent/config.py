@@ -38,7 +38,7 @@ REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole string: use fullmatch
 
 # Upper bounds. A value past one is a unit mistake (W for kW, g for t), and a bound keeps every
 # sum a window can form finite: an unbounded factor of 1e305 overflowed the report to inf.
-MAX_CALIBRATION_FACTOR = 1e6  # (measured kWh/op) / 1e-7: 0.1 kWh per I/O op at most
+MAX_CALIBRATION_FACTOR = 1e7  # x 1e-7 kWh = 1 kWh per I/O op, the bound on a measured rate
 MAX_EMBODIED_GCO2 = 1e6  # per trace: a tonne
 MAX_HOST_WATTS = 1e7  # per host, before count: 10 MW, a whole data hall
 MAX_HOST_COUNT = 1_000_000
