@@ -98,7 +98,7 @@ def trapezoid_joules(points: list[tuple[float, float]]) -> float:
 def read_readings(path: Path) -> dict[str, Measured]:
     """Measured kWh and time range per lowercased service; CalibrationError on bad input."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # spreadsheets write a BOM
     except OSError as exc:
         raise CalibrationError(
             f"{path}: cannot read the readings ({exc.strerror or exc})"

@@ -153,6 +153,11 @@ class SpecPowerConfig(PollSettings):
             )
         if row.per_vcpu and self.vcpus is None:
             raise ValueError(f"instance_type {self.instance_type!r} is per vCPU: give `vcpus`")
+        if not row.per_vcpu and self.vcpus is not None:
+            raise ValueError(
+                f"instance_type {self.instance_type!r} has the watts of its own vCPUs; drop "
+                "`vcpus`, or use a per-vCPU row (generic, aws-average, ...) with `vcpus`"
+            )
         if self.cpu_source == "prometheus" and not self.url:
             raise ValueError("cpu_source = 'prometheus' needs `url` (node_exporter's /metrics)")
         return self
@@ -239,6 +244,14 @@ def parse_sources(table: Mapping[str, Any] | None) -> SourcesConfig:
     return cfg
 
 
+_PATTERN_HINTS = {
+    "url": "must be an http:// or https:// URL",
+    "base_url": "must be an http:// or https:// URL",
+    "name": "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    "chassis_id": "must be 1-64 letters, digits, '.', '_' or '-' (the Id under /redfish/v1/Chassis)",
+}
+
+
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors()[:5]:
@@ -250,5 +263,7 @@ def _describe(exc: ValidationError) -> str:
             msg = "unknown key (check the spelling against docs/energy-sources.md)"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "string_pattern_mismatch":
+            msg = _PATTERN_HINTS.get(str(err["loc"][-1]), msg) + f", got {err['input']!r}"
         lines.append(f"{loc}: {msg}")
     return "; ".join(lines)

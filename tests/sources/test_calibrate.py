@@ -150,3 +150,13 @@ def test_an_unwritable_out_path_is_a_clear_error(tmp_path, capsys):
     code, _, err = run(tmp_path, readings, capsys, "--out", str(tmp_path / "missing-dir" / "cal.toml"))
     assert code == 1
     assert "cannot write" in err and "missing-dir" in err and "Traceback" not in err
+
+
+def test_a_spreadsheet_export_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 600)])])
+    csv = tmp_path / "power.csv"
+    # 6 W x 60 s = 360 J = 1e-4 kWh / 600 ops = 1.6667e-7 kWh/op -> factor 1.6667
+    csv.write_bytes(b"\xef\xbb\xbf" + f"timestamp,service,power_watts\r\n{T0},a,6\r\n{T0 + 60},a,6\r\n".encode())
+    code = main(["calibrate", "--readings", str(csv), "--archives", str(tmp_path / "archives")])
+    assert code == 0
+    assert tomllib.loads(capsys.readouterr().out)["green"]["calibration"]["a"] == pytest.approx(1.66667, rel=1e-5)

@@ -295,3 +295,11 @@ def test_meters_of_one_kind_add_up_and_a_down_meter_withholds_the_kind(endpoint,
     mgr.poll_all()
     assert mgr.current().measured["checkout"].kwh_per_op > 0
     assert mgr.health()["node-a"]["incomplete_services"] == 0
+
+
+def test_pattern_mistakes_say_what_is_expected():
+    with pytest.raises(ConfigError, match=r"scaphandre\[0\]\.url: must be an http:// or https:// URL, "
+                                          r"got 'localhost:8080/metrics'"):
+        parse_sources({"scaphandre": {"url": "localhost:8080/metrics"}})
+    with pytest.raises(ConfigError, match=r"redfish\[0\]\.chassis_id: must be 1-64 letters.*got '1/../2'"):
+        parse_sources({"redfish": {"url": "https://bmc", "chassis_id": "1/../2"}})

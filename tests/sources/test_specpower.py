@@ -103,3 +103,9 @@ def test_table_mistakes_are_config_errors():
         parse_sources({"specpower": {"instance_type": "generic", "services": ["a"]}})
     with pytest.raises(ConfigError, match="needs `url`"):
         parse_sources({"specpower": {"instance_type": "m5.large", "cpu_source": "prometheus", "services": ["a"]}})
+
+
+def test_vcpus_on_a_whole_instance_row_is_refused_not_ignored():
+    # m5.large's 1.4/8.1 W are for its own 2 vCPUs; `vcpus = 8` would silently do nothing
+    with pytest.raises(ConfigError, match="'m5.large' has the watts of its own vCPUs; drop `vcpus`"):
+        parse_sources({"specpower": {"instance_type": "m5.large", "vcpus": 8, "services": ["a"]}})
