@@ -168,6 +168,10 @@ def test_health_ready_and_metrics(agent) -> None:
             assert resp.status == 200
     assert agent.metric("carbonspan_ready") == 1
     assert agent.metric("carbonspan_spans_rejected_total") >= 2  # from the partial-success test
+    assert agent.metric("carbonspan_spans_rejected_total", reason="trace_id_invalid") >= 2
+    assert agent.metric("carbonspan_spans_received_total") >= (
+        agent.metric("carbonspan_spans_accepted_total")
+        + agent.metric("carbonspan_spans_rejected_total"))
     assert agent.metric("carbonspan_requests_total") >= 10
     assert agent.metric("carbonspan_queue_capacity") == 64
     assert agent.metric("carbonspan_wal_fsyncs_total") >= 1
@@ -246,6 +250,7 @@ def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
     assert counters.get("spans_rejected", 0) >= 2
     assert counters.get("service_name_invalid", 0) >= 4  # the two good spans, twice
     assert counters.get("region_invalid", 0) >= 2
+    assert counters.get("end_before_start", 0) >= 4  # both good spans end before they start
 
 
 def test_gzip_helper_really_is_a_bomb() -> None:

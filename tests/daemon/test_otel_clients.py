@@ -160,6 +160,8 @@ def test_metrics_match_the_archive(agent) -> None:
     size = sum(p.stat().st_size for p in agent.dir.glob("windows-*.jsonl"))
     assert agent.metric("carbonspan_archive_bytes_total") == size
     assert agent.metric("carbonspan_spans_accepted_total") == sum(SENT.values())
+    assert agent.metric("carbonspan_spans_received_total") == sum(SENT.values())  # none refused
+    assert agent.metric("carbonspan_queue_depth") == 0  # nothing in flight between tests
     last = records[-1]["report"]["green_summary"]
     for svc, kwh in last["per_service_energy_kwh"].items():
         assert agent.metric("carbonspan_last_window_energy_kwh", service=svc) == pytest.approx(kwh)
