@@ -12,7 +12,8 @@ profile/annual value and mark the region ``intensity_estimated``.
   GB National Grid ESO Carbon Intensity API, ``GET {base}/intensity`` ->
   ``data[0].intensity.actual`` (``forecast`` when the actual is not yet published, marked
   estimated) for the half hour starting ``data[0].from``. RTE eco2mix or ENTSO-E slot in as
-  further ``GridOperator`` classes in ``OPERATORS``.
+  further ``GridOperator`` classes in ``OPERATORS`` (and their names in
+  ``GridOperatorConfig.operator``).
 """
 
 from __future__ import annotations
