@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import orjson
 
+from agent.config import GreenConfig
+
 EPILOG = """\
 example:
   carbonspan score --config carbonspan.toml traces.json export.pb
@@ -59,6 +61,8 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"carbonspan score: {exc}", file=sys.stderr)
         return 2
+    for warning in config_region_warnings(cfg.green):
+        print(f"carbonspan score: warning: {warning}", file=sys.stderr)
     batches = []
     for path in args.files:
         try:
@@ -95,6 +99,25 @@ def handle(args: argparse.Namespace) -> int:
         # point stdout at /dev/null so the interpreter's final flush does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def config_region_warnings(green: GreenConfig) -> list[str]:
+    """A configured region missing from the intensity table scores 0 g: say so up front.
+
+    It is not an error (a region the table lacks is honestly ``out_of_table``), but a typo
+    such as "eu-west3" would otherwise only show as a 0 g row at the end.
+    """
+    from agent.carbon.model import CarbonModel
+
+    model = CarbonModel.default()
+    named = [("[green] default_region", green.default_region)]
+    named += [(f"[green.service_regions] {k}", v) for k, v in green.service_regions.items()]
+    named += [(f"[[green.hosts]] {h.name} region", h.region) for h in green.hosts]
+    return [
+        f'{where} "{region}" is not in the intensity table: its carbon is 0 g (out_of_table)'
+        for where, region in named
+        if region is not None and region != "unknown" and model.region(region) is None
+    ]
 
 
 def window_bounds(start_ns: np.ndarray, duration_ns: np.ndarray) -> tuple[int, int]:

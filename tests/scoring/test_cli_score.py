@@ -199,3 +199,17 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path, plain_config):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0
     assert "BrokenPipeError" not in err and "Traceback" not in err
+
+
+def test_configured_regions_missing_from_the_table_are_warned_about(tmp_path):
+    cfg = tmp_path / "typo.toml"
+    cfg.write_text('[green]\ndefault_region = "eu-west3"\n[green.service_regions]\nCart = "pl"\n')
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(six_sql_request()))
+    proc = run("--config", str(cfg), str(trace))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
+    assert (
+        'warning: [green] default_region "eu-west3" is not in the intensity table: '
+        "its carbon is 0 g (out_of_table)" in proc.stderr
+    )
+    assert "pl" not in proc.stderr  # a table region is not warned about
