@@ -46,10 +46,12 @@ def handle(args: argparse.Namespace) -> int:
     from agent.archive import ArchiveError
     from agent.config import ConfigError, load_config
     from agent.daemon import serve
-    from agent.daemon_config import resolve
+    from agent.daemon_config import env_typos, resolve
 
     config_path = args.config or (Path(os.environ["CARBONSPAN_CONFIG"])
                                   if os.environ.get("CARBONSPAN_CONFIG") else None)
+    for warning in env_typos(os.environ):
+        print(f"carbonspan agent: warning: {warning}", file=sys.stderr)
     try:
         cfg = load_config(config_path)
         settings = resolve(

@@ -9,6 +9,7 @@ The agent binds 127.0.0.1 unless ``bind`` says otherwise: exposing an ingest por
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -90,7 +91,16 @@ _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_s
              "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections"}
 
 
-def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:
+def _origin(key: str, origin: str) -> str:
+    """Where a value came from, for error messages (the TOML key is always named too)."""
+    if origin == "env":
+        return f" (from CARBONSPAN_{key.replace('.', '_').upper()})"
+    if origin == "cli":
+        return f" (from --{key.replace('.', '-').replace('_', '-')})"
+    return ""
+
+
+def _coerce(key: str, value: Any, default: Any, from_env: bool, origin: str = "toml") -> Any:
     """Check/convert one value to the type of its default; ConfigError names the key."""
     kind = type(default)
     if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir"):
@@ -134,10 +144,13 @@ def _coerce(key: str, value: Any, default: Any, from_env: bool) -> Any:
             what = what.replace("non-negative", "positive")
         section, _, leaf = key.rpartition(".")
         table = f"agent.{section}" if section else "agent"
-        raise ConfigError(f"[{table}] {leaf} = {value!r}: expected {what}") from None
+        raise ConfigError(
+            f"[{table}] {leaf} = {value!r}{_origin(key, origin)}: expected {what}"
+        ) from None
 
 
-def _apply(obj: Any, table: Mapping[str, Any], prefix: str, from_env: bool) -> Any:
+def _apply(obj: Any, table: Mapping[str, Any], prefix: str, from_env: bool,
+           origin: str = "toml") -> Any:
     known = {f.name: f for f in fields(obj)}
     changes: dict[str, Any] = {}
     for key, value in table.items():
@@ -145,13 +158,13 @@ def _apply(obj: Any, table: Mapping[str, Any], prefix: str, from_env: bool) -> A
         if key in _SUBTABLES and key in known:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"[agent.{key}] must be a table, got {value!r}")
-            changes[key] = _apply(getattr(obj, key), value, f"{prefix}{key}.", from_env)
+            changes[key] = _apply(getattr(obj, key), value, f"{prefix}{key}.", from_env, origin)
             continue
         if key not in known:
             raise ConfigError(
                 f"unknown key [agent] {name}; known keys: {', '.join(sorted(known))}"
             )
-        changes[key] = _coerce(name, value, getattr(obj, key), from_env)
+        changes[key] = _coerce(name, value, getattr(obj, key), from_env, origin)
     return replace(obj, **changes)
 
 
@@ -177,6 +190,34 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def env_names() -> list[str]:
+    """Every ``CARBONSPAN_*`` variable that sets an agent setting."""
+    out: list[str] = []
+    for f in fields(AgentSettings):
+        if f.name in _SUBTABLES:
+            out += [f"CARBONSPAN_{f.name}_{g.name}".upper() for g in fields(_SUBTABLES[f.name])]
+        else:
+            out.append(f"CARBONSPAN_{f.name.upper()}")
+    return out
+
+
+def env_typos(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for ``CARBONSPAN_*`` variables that are not settings but look like one.
+
+    Unknown names are ignored (other tools, or a ``[sources]`` ``api_key_env``, may use the
+    prefix), so only a near miss of a real name is worth a word: it is almost surely a typo.
+    """
+    known = env_names()
+    out = []
+    for name in sorted(environ):
+        if not name.startswith("CARBONSPAN_") or name in known or name == "CARBONSPAN_CONFIG":
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if close:
+            out.append(f"{name} is not a setting and is ignored; did you mean {close[0]}?")
+    return out
+
+
 def resolve(
     table: Mapping[str, Any] | None,
     environ: Mapping[str, str] | None = None,
@@ -186,13 +227,13 @@ def resolve(
     settings = parse_agent(table)
     env = env_overrides(os.environ if environ is None else environ)
     if env:
-        settings = _validate(_apply(settings, env, "", from_env=True))
+        settings = _validate(_apply(settings, env, "", from_env=True, origin="env"))
     given = {k: v for k, v in (cli or {}).items() if v is not None}
     if given:
         archive_dir = given.pop("archive_dir", None)
         if archive_dir is not None:
             given["archive"] = {"dir": str(archive_dir)}
-        settings = _validate(_apply(settings, given, "", from_env=False))
+        settings = _validate(_apply(settings, given, "", from_env=False, origin="cli"))
     return settings
 
 

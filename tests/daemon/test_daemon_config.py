@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.config import ConfigError
-from agent.daemon_config import AgentSettings, parse_agent, read_token, resolve
+from agent.daemon_config import (
+    AgentSettings,
+    env_names,
+    env_typos,
+    parse_agent,
+    read_token,
+    resolve,
+)
 
 
 def test_defaults_bind_loopback_and_spec_ports() -> None:
@@ -73,6 +80,17 @@ def test_mistakes_name_the_key_and_what_is_expected(table: dict, needle: str) ->
 def test_bad_env_value_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="queue_size = 'many'"):
         resolve({}, {"CARBONSPAN_QUEUE_SIZE": "many"})
+
+
+def test_errors_say_where_the_bad_value_came_from() -> None:
+    with pytest.raises(ConfigError) as env:
+        resolve({}, {"CARBONSPAN_ARCHIVE_MAX_SIZE_MB": "big"})
+    assert str(env.value) == ("[agent.archive] max_size_mb = 'big' (from "
+                              "CARBONSPAN_ARCHIVE_MAX_SIZE_MB): expected a positive number")
+    with pytest.raises(ConfigError) as cli:
+        resolve({}, {}, {"window_seconds": -1.0})
+    assert str(cli.value) == ("[agent] window_seconds = -1.0 (from --window-seconds): "
+                              "expected a positive number")
 
 
 def test_token_file(tmp_path: Path) -> None:
@@ -158,3 +176,11 @@ def test_every_setting_has_a_carbonspan_environment_variable() -> None:
     assert got == expected
     defaults = dict(_leaves(AgentSettings()))
     assert all(got[k] != defaults[k] for k in got), got
+
+
+def test_a_near_miss_of_a_variable_name_is_flagged_and_others_are_left_alone() -> None:
+    env = {"CARBONSPAN_WINDOW_SECOND": "5", "CARBONSPAN_EM_API_KEY": "k",
+           "CARBONSPAN_CONFIG": "c.toml", "CARBONSPAN_GRPC_PORT": "1"}
+    assert env_typos(env) == ["CARBONSPAN_WINDOW_SECOND is not a setting and is ignored; "
+                              "did you mean CARBONSPAN_WINDOW_SECONDS?"]
+    assert set(env_names()) >= {f"CARBONSPAN_{k.upper()}" for k, _ in _leaves(AgentSettings())}
