@@ -284,7 +284,7 @@ def _accumulate(
     op = batch.op_class
     io = op != OP_NONE
     # intensity of each span's region at its month x hour
-    has_profile = bool(((plan.kind > KIND_ANNUAL) & (plan.kind < KIND_REAL_TIME)).any())
+    has_profile = any(KIND_ANNUAL < k < KIND_REAL_TIME for k in plan.kind.tolist())
     cell_t, known = _span_cells(batch, ctx, has_profile)
     # the span's kind: real time, or its region's profile kind when it has a time, else annual
     reg_kind = plan.kind[span_reg]
@@ -301,8 +301,11 @@ def _accumulate(
     ops = np.bincount(cell[io], minlength=n_cells)
     cell_etag = np.zeros(n_cells, dtype=np.int8)
     np.maximum.at(cell_etag, cell[io], etag[io])
-    region_kind = np.zeros(r, dtype=np.int8)
-    np.maximum.at(region_kind, span_reg, span_kind.astype(np.int8))
+    if known is None:  # every span used its region's kind (every listed region has spans)
+        region_kind = plan.kind.copy()
+    else:
+        region_kind = np.zeros(r, dtype=np.int8)
+        np.maximum.at(region_kind, span_reg, span_kind.astype(np.int8))
     cell_reg = cell_code % r
     return WindowPartial(
         services=keys,
