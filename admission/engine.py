@@ -64,15 +64,30 @@ class Admission:
                 if old < g or new < g:
                     parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
 
+    @staticmethod
+    def _move(leaf: Pool, d_used: int, d_devices: int) -> None:
+        """``_shift`` for a reservation arriving or leaving (nothing spent): the admit and
+        release path, so it is kept free of the spent-µJ branch."""
+        for x in leaf.up:
+            old = x.used_uj
+            new = old + d_used
+            x.used_uj = new
+            x.devices_used += d_devices
+            parent = x.parent
+            if parent is not None:
+                g = x.guarantee_uj
+                if old < g or new < g:
+                    parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
+
     def _attach(self, w: Workload) -> None:
         w.pool.workloads[w.id] = w
         self.workloads[w.id] = w
-        self._shift(w.pool, 0, w.reserved_uj, w.devices)
+        self._move(w.pool, w.reserved_uj, w.devices)
 
     def _detach(self, w: Workload) -> None:
         del w.pool.workloads[w.id]
         del self.workloads[w.id]
-        self._shift(w.pool, 0, -w.reserved_uj, -w.devices)
+        self._move(w.pool, -w.reserved_uj, -w.devices)
 
     @staticmethod
     def _first_over(leaf: Pool, e: int) -> tuple[Pool, int] | None:
@@ -147,16 +162,17 @@ class Admission:
         self, pool: Pool, claim: Claim, step: str, from_g: int, victims: list[Workload], who: str
     ) -> Verdict:
         self._seq += 1
+        e = claim.estimate_uj
+        # positional arguments: the hot path builds one Workload and one Verdict per admission
         self._attach(
-            Workload(claim.id, pool, claim.devices, claim.priority, claim.grade, self._seq,
-                     claim.estimate_uj, gang=claim.gang)
+            Workload(claim.id, pool, claim.devices, claim.priority, claim.grade, self._seq, e, 0, 0, claim.gang)
         )
-        borrowed = claim.estimate_uj - from_g
+        borrowed = e - from_g
         return Verdict(
             claim.id, "admitted",
             f"{who}borrowing {borrowed} µJ of the sibling surplus" if borrowed else f"{who}within the guarantee",
-            claim.grade, step, from_guarantee_uj=from_g, borrowed_uj=borrowed,
-            devices=claim.devices, preempted=[w.id for w in victims] if victims else [],
+            claim.grade, step, from_g, borrowed, claim.devices, "",
+            [w.id for w in victims] if victims else [],
         )
 
     def _reclaim(self, pool: Pool, e: int, over: Pool, gang: str | None) -> list[Workload] | None:
