@@ -321,7 +321,13 @@ class _Server6(_Server):
 class HttpReceiver:
     def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
         cls = _Server6 if ":" in settings.bind else _Server
-        self.server = cls((settings.bind, settings.http_port), _Handler)
+        try:
+            self.server = cls((settings.bind, settings.http_port), _Handler)
+        except OSError as exc:  # name what could not be bound, not just errno's words
+            raise OSError(
+                f"cannot listen for OTLP/HTTP on {settings.bind}:{settings.http_port} "
+                f"({exc.strerror or exc}); check [agent] bind and http_port - is the port in use?"
+            ) from None
         self.server.handler = handler
         self.server.settings = settings
         self.server.slots = threading.BoundedSemaphore(settings.max_connections)

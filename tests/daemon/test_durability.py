@@ -196,8 +196,10 @@ def test_port_in_use_fails_with_exit_1_and_releases_the_lock(start_agent) -> Non
         with socket.socket() as busy:
             busy.bind(("127.0.0.1", 0))
             busy.listen()
-            agent = start_agent(flag, str(busy.getsockname()[1]), ready=False)
+            port = busy.getsockname()[1]
+            agent = start_agent(flag, str(port), ready=False)
             assert agent.proc.wait(timeout=30) == 1
-        assert "cannot start" in "".join(agent.stderr_text())
+        err = "".join(agent.stderr_text())
+        assert "cannot start" in err and f"127.0.0.1:{port}" in err and "in use" in err, err
         again = start_agent(root=agent.root)  # the lock was released on the way out
         assert again.stop() == 0
