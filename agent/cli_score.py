@@ -90,6 +90,13 @@ def handle(args: argparse.Namespace) -> int:
     start_ns, end_ns = window_bounds(batch.start_ns, batch.duration_ns)
     ctx = ScoringContext.from_config(cfg, now_ns=end_ns or None)
     report = build_report(score_batch(batch, ctx), ctx, start_ns, end_ns, agent_id=args.agent_id)
+    if report.counters:  # input that was refused or ignored: say so, not only in the JSON
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counters.items()))
+        print(
+            f"carbonspan score: warning: some input was ignored or refused ({counts}); "
+            'the report\'s "counters" hold the same figures',
+            file=sys.stderr,
+        )
     try:
         sys.stdout.buffer.write(
             orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"

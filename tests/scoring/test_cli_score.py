@@ -213,3 +213,17 @@ def test_configured_regions_missing_from_the_table_are_warned_about(tmp_path):
         "its carbon is 0 g (out_of_table)" in proc.stderr
     )
     assert "pl" not in proc.stderr  # a table region is not warned about
+
+
+def test_refused_spans_are_reported_on_stderr_too(tmp_path):
+    doc = six_sql_request()
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "0" * 32  # invalid id
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(doc))
+    proc = run(str(trace))
+    assert proc.returncode == 0
+    report = json.loads(proc.stdout)
+    assert report["window"]["spans"] == 5 and report["counters"]["spans_rejected"] == 1
+    assert "warning: some input was ignored or refused (spans_rejected 1, trace_id_invalid 1)" in (
+        proc.stderr
+    )
