@@ -30,6 +30,10 @@ example:
 Files are OTLP JSON (one ExportTraceServiceRequest object, or NDJSON: one per line; hex or
 base64 ids) or binary protobuf ExportTraceServiceRequest: .json/.ndjson are read as JSON,
 .pb/.bin as protobuf, anything else is detected by content.
+
+The report goes to stdout; warnings (ignored input, configured regions missing from the
+intensity table) go to stderr. Exit status 0, or 2 when the configuration or a file cannot
+be used (the message names the key or the file). docs/carbon-model.md explains every figure.
 """
 
 
