@@ -133,3 +133,33 @@ def test_grade_of_tag():
     assert grade_of_tag("cloud_specpower") == "modelled"
     assert grade_of_tag("io_proxy_v1+cal") == "modelled"
     assert grade_of_tag("") == grade_of_tag(None) == grade_of_tag("mystery") == "estimator"
+
+
+def test_grades_from_an_archive_written_by_the_agents_own_writer(tmp_path):
+    """The agent's ArchiveWriter and schema models, not a hand-made line: if either renames a
+    field the grades read, this fails."""
+    from agent.archive import ArchiveWriter
+    from schema.models import GreenSummary, WindowInfo, WindowReport
+
+    writer = ArchiveWriter(tmp_path / "agent-9")
+    writer.open()
+    try:
+        for minute, (kwh, tag) in enumerate([(0.002, "cloud_specpower"), (0.004, "kepler_ebpf")]):
+            ts = f"2026-11-30T10:0{minute}:00Z"
+            report = WindowReport(
+                agent_id="agent-9", window=WindowInfo(start=ts, end=ts),
+                green_summary=GreenSummary(
+                    per_service_energy_kwh={"cart": kwh, "db-proxy": 0.001},
+                    per_service_energy_model={"cart": tag, "db-proxy": "io_proxy_v3"},
+                ),
+            )
+            writer.append(report.model_dump(mode="json"), ts=ts)
+    finally:
+        writer.close()
+    cart = estimate_service(tmp_path, "cart")
+    # mean(0.002, 0.004) kWh = 0.003 kWh x 3.6e12 µJ/kWh = 10_800_000_000 µJ; one window modelled
+    assert (cart.estimate_uj, cart.grade, cart.windows, cart.ignored) == (10_800_000_000, "modelled", 2, 0)
+    newest = estimate_service(tmp_path, "cart", windows=1)  # 0.004 kWh x 3.6e12, metered by eBPF
+    assert (newest.estimate_uj, newest.grade) == (14_400_000_000, "measured")
+    assert estimate_service(tmp_path, "db-proxy").grade == "modelled"
+    assert estimate_service(tmp_path, "nobody").grade == "estimator"
