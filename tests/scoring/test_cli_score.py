@@ -118,12 +118,17 @@ def test_json_ndjson_and_protobuf_files_give_the_same_report(tmp_path, workload)
     assert json.loads(one.stdout)["window"]["spans"] == 80
 
 
-def test_bad_config_names_the_key(tmp_path):
-    cfg = tmp_path / "bad.toml"
-    cfg.write_text('[green]\nuse_hourly_profiles = "yes"\n')
+def run_with_config(tmp_path: Path, toml: str) -> subprocess.CompletedProcess:
+    """``carbonspan score --config <toml> <six SQL spans>``."""
+    cfg = tmp_path / "carbonspan-test.toml"
+    cfg.write_text(toml)
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(six_sql_request()))
-    proc = run("--config", str(cfg), str(trace))
+    return run("--config", str(cfg), str(trace))
+
+
+def test_bad_config_names_the_key(tmp_path):
+    proc = run_with_config(tmp_path, '[green]\nuse_hourly_profiles = "yes"\n')
     assert proc.returncode == 2 and proc.stdout == ""
     assert '[green] use_hourly_profiles: expected true or false, got "yes"' in proc.stderr
 
@@ -202,11 +207,8 @@ def test_a_reader_that_stops_early_is_not_an_error(tmp_path, plain_config):
 
 
 def test_configured_regions_missing_from_the_table_are_warned_about(tmp_path):
-    cfg = tmp_path / "typo.toml"
-    cfg.write_text('[green]\ndefault_region = "eu-west3"\n[green.service_regions]\nCart = "pl"\n')
-    trace = tmp_path / "t.json"
-    trace.write_text(json.dumps(six_sql_request()))
-    proc = run("--config", str(cfg), str(trace))
+    toml = '[green]\ndefault_region = "eu-west3"\n[green.service_regions]\nCart = "pl"\n'
+    proc = run_with_config(tmp_path, toml)
     assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
     assert (
         'warning: [green] default_region "eu-west3" is not in the intensity table: '
