@@ -5,6 +5,14 @@ snapshot keeps a reading however old it is, with the time it is *for*, so the sc
 tell a stale value (older than ``max_signal_age_s``) from a missing one, fall back to the
 profile/annual value and mark the region ``intensity_estimated``.
 
+A reading's ``taken_at`` is the last time the value was known to describe the grid: the
+time of the poll that fetched it, but never later than the end of the period it is for
+(Electricity Maps: ``datetime`` + 1 h, its values being hourly; GB ESO: ``to``). So a value
+is stale ``max_signal_age_s`` after the feed last confirmed it as current, and a value for a
+long-past period is as old as that period. Taking the period's *start* instead would make
+every hourly value stale a few minutes into the next hour, until the next poll (up to 5
+minutes later) brought the new hour: the region would flap to the profile value once an hour.
+
 - Electricity Maps: ``GET {base}/v3/carbon-intensity/latest?zone=Z`` with the ``auth-token``
   header; ``carbonIntensity`` (gCO2eq/kWh), ``datetime``, ``isEstimated``. One request per
   distinct zone. Tag ``electricity_maps_api``.
@@ -21,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -34,6 +43,9 @@ from agent.sources.config import ElectricityMapsConfig, GridOperatorConfig
 from agent.sources.errors import ConfigError, SourceAuthError, SourceError
 from agent.sources.http import http_get
 from agent.sources.zones import zone_for
+
+EM_PERIOD_S = 3600.0  # Electricity Maps' carbon-intensity values are hourly
+ESO_PERIOD_S = 1800.0  # the GB ESO API's settlement periods are half hours
 
 
 def parse_time(value: Any, where: str) -> float:
@@ -81,6 +93,11 @@ class LiveSource:
         self._lock = threading.Lock()
         self._latest: dict[str, LiveIntensity] = {}
         self.stats: dict[str, int] = {}
+        self.clock: Callable[[], float] = time.time  # the manager sets its own
+
+    def confirmed_at(self, period_end: float) -> float:
+        """``taken_at`` of a value fetched now whose period ends at ``period_end``."""
+        return min(self.clock(), period_end)
 
     def start(self) -> None:
         """Resolve secrets; raise ``ConfigError`` naming the source when one is missing."""
@@ -164,7 +181,7 @@ class ElectricityMapsSource(LiveSource):
         return LiveIntensity(
             gco2_kwh=_intensity(doc["carbonIntensity"], where),
             tag=self.tag,
-            taken_at=parse_time(doc.get("datetime"), where),
+            taken_at=self.confirmed_at(parse_time(doc.get("datetime"), where) + EM_PERIOD_S),
             estimated=bool(doc.get("isEstimated", False)),
         )
 
@@ -176,7 +193,7 @@ class GridOperator(Protocol):
     default_regions: tuple[str, ...]
 
     def fetch(self, base_url: str, timeout_s: float) -> tuple[float, float, bool]:
-        """``(gCO2/kWh, unix seconds the value is for, estimated)`` or SourceError."""
+        """``(gCO2/kWh, unix seconds at which the value's period ends, estimated)``."""
         ...
 
 
@@ -205,7 +222,11 @@ class GbEso:
         )
         if value is None:
             raise SourceError(f"{where}: data[0].intensity has neither actual nor forecast")
-        return _intensity(value, where), parse_time(period.get("from"), where), actual is None
+        if period.get("to") is not None:
+            ends = parse_time(period["to"], where)
+        else:
+            ends = parse_time(period.get("from"), where) + ESO_PERIOD_S
+        return _intensity(value, where), ends, actual is None
 
 
 OPERATORS: dict[str, Callable[[], GridOperator]] = {"gb_eso": GbEso}
@@ -225,5 +246,5 @@ class GridOperatorSource(LiveSource):
         self.base_url = cfg.base_url or self.operator.default_base_url
 
     def fetch(self, zone: str) -> LiveIntensity:
-        value, taken_at, estimated = self.operator.fetch(self.base_url, self.cfg.timeout_s)
-        return LiveIntensity(value, self.tag, taken_at, estimated)
+        value, period_end, estimated = self.operator.fetch(self.base_url, self.cfg.timeout_s)
+        return LiveIntensity(value, self.tag, self.confirmed_at(period_end), estimated)

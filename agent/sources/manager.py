@@ -77,6 +77,8 @@ class SourceManager:
             em = config.electricity_maps
             regions = em.regions if em.regions is not None else _green_regions(self.green)
             self.live.insert(0, ElectricityMapsSource(em.name or "electricity_maps", em, regions))
+        for lsrc in self.live:
+            lsrc.clock = clock
         self.energy.sort(key=lambda s: ENERGY_KINDS.index(s.kind))
         self.host_sources = self._host_sources()
         self._stop = threading.Event()

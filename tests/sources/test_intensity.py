@@ -49,7 +49,8 @@ def test_latest_intensity_per_region(endpoint, monkeypatch):
     assert live["eu-west-3"].gco2_kwh == 41.0 and live["eu-west-3"].estimated is True
     assert live["europe-west9"] == live["eu-west-3"]  # one zone, one request
     assert live["eu-central-1"].gco2_kwh == 302.0 and live["eu-central-1"].tag == "electricity_maps_api"
-    assert live["eu-central-1"].taken_at == pytest.approx(now - 300, abs=1)
+    # taken_at: when the poll confirmed it (its hour, datetime + 3,600 s, has not ended)
+    assert now <= live["eu-central-1"].taken_at <= time.time()
     fetched = sorted(p for p, _ in endpoint.requests)
     assert fetched == ["/v3/carbon-intensity/latest?zone=DE", "/v3/carbon-intensity/latest?zone=FR"]
     assert all(h["auth-token"] == KEY for _, h in endpoint.requests)
@@ -89,8 +90,8 @@ def test_unknown_region_needs_a_zone_map_entry(endpoint):
 
 def test_stale_values_are_kept_with_their_time_and_reported(endpoint, monkeypatch):
     monkeypatch.setenv("TEST_EM_KEY", KEY)
-    two_hours_ago = time.time() - 7200
-    serve_zone(endpoint, "FR", 55.0, two_hours_ago)
+    three_hours_ago = time.time() - 3 * 3600  # its hour ended two hours ago
+    serve_zone(endpoint, "FR", 55.0, three_hours_ago)
     mgr = SourceManager.from_config(em_table(endpoint, regions=["eu-west-3"]))
     mgr.poll_all()
     signals = mgr.current()
@@ -125,7 +126,10 @@ def test_gb_eso_actual_then_forecast(endpoint):
     mgr.poll_all()
     live = mgr.current().live_intensity
     assert live["eu-west-2"].gco2_kwh == 183 and live["uksouth"].tag == "grid_operator_api"
-    assert live["gb"].estimated is False and live["gb"].taken_at == parse_time(start, "t")
+    # the value is about the half hour [from, to): confirmed now, or at `to` if that has passed
+    to = parse_time(start, "t") + 1800
+    assert live["gb"].estimated is False
+    assert live["gb"].taken_at == pytest.approx(min(time.time(), to), abs=5)
     endpoint.set("/intensity", eso_doc(None, 190, start), content_type="application/json")
     mgr.poll_all()
     assert mgr.current().live_intensity["gb"].gco2_kwh == 190  # forecast, marked estimated
@@ -147,3 +151,31 @@ def test_electricity_maps_wins_over_the_grid_operator(endpoint, monkeypatch):
 def test_iso_times_of_both_apis():
     assert parse_time("2018-01-20T12:00Z", "t") == 1516449600.0
     assert parse_time("2018-01-20T12:00:00.000Z", "t") == 1516449600.0
+
+
+def test_an_hourly_value_stays_fresh_past_its_hour_until_max_signal_age(endpoint, clock, monkeypatch):
+    """A value for 09:00-10:00 polled at 09:58 is still used at 10:03, before the next poll
+    brings 10:00 (no flapping to the profile at every hour); an hour after the poll that
+    confirmed it, it is stale; a value for a long-past hour is as old as that hour. The
+    scorer's own test (agent.score.live_ok) decides."""
+    from agent.score import live_ok
+    from agent.sources.config import parse_sources
+
+    monkeypatch.setenv("TEST_EM_KEY", KEY)
+    nine = datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp()
+    serve_zone(endpoint, "FR", 41.0, nine)
+    mgr = SourceManager(parse_sources(em_table(endpoint, regions=["eu-west-3"])), clock=clock)
+    clock.t = nine + 58 * 60
+    mgr.poll_all()
+    reading = mgr.current().live_intensity["eu-west-3"]
+    assert reading.taken_at == nine + 58 * 60  # confirmed current by the 09:58 poll
+    assert live_ok(reading, nine + 63 * 60, 3600.0)  # 10:03: three minutes past its hour
+    assert live_ok(reading, nine + 118 * 60, 3600.0)  # 10:58: an hour after the poll
+    assert not live_ok(reading, nine + 118 * 60 + 1, 3600.0)  # then stale
+    clock.t = nine + 118 * 60 + 1
+    assert mgr.health()["electricity_maps"]["stale"] is True
+    # the API keeps answering 09:00 (stuck) until 11:30: the value is as old as its hour's end
+    clock.t = nine + 150 * 60
+    mgr.poll_all()
+    reading = mgr.current().live_intensity["eu-west-3"]
+    assert reading.taken_at == nine + 3600 and not live_ok(reading, clock(), 3600.0)

@@ -114,7 +114,7 @@ def test_stale_sources_fall_back_to_the_proxy_and_the_annual_value(endpoint, clo
     window(mgr, clock(), {"checkout": 4})
     mgr.poll_all()
     assert window(mgr, clock(), {"checkout": 1}).energy_model == "electricity_maps_api"
-    # both endpoints now fail; an hour and a bit later everything is stale
+    # both endpoints now fail; an hour and a bit after the last good polls everything is stale
     endpoint.set("/metrics", "down", status=503)
     endpoint.set("/v3/carbon-intensity/latest?zone=FR", "down", status=503)
     clock.advance(3601.0)
