@@ -39,6 +39,7 @@ class Admission:
         self.workloads: dict[str, Workload] = {}
         self._seq = 0
         self._idle: Admission | None = None  # an empty twin of the forest, for gang impossibility
+        self._gangs: dict[str, dict[str, Workload]] = {}  # running members by gang id
 
     # ----------------------------------------------------------------- aggregates
     @staticmethod
@@ -82,11 +83,18 @@ class Admission:
     def _attach(self, w: Workload) -> None:
         w.pool.workloads[w.id] = w
         self.workloads[w.id] = w
+        if w.gang is not None:
+            self._gangs.setdefault(w.gang, {})[w.id] = w
         self._move(w.pool, w.reserved_uj, w.devices)
 
     def _detach(self, w: Workload) -> None:
         del w.pool.workloads[w.id]
         del self.workloads[w.id]
+        if w.gang is not None:
+            members = self._gangs[w.gang]
+            del members[w.id]
+            if not members:
+                del self._gangs[w.gang]
         self._move(w.pool, -w.reserved_uj, -w.devices)
 
     @staticmethod
@@ -179,10 +187,15 @@ class Admission:
         """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
         victims: list[Workload] = []
         for w in reclaim.borrowing_candidates(over, exclude=pool, gang=gang):
+            if w.id not in self.workloads:
+                continue  # already taken with its gang
             if not reclaim.borrowing_under(w, over):
                 continue  # earlier victims already brought a pool on its path back inside its guarantee
-            self._detach(w)
-            victims.append(w)
+            # Rule 2 holds while running too: a gang member is reclaimed with its whole gang,
+            # never leaving part of a gang running.
+            for m in [w] if w.gang is None else list(self._gangs[w.gang].values()):
+                self._detach(m)
+                victims.append(m)
             if self._first_over(pool, e) is None:
                 return victims
         for w in reversed(victims):
@@ -193,8 +206,12 @@ class Admission:
     def admit(self, claim: Claim) -> Verdict:
         """Decide one claim (rules 1, 3-6); admitted claims hold their estimate as reserved."""
         pool = self.forest.pools.get(claim.pool)
-        if pool is None or pool.children or claim.id in self.workloads:
+        if pool is None or pool.children or claim.id in self.workloads or claim.gang is not None:
             pool = self._leaf(claim)  # raises the error that says which
+            raise ClaimError(
+                f"claim '{claim.id}' belongs to gang '{claim.gang}'; submit the whole gang with "
+                "admit_gang (rule 2: all members or none)"
+            )
         e = claim.estimate_uj
         if (
             claim.devices > pool.devices
@@ -212,6 +229,11 @@ class Admission:
         gang = claims[0].gang
         if gang is None or any(c.gang != gang for c in claims):
             raise ClaimError("gang members must all carry the same 'gang' id")
+        if gang in self._gangs:
+            raise ClaimError(
+                f"gang '{gang}' already has running members ({', '.join(sorted(self._gangs[gang]))}); "
+                "a gang is admitted once: give a new gang a new id"
+            )
         pools = [self._leaf(c) for c in claims]
         if len({c.id for c in claims}) != len(claims):
             raise ClaimError(f"gang '{gang}' lists the same claim id twice")

@@ -6,7 +6,8 @@ scratch (an oracle written as a plain recursion over the tree) and check after e
 - no pool's admitted µJ exceeds guarantee + its weighted share of sibling surplus (checked on
   the path of every admitted claim, at the moment it is admitted);
 - no estimator claim ever borrows;
-- gangs are never partially admitted, and a refused gang leaves no trace;
+- gangs are never partially admitted, a refused gang leaves no trace, and a gang that loses
+  a member to reclaim loses all of them;
 - the arrival order of borrowers does not change what each one may borrow;
 - pending is never a disguised denial: every pending claim or gang is admitted by a fresh
   engine on the same forest (an idle window), and every denied one is refused there too.
@@ -119,6 +120,14 @@ def _check_rule4(forest, claims, verdicts) -> None:
         assert again[0].decision == "denied", f"denied but fits an idle window: {verdicts[0].reason}"
 
 
+def _check_gangs_whole(eng, verdicts, gang_of) -> None:
+    """A preempted gang member never leaves the rest of its gang running."""
+    running = {w.gang for w in eng.workloads.values()}
+    for v in verdicts:
+        for victim in v.preempted:
+            assert gang_of.get(victim) not in running, f"gang of {victim} left partly running"
+
+
 def _check_admitted(oracle, claim, verdict, alone=True):
     leaf = oracle.eng.forest[claim.pool]
     for x in leaf.path:
@@ -136,6 +145,7 @@ def test_random_sequences_keep_every_invariant(forest, ops):
     eng = Admission(forest)
     oracle = Oracle(eng)
     leaves = forest.leaves()
+    gang_of: dict[str, str] = {}
     n = 0
     for op in ops:
         if op[0] == "claim":
@@ -144,6 +154,7 @@ def test_random_sequences_keep_every_invariant(forest, ops):
             c = Claim(f"c{n}", leaf.name, op[2], _uj(leaf, op[3]), op[4], op[5])
             v = eng.admit(c)
             _check_rule4(forest, [c], [v])
+            _check_gangs_whole(eng, [v], gang_of)
             if v.admitted:
                 _check_admitted(oracle, c, v)
         elif op[0] == "gang":
@@ -152,8 +163,10 @@ def test_random_sequences_keep_every_invariant(forest, ops):
                 Claim(f"c{n}.{i}", leaves[li % len(leaves)].name, d, _uj(leaves[li % len(leaves)], e), g, 0, f"g{n}")
                 for i, (li, d, e, g) in enumerate(op[1])
             ]
+            gang_of.update((c.id, c.gang) for c in members)
             before = _snapshot(eng)
             vs = eng.admit_gang(members)
+            _check_gangs_whole(eng, vs, gang_of)
             assert len({v.decision for v in vs}) == 1, "a gang was partially admitted"
             _check_rule4(forest, members, vs)
             if vs[0].admitted:

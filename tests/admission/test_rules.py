@@ -197,6 +197,15 @@ CASES = {
         want=[("g1", "pending", "borrowing", 0, 0), ("g2", "pending", "borrowing", 0, 0)],
         used={"org": 100},
     ),
+    "rule3 a borrowing gang member is reclaimed with its whole gang, never leaving half": dict(
+        pools=TWO,  # the gang holds a's 400 (m1) and borrows 300 (m2); b's 400 needs 100 back:
+        # m2 is the victim, and m1 goes with it, because a gang runs all or nothing
+        state=[("gang", [("m1", "a", 1, 400, "measured", 0, "g"), ("m2", "a", 1, 300, "measured", 0, "g")])],
+        claims=[("c", "b", 1, 400, "estimator", 0)],
+        want=[("c", "admitted", "guarantee", 400, 0)],
+        preempted=["m1", "m2"],
+        used={"a": 0, "b": 400, "org": 400},
+    ),
     # ---- rule 4: pending and denied differ.
     "rule4 more devices than the pool guarantees is denied": dict(
         pools=TWO,
@@ -293,6 +302,9 @@ def _apply_state(eng, state):
         if op[0] == "admit":
             v = eng.admit(Claim(*op[1]))
             assert v.admitted, f"state setup failed: {v}"
+        elif op[0] == "gang":
+            vs = eng.admit_gang([Claim(*m) for m in op[1]])
+            assert all(v.admitted for v in vs), f"state setup failed: {vs}"
         elif op[0] == "complete":
             eng.complete(op[1], op[2], op[3])
         elif op[0] == "release":
@@ -385,6 +397,11 @@ def test_claims_must_name_a_known_leaf(engine, claim):
         eng.admit_gang([claim("g1", "a", 0, 1, gang="g"), claim("g2", "a", 0, 1)])
     with pytest.raises(ClaimError, match="no running workload 'ghost'"):
         eng.release("ghost")
+    with pytest.raises(ClaimError, match="belongs to gang 'g'; submit the whole gang with admit_gang"):
+        eng.admit(claim("g1", "a", 0, 1, gang="g"))
+    assert eng.admit_gang([claim("g1", "a", 0, 1, gang="g"), claim("g2", "b", 0, 1, gang="g")])[0].admitted
+    with pytest.raises(ClaimError, match="gang 'g' already has running members \\(g1, g2\\)"):
+        eng.admit_gang([claim("g3", "a", 0, 1, gang="g"), claim("g4", "b", 0, 1, gang="g")])
 
 
 @pytest.mark.parametrize(
