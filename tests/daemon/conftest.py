@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,42 @@ def wait_for(pred: Callable[[], object], timeout: float = 20.0, what: str = "con
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class _Reply(BaseHTTPRequestHandler):
+    """Answers GET with what ``answer(path, headers) -> (status, content type, body)`` says."""
+
+    answer: Callable[[str, object], tuple[int, str, bytes]]
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        status, ctype, body = type(self).answer(self.path, self.headers)
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def loopback_http() -> Iterator[Callable[..., str]]:
+    """``loopback_http(answer)`` -> base URL of an http.server on 127.0.0.1 (port 0) that
+    answers every GET with ``answer(path, headers) -> (status, content type, body)``."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def serve(answer: Callable[[str, object], tuple[int, str, bytes]]) -> str:
+        handler = type("Handler", (_Reply,), {"answer": staticmethod(answer)})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")

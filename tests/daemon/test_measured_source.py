@@ -12,9 +12,6 @@ measured) while cart keeps the I/O proxy.
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -33,26 +30,14 @@ scaph_process_power_consumption_microwatts{pid="1",exe="systemd",cmdline="/sbin/
 """
 
 
-class _Scaphandre(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        code, body = (200, EXPOSITION) if self.path == "/metrics" else (404, b"not found\n")
-        self.send_response(code)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def scaphandre():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scaphandre)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    server.shutdown()
-    server.server_close()
+def scaphandre(loopback_http):
+    def answer(path: str, _headers) -> tuple[int, str, bytes]:
+        if path == "/metrics":
+            return 200, "text/plain; version=0.0.4", EXPOSITION
+        return 404, "text/plain", b"not found\n"
+
+    return loopback_http(answer) + "/metrics"
 
 
 def _send(agent, service: str, requests: int) -> None:

@@ -7,38 +7,22 @@ The live-intensity source polls a loopback HTTP server speaking the Electricity 
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 
-class _Maps(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        if self.headers.get("auth-token") != "k" or "zone=FR" not in self.path:
-            self.send_response(401)
-            self.end_headers()
-            return
-        body = json.dumps({"zone": "FR", "carbonIntensity": 40.0, "isEstimated": False,
-                           "datetime": datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00.000Z")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _maps(path: str, headers) -> tuple[int, str, bytes]:
+    if headers.get("auth-token") != "k" or "zone=FR" not in path:
+        return 401, "application/json", b'{"error": "unauthorised"}'
+    body = json.dumps({"zone": "FR", "carbonIntensity": 40.0, "isEstimated": False,
+                       "datetime": datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00.000Z")})
+    return 200, "application/json", body.encode()
 
 
 @pytest.fixture(scope="module")
-def maps():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Maps)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def maps(loopback_http):
+    return loopback_http(_maps)
 
 
 def test_source_up_and_signal_age_are_exported(start_agent, maps) -> None:
