@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.carbon.signals import MeasuredRate
 from agent.sources.config import parse_sources
 from agent.sources.errors import ConfigError
 from agent.sources.manager import SourceManager
@@ -303,3 +304,22 @@ def test_pattern_mistakes_say_what_is_expected():
         parse_sources({"scaphandre": {"url": "localhost:8080/metrics"}})
     with pytest.raises(ConfigError, match=r"redfish\[0\]\.chassis_id: must be 1-64 letters.*got '1/../2'"):
         parse_sources({"redfish": {"url": "https://bmc", "chassis_id": "1/../2"}})
+
+
+_rates = st.lists(st.builds(
+    lambda k, t, i: MeasuredRate(k, "scaphandre_rapl", t, i),
+    st.floats(0, 1e-3, allow_nan=False), st.floats(1.6e9, 1.8e9), st.floats(0.5, 3600)), min_size=1, max_size=6)
+
+
+@given(_rates, st.randoms(use_true_random=False))
+def test_meters_of_one_kind_add_up_in_any_order_and_are_as_fresh_as_the_first_to_expire(rates, rnd):
+    from agent.sources.manager import add_rates
+
+    total = add_rates(rates)
+    shuffled = list(rates)
+    rnd.shuffle(shuffled)
+    assert add_rates(shuffled).kwh_per_op == total.kwh_per_op  # fsum: order does not matter
+    assert total.kwh_per_op == pytest.approx(sum(r.kwh_per_op for r in rates), rel=1e-12, abs=1e-300)
+    expiry = min(r.taken_at + 3 * r.interval_s for r in rates)
+    assert total.taken_at + 3 * total.interval_s == expiry  # stale exactly when its first part is
+    assert total.tag == "scaphandre_rapl"
