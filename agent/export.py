@@ -115,6 +115,14 @@ class ExportHandler:
         """Ready: recovered, not draining, and the WAL can still make acknowledgements true."""
         return self.ready and not self.pipeline.draining and not self.pipeline.wal.failed
 
+    def state(self) -> str:
+        """Why the agent is not ready (or ``ready``), for /readyz and refusals."""
+        if self.pipeline.draining:
+            return "shutting down"
+        if self.pipeline.wal.failed:
+            return "not writing its write-ahead log (see its log)"
+        return "ready" if self.ready else "starting"
+
     def authorized(self, header: str | None) -> bool:
         """True when auth is off, or ``header`` is ``Bearer <token>`` (constant-time compare)."""
         if self.token is None:
@@ -129,14 +137,9 @@ class ExportHandler:
     def export(self, body: bytes, fmt: str, protocol: str) -> Outcome:
         """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``)."""
         if not self.is_ready():
-            state = (
-                "shutting down"
-                if self.pipeline.draining
-                else "not writing its write-ahead log (see its log)"
-                if self.pipeline.wal.failed
-                else "starting"
+            return self._done(
+                protocol, Outcome("unavailable", f"the agent is {self.state()}; retry")
             )
-            return self._done(protocol, Outcome("unavailable", f"the agent is {state}; retry"))
         if not self.pipeline.admit():
             return self._done(
                 protocol,

@@ -104,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
             ready = h.is_ready()
             self._reply(
                 200 if ready else 503,
-                b"ready\n" if ready else b"recovering\n",
+                b"ready\n" if ready else f"not ready: the agent is {h.state()}\n".encode(),
                 "text/plain; charset=utf-8",
             )
         elif path == "/metrics":

@@ -15,6 +15,7 @@ disk's fsync rate). The log is truncated once its window is archived.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -22,6 +23,8 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger("carbonspan.agent")
 
 HEADER = struct.Struct("<IIq")
 MAX_RECORD_BYTES = 1 << 30
@@ -133,6 +136,8 @@ class WriteAheadLog:
             try:
                 self._write(b"".join(batch))
             except OSError as exc:
+                log.error("the write-ahead log %s failed (%s): the agent acknowledges nothing "
+                          "more until it is restarted with the disk fixed", self.path, exc)
                 self._cut_back()
                 with self._cond:
                     self._error = exc

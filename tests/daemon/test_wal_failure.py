@@ -55,10 +55,13 @@ def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_age
     with pytest.raises(urllib.error.HTTPError) as ready:
         urllib.request.urlopen(f"{agent.http_url}/readyz", timeout=5)
     assert ready.value.code == 503
+    assert ready.value.read() == b"not ready: the agent is not writing its write-ahead log (see its log)\n"
     assert agent.metric("carbonspan_spans_accepted_total") == acked
     assert agent.stop() == 0
     assert _archived(agent) == acked  # the refused batches are not in the archived window
-    assert "could not make durable" in "".join(agent.stderr_text())
+    log = "".join(agent.stderr_text())
+    assert "could not make durable" in log
+    assert "agent.wal failed ([Errno 27] File too large)" in log  # the cause, for the operator
 
     # the disk is fixed, the agent restarts, and the client's retry lands exactly once
     fixed = start_agent("--window-seconds", "60", root=agent.root)
