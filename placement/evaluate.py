@@ -145,7 +145,7 @@ def forecast_greedy(trace: Trace, p: np.ndarray) -> Placement:
     ((a+d)//24 − a//24)·T + P[b + (a+d) % 24] − P[b + a % 24]: O(1), and it reads only
     hours < s. A job submitted before hour 24 has less than a day of history, so some hours
     have no same-hour observation to forecast from; rather than invent one, it runs at once
-    at home (exactly carbon-agnostic: it can only understate the candidate, never flatter it).
+    at home (exactly carbon-agnostic: no credit from jobs it cannot forecast, no invented data).
     """
     day = PERSISTENCE_HOURS
     young = trace.submit < day
