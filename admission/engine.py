@@ -43,32 +43,13 @@ class Admission:
 
     # ----------------------------------------------------------------- aggregates
     @staticmethod
-    def _shift(leaf: Pool, d_spent: int, d_reserved: int, d_devices: int) -> None:
-        """Apply a usage change at ``leaf`` to it and every ancestor (O(depth)).
+    def _move(leaf: Pool, d_used: int, d_devices: int) -> None:
+        """Apply a change of used µJ and devices at ``leaf`` to it and every ancestor (O(depth)).
 
         The hot path of admission and release: one pass up the path, each pool's
         ``children_in_guarantee_uj`` at its parent shifted by the change of
         ``min(used, guarantee)`` (often zero: a borrower stays above its guarantee).
         """
-        d_used = d_spent + d_reserved
-        for x in leaf.up:
-            old = x.used_uj
-            new = old + d_used
-            x.used_uj = new
-            if d_spent:
-                x.spent_uj += d_spent
-            if d_devices:
-                x.devices_used += d_devices
-            parent = x.parent
-            if parent is not None:
-                g = x.guarantee_uj
-                if old < g or new < g:
-                    parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
-
-    @staticmethod
-    def _move(leaf: Pool, d_used: int, d_devices: int) -> None:
-        """``_shift`` for a reservation arriving or leaving (nothing spent): the admit and
-        release path, so it is kept free of the spent-µJ branch."""
         for x in leaf.up:
             old = x.used_uj
             new = old + d_used
@@ -79,6 +60,14 @@ class Admission:
                 g = x.guarantee_uj
                 if old < g or new < g:
                     parent.children_in_guarantee_uj += (new if new < g else g) - (old if old < g else g)
+
+    @classmethod
+    def _shift(cls, leaf: Pool, d_spent: int, d_reserved: int) -> None:
+        """A meter reading: ``d_spent`` µJ spent, ``d_reserved`` drawn from the reservation."""
+        if d_spent:
+            for x in leaf.up:
+                x.spent_uj += d_spent
+        cls._move(leaf, d_spent + d_reserved, 0)
 
     def _attach(self, w: Workload) -> None:
         w.pool.workloads[w.id] = w
@@ -346,7 +335,7 @@ class Admission:
         w.spent_uj += uj
         w.units += units
         # Spending past the estimate is charged to the pool: a tenant bears its own mis-estimate.
-        self._shift(w.pool, uj, -draw, 0)
+        self._shift(w.pool, uj, -draw)
         return w
 
     def release(self, workload: str) -> Workload:
