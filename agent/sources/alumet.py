@@ -57,6 +57,7 @@ class AlumetSource(EnergySource):
     def read(self, elapsed_s: float | None) -> Reading | None:
         if self._tail is not None:
             rows = self._tail.new_rows()
+            self.stats["discarded"] += self._tail.take_bad_lines()
             if elapsed_s is None:
                 return None
             reading = self._sum(
@@ -132,6 +133,12 @@ class _CsvTail:
         self._ino: int | None = None
         self._header: list[str] | None = None
         self._delim = ";"
+        self._bad_lines = 0
+
+    def take_bad_lines(self) -> int:
+        """Lines the CSV reader could not split since the last call (counted as discarded)."""
+        n, self._bad_lines = self._bad_lines, 0
+        return n
 
     def new_rows(self) -> list[tuple[str, dict[str, str], float]]:
         try:
@@ -164,10 +171,24 @@ class _CsvTail:
             )
         self._header = header
 
+    def _rows(self, text: str) -> list[list[str]]:
+        """CSV rows; if the reader chokes (a field over csv's size limit), line by line,
+        skipping and counting the lines it cannot split, so one bad line loses only itself."""
+        try:
+            return list(csv.reader(io.StringIO(text), delimiter=self._delim))
+        except csv.Error:
+            rows = []
+            for line in text.splitlines():
+                try:
+                    rows.extend(csv.reader([line], delimiter=self._delim))
+                except csv.Error:
+                    self._bad_lines += 1
+            return rows
+
     def _parse(self, text: str) -> list[tuple[str, dict[str, str], float]]:
         assert self._header is not None
         out = []
-        for row in csv.reader(io.StringIO(text), delimiter=self._delim):
+        for row in self._rows(text):
             if len(row) < 3 or row[0] == "metric":
                 continue
             try:

@@ -124,3 +124,22 @@ def test_csv_with_comma_delimiter_as_issue_5_writes_it(tmp_path, clock):
     src.poll()
     # 0.75 + 0.25 = 1 J / 3.6e6 / 250 ops = 1.1111e-9 kWh/op
     assert src.snapshot(clock())[0]["search"].kwh_per_op == pytest.approx(1.1111e-9, rel=1e-4)
+
+
+def test_a_hostile_csv_line_loses_only_itself(tmp_path, clock):
+    path = tmp_path / "alumet.csv"
+    path.write_text(HEADER)
+    ops = OpCounter()
+    src = make(clock, ops, csv_path=str(path), services={"checkout": {"consumer_id": "^101$"}})
+    src.poll()
+    with path.open("a") as f:
+        f.write(row("01", 2.0, "101"))
+        f.write("rapl_consumed_energy_J;t;" + "9" * 200_000 + ";cpu_package;0;process;101;domain=package\n")
+        f.write(row("02", 3.0, "101"))
+        f.write("rapl_consumed_energy_J;t;not-a-number;cpu_package;0;process;101;domain=package\n")
+    ops.add({"checkout": 100})
+    clock.advance(10.0)
+    src.poll()
+    # the over-long line and the non-numeric value are discarded; 2 + 3 J remain
+    assert src.snapshot(clock())[0]["checkout"].kwh_per_op == pytest.approx(5 / 3.6e6 / 100)
+    assert src.stats["discarded"] == 2
