@@ -24,10 +24,15 @@ from agent.config import ConfigError
 _AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def default_agent_id() -> str:
-    """The host name, cut to the characters an archive directory name may use."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip(".-") or "agent"
+def agent_id_from_host(host: str) -> str:
+    """``host`` cut to the characters an archive directory name may use (``_AGENT_ID_RE``)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", host).strip("._-") or "agent"
     return name[:128]
+
+
+def default_agent_id() -> str:
+    """The host name, as a valid agent id: one chain per node by default."""
+    return agent_id_from_host(socket.gethostname())
 
 
 @dataclass(frozen=True, slots=True)

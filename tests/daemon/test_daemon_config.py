@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agent.config import ConfigError
 from agent.daemon_config import (
     AgentSettings,
+    agent_id_from_host,
     env_names,
     env_typos,
     parse_agent,
@@ -184,3 +185,19 @@ def test_a_near_miss_of_a_variable_name_is_flagged_and_others_are_left_alone() -
     assert env_typos(env) == ["CARBONSPAN_WINDOW_SECOND is not a setting and is ignored; "
                               "did you mean CARBONSPAN_WINDOW_SECONDS?"]
     assert set(env_names()) >= {f"CARBONSPAN_{k.upper()}" for k, _ in _leaves(AgentSettings())}
+
+
+def test_the_default_agent_id_is_the_host_name() -> None:
+    import socket
+
+    assert parse_agent(None).agent_id == agent_id_from_host(socket.gethostname())
+    assert agent_id_from_host("node-a.example.com") == "node-a.example.com"
+    assert agent_id_from_host("über host") == "ber-host"
+    assert agent_id_from_host("..") == "agent"
+
+
+@given(st.text(max_size=300))
+def test_any_host_name_becomes_a_valid_agent_id(host: str) -> None:
+    """The sanitiser always yields an id parse_agent accepts (it names a directory)."""
+    agent_id = agent_id_from_host(host)
+    assert parse_agent({"agent_id": agent_id}).agent_id == agent_id
