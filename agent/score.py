@@ -37,6 +37,7 @@ from agent.carbon.model import (
     http_weights,
     op_weight_table,
 )
+from agent.carbon.names import intern_table
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
 from agent.carbon.signals import Signals
 from agent.carbon.tagcodes import CODE, SOURCE_TAGS, proxy_code
@@ -90,20 +91,19 @@ def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
         bump(counters, "spans_rejected", int(batch.rejected))
     if n == 0:
         return WindowPartial.empty(counters)
-    keys, span_key = _service_keys(batch)
+    keys, span_key = _service_keys(batch, counters)
     region_names, span_reg = _resolve_regions(batch, keys, span_key, ctx.config, counters)
     keys, span_key, first_key_row = _first_seen(keys, span_key)
     region_names, span_reg, _ = _first_seen(region_names, span_reg)
     return _accumulate(batch, ctx, keys, span_key, first_key_row, region_names, span_reg, counters)
 
 
-def _service_keys(batch: SpanBatch) -> tuple[list[str], np.ndarray]:
-    """Lowercased service keys (table order) and each span's key index."""
-    index: dict[str, int] = {}
-    of_table = np.array(
-        [index.setdefault(name.lower(), len(index)) for name in batch.services], dtype=np.int64
-    )
-    return list(index), of_table[batch.service_id]
+def _service_keys(batch: SpanBatch, counters: dict) -> tuple[list[str], np.ndarray]:
+    """Lowercased, bounded service keys (table order) and each span's key index."""
+    keys, of_table, cut = intern_table(batch.services, str.lower)
+    if cut:  # counted per span, so the count is the same however a window is batched
+        bump(counters, "service_name_truncated", int(np.isin(batch.service_id, cut).sum()))
+    return keys, of_table[batch.service_id]
 
 
 def _resolve_regions(
@@ -325,7 +325,7 @@ def _accumulate(
         etag=cell_etag,
         ltag=np.where(ops > 0, plan.live_code[cell_reg], 0).astype(np.int8),
         requests=np.bincount(span_key[batch.is_entry], minlength=s).astype(np.int64),
-        endpoints=_endpoints(batch, keys, span_key, io),
+        endpoints=_endpoints(batch, keys, span_key, io, counters),
         # distinct ids are folded lazily (WindowPartial.trace_ids), so a batch skips the sort
         traces=np.zeros(0, np.uint64),
         pending_traces=[batch.trace_lo.astype(np.uint64)],
@@ -378,13 +378,17 @@ def _energy(
 
 
 def _endpoints(
-    batch: SpanBatch, keys: list[str], span_key: np.ndarray, io: np.ndarray
+    batch: SpanBatch, keys: list[str], span_key: np.ndarray, io: np.ndarray, counters: dict
 ) -> dict[tuple[str, str], int]:
     """I/O ops per (service, span name), in first-seen order (uncapped: merges cap)."""
     if not io.any():
         return {}
-    ne = max(len(batch.endpoints), 1)
-    code = span_key[io] * ne + batch.endpoint_id[io].astype(np.int64)
+    eps, of_table, cut = intern_table(batch.endpoints)
+    ne = max(len(eps), 1)
+    ep_id = batch.endpoint_id[io]
+    if cut:  # per I/O span, like every counter
+        bump(counters, "endpoint_name_truncated", int(np.isin(ep_id, cut).sum()))
+    code = span_key[io] * ne + (of_table[ep_id] if cut else ep_id.astype(np.int64))
     if len(keys) * ne <= 1 << 16:  # usual: a small code space, counted without sorting
         counts_all = np.bincount(code, minlength=len(keys) * ne)
         first_all = np.full(counts_all.size, code.size, dtype=np.int64)
@@ -395,7 +399,6 @@ def _endpoints(
         uniq, first, count = np.unique(code, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
     svc, ep = np.divmod(uniq[order], ne)
-    eps = batch.endpoints
     return {
         (keys[a], eps[b]): n
         for a, b, n in zip(svc.tolist(), ep.tolist(), count[order].tolist(), strict=True)
