@@ -88,6 +88,13 @@ def test_kill9_with_the_sdk_exporter_loses_nothing_it_acknowledged(start_agent, 
     agent = start_agent("--window-seconds", "60")
     first = send(agent, 26, kill_after=25)
     assert first.results == [SpanExportResult.SUCCESS] * 25 + [SpanExportResult.FAILURE]
+    # the sequence exactly: restart, stop cleanly, archived = acknowledged, chain intact
+    restarted = start_agent("--window-seconds", "60", root=agent.root)
+    assert "25 partials replayed" in restarted.startup_line
+    assert restarted.stop() == 0
+    records = _check_chain(restarted)
+    assert _archived_spans(records) == first.acked_spans == 25
+    # and the chain goes on: one more life with more spans
     again = start_agent("--window-seconds", "60", root=agent.root)
     second = send(again, 5)
     assert again.stop() == 0
