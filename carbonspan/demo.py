@@ -60,10 +60,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--seconds", type=float, default=8.0, help="how long to run the workload")
+    p.add_argument("--seconds", type=_seconds, default=8.0,
+                   help="how long to run the workload (default 8; at most 600)")
     p.add_argument("--keep", type=Path, default=None,
-                   help="archive root to keep (default: a temporary directory)")
+                   help="archive root to keep (default: a temporary directory); a chain a "
+                   "previous run left there is continued")
     p.set_defaults(func=handle)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 600:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 600]")
+    return value
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -73,7 +85,12 @@ def handle(args: argparse.Namespace) -> int:
     if not console.is_terminal:  # piped (make demo in CI): wide enough for the tables
         console = Console(width=120)
     if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
+        try:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"carbonspan demo: --keep {args.keep}: cannot use it as the archive root "
+                  f"({exc.strerror}); give a directory", file=sys.stderr)
+            return 2
         return _run(console, args.keep, args.seconds)
     with tempfile.TemporaryDirectory(prefix="carbonspan-demo-") as tmp:
         return _run(console, Path(tmp), args.seconds)

@@ -37,3 +37,17 @@ def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) ->
     # spans straddle a window close counts in both windows, hence the slack
     shop = int(re.search(r"workload: (\d+) shop requests", text).group(1))
     assert shop > 0 and shop <= traces <= 1.25 * shop
+
+
+def test_demo_refuses_bad_arguments_with_a_message(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "carbonspan", "demo", *args],
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+
+    out = run("--seconds", "-1")
+    assert out.returncode == 2 and "'-1' is not a number of seconds in (0, 600]" in out.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    out = run("--keep", str(afile))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"--keep {afile}: cannot use it as the archive root" in out.stderr
