@@ -73,11 +73,18 @@ class ArchiveScan:
 
 
 def parse_timestamp(text: str, where: str) -> float:
+    """RFC 3339 or unix seconds -> finite unix seconds, else CalibrationError."""
+    if not isinstance(text, str):
+        raise CalibrationError(f"{where}: timestamp {text!r} is not a string")
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(value):
+            raise CalibrationError(f"{where}: timestamp {text!r} is not a finite number")
+        return value
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -103,7 +110,10 @@ def read_readings(path: Path) -> dict[str, Measured]:
         raise CalibrationError(
             f"{path}: cannot read the readings ({exc.strerror or exc})"
         ) from None
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:
+        raise CalibrationError(f"{path}: not a readable CSV ({exc})") from None
     header = [h.strip().lower() for h in rows[0]] if rows else []
     if (
         header[:2] != ["timestamp", "service"]
@@ -184,8 +194,13 @@ def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: Archi
             ops = e["io_ops"]
             if isinstance(ops, int | float) and math.isfinite(ops) and ops > 0:
                 per_service[str(e["service"]).lower()] += ops
-    except (orjson.JSONDecodeError, KeyError, TypeError, CalibrationError):
+    except (
+        orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OverflowError, CalibrationError
+    ):
         scan.bad_lines += 1
+        return
+    if w_end < w_start or not all(math.isfinite(v) for v in per_service.values()):
+        scan.bad_lines += 1  # a window that ends before it starts, or ops summing past floats
         return
     scan.windows += 1
     length = w_end - w_start

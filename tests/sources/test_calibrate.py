@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import tomllib
 from datetime import UTC, datetime
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.config import load_config
@@ -99,6 +100,8 @@ def test_energy_rows_and_the_written_table_loads_as_config(tmp_path, capsys):
     ("timestamp,service,power_watts\n2025-11-30T10:00:00Z,a,nan\n", "negative or not finite"),
     ("time,watts\n1,2\n", "header must be 'timestamp,service,power_watts'"),
     ("timestamp,service,energy_kwh\nyesterday,a,1\n", "timestamp 'yesterday' is neither RFC 3339"),
+    ("timestamp,service,energy_kwh\nnan,a,1\n", "power.csv:2: timestamp 'nan' is not a finite number"),
+    ("timestamp,service,power_watts\n1," + "a" * 200_000 + ",1\n", "power.csv: not a readable CSV"),
 ])
 def test_bad_readings_are_refused_with_the_line(tmp_path, capsys, body, message):
     write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 1)])])
@@ -160,3 +163,31 @@ def test_a_spreadsheet_export_with_a_byte_order_mark_is_read(tmp_path, capsys):
     code = main(["calibrate", "--readings", str(csv), "--archives", str(tmp_path / "archives")])
     assert code == 0
     assert tomllib.loads(capsys.readouterr().out)["green"]["calibration"]["a"] == pytest.approx(1.66667, rel=1e-5)
+
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**400), st.floats(), st.text(max_size=8),
+                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_ts = st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e309", str(T0), str(T0 + 10), str(T0 + 60), str(T0 - 30),
+                                 "2025-11-30T10:00:30Z", "noon"]), _leaf)
+_entry = st.one_of(st.fixed_dictionaries({"service": st.sampled_from(["a", "A", "b"]),
+                                          "io_ops": st.one_of(st.floats(0, 1e308), st.integers(0, 10**400), _leaf)}),
+                   _leaf)
+_report = st.one_of(st.fixed_dictionaries({"window": st.fixed_dictionaries({"start": _ts, "end": _ts}),
+                                           "per_endpoint_io_ops": st.lists(_entry, max_size=4)}), _leaf)
+_line = st.one_of(st.fixed_dictionaries({"report": _report}), st.binary(max_size=20), _leaf)
+
+
+@given(st.lists(_line, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_hostile_archive_lines_are_skipped_and_never_poison_the_ops(lines):
+    from agent.sources.calibrate import ArchiveScan, _count_line
+
+    scan = ArchiveScan(ops={"a": 0.0})
+    good = orjson.dumps({"report": {"window": {"start": str(T0), "end": str(T0 + 60)},
+                                    "per_endpoint_io_ops": [{"service": "a", "endpoint": "q", "io_ops": 60}]}})
+    for item in lines:
+        _count_line(item if isinstance(item, bytes) else json.dumps(item).encode(), {"a": (T0, T0 + 30)}, scan)
+    before = scan.ops["a"]
+    _count_line(good, {"a": (T0, T0 + 30)}, scan)
+    assert math.isfinite(before) and before >= 0
+    assert scan.ops["a"] == pytest.approx(before + 30)  # half of the good window is in range
