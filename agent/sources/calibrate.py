@@ -146,7 +146,14 @@ def read_readings(path: Path) -> dict[str, Measured]:
         series[service].append((parse_timestamp(row[0], where), value))
     if not series:
         raise CalibrationError(f"{path}: no readings after the header")
-    return {svc: _measure(points, kind) for svc, points in series.items()}
+    measured = {svc: _measure(points, kind) for svc, points in series.items()}
+    for svc, m in measured.items():
+        if not math.isfinite(m.kwh):
+            raise CalibrationError(
+                f"{path}: the energy of {svc!r} sums past what a float holds; check the units "
+                f"({kind} is expected)"
+            )
+    return measured
 
 
 def _measure(points: list[tuple[float, float]], kind: str) -> Measured:

@@ -102,6 +102,7 @@ def test_energy_rows_and_the_written_table_loads_as_config(tmp_path, capsys):
     ("timestamp,service,energy_kwh\nyesterday,a,1\n", "timestamp 'yesterday' is neither RFC 3339"),
     ("timestamp,service,energy_kwh\nnan,a,1\n", "power.csv:2: timestamp 'nan' is not a finite number"),
     ("timestamp,service,power_watts\n1," + "a" * 200_000 + ",1\n", "power.csv: not a readable CSV"),
+    ("timestamp,service,power_watts\n0,a,1e308\n1e10,a,1e308\n", "the energy of 'a' sums past what a float holds"),
 ])
 def test_bad_readings_are_refused_with_the_line(tmp_path, capsys, body, message):
     write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 1)])])
