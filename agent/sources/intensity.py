@@ -44,6 +44,10 @@ from agent.sources.errors import ConfigError, SourceAuthError, SourceError
 from agent.sources.http import http_get
 from agent.sources.zones import zone_for
 
+# Coal, the most carbon-intensive common generation, emits 740-910 gCO2eq/kWh over its life
+# cycle (IPCC AR5 WG3 Annex III, Table A.III.2). A grid mix an order of magnitude above that
+# is a broken feed, not a grid: refusing it keeps a bad value (say 1e300) out of the reports.
+MAX_PLAUSIBLE_GCO2_KWH = 10_000.0
 EM_PERIOD_S = 3600.0  # Electricity Maps' carbon-intensity values are hourly
 ESO_PERIOD_S = 1800.0  # the GB ESO API's settlement periods are half hours
 
@@ -67,6 +71,11 @@ def _intensity(value: Any, where: str) -> float:
         or value < 0
     ):
         raise SourceError(f"{where}: carbon intensity {value!r} is not a non-negative number")
+    if value > MAX_PLAUSIBLE_GCO2_KWH:
+        raise SourceError(
+            f"{where}: carbon intensity {value!r} gCO2/kWh is not plausible for a grid "
+            f"(above {MAX_PLAUSIBLE_GCO2_KWH:g}); the value is not used"
+        )
     return float(value)
 
 

@@ -179,3 +179,16 @@ def test_an_hourly_value_stays_fresh_past_its_hour_until_max_signal_age(endpoint
     mgr.poll_all()
     reading = mgr.current().live_intensity["eu-west-3"]
     assert reading.taken_at == nine + 3600 and not live_ok(reading, clock(), 3600.0)
+
+
+@pytest.mark.parametrize("value,message", [(1e300, "not plausible for a grid"), (-3, "not a non-negative number"),
+                                           ("41", "not a non-negative number"), (None, "not a non-negative number")])
+def test_a_broken_feed_value_is_not_used(endpoint, monkeypatch, value, message):
+    monkeypatch.setenv("TEST_EM_KEY", KEY)
+    endpoint.set("/v3/carbon-intensity/latest?zone=FR", orjson.dumps({
+        "zone": "FR", "carbonIntensity": value, "datetime": iso(time.time()), "isEstimated": False}),
+        require={"auth-token": KEY})
+    mgr = SourceManager.from_config(em_table(endpoint, regions=["eu-west-3"]))
+    mgr.poll_all()
+    assert mgr.current().live_intensity == {}
+    assert message in mgr.health()["electricity_maps"]["last_error"]
