@@ -19,12 +19,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import lru_cache
 
 import numpy as np
 
 from agent.batch import OP_HTTP, OP_NONE, SpanBatch
+from agent.carbon.cells import span_cells
 from agent.carbon.model import (
     ANNUAL_COLUMN,
     ENERGY_PER_IO_OP_KWH,
@@ -37,7 +36,7 @@ from agent.carbon.model import (
     http_weights,
     op_weight_table,
 )
-from agent.carbon.names import intern_table
+from agent.carbon.names import all_short, intern_table
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
 from agent.carbon.signals import Signals
 from agent.carbon.tagcodes import CODE, SOURCE_TAGS, proxy_code
@@ -46,8 +45,6 @@ from schema.tags import LIVE_INTENSITY_TAGS
 
 __all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]
 
-NS_PER_HOUR = 3_600_000_000_000
-NS_PER_DAY = 24 * NS_PER_HOUR
 #: [calibrated][KIND_*] -> tag code of a proxy-scored span
 PROXY_CODES = np.array(
     [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)], dtype=np.int8
@@ -100,6 +97,12 @@ def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
 
 def _service_keys(batch: SpanBatch, counters: dict) -> tuple[list[str], np.ndarray]:
     """Lowercased, bounded service keys (table order) and each span's key index."""
+    if all_short(batch.services, lowercased=True):  # usual: nothing to cut
+        index: dict[str, int] = {}
+        of_table = np.array(
+            [index.setdefault(name.lower(), len(index)) for name in batch.services], np.int64
+        )
+        return list(index), of_table[batch.service_id]
     keys, of_table, cut = intern_table(batch.services, str.lower)
     if cut:  # counted per span, so the count is the same however a window is batched
         bump(counters, "service_name_truncated", int(np.isin(batch.service_id, cut).sum()))
@@ -223,52 +226,6 @@ def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndar
     return rate, code, stale
 
 
-def _span_cells(
-    batch: SpanBatch, ctx: ScoringContext, has_profile: bool
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Each span's month x hour cell (0..287), or ANNUAL_COLUMN without a usable time.
-
-    The second value says which spans have a usable time; ``None`` means all of them (the
-    usual case, kept to a handful of whole-batch operations: this runs once per request).
-    """
-    start = batch.start_ns.astype(np.int64, copy=False)
-    if start.size and ctx.now_ns is not None and start.min() <= 0:
-        start = np.where(start <= 0, ctx.now_ns, start)
-    if start.size and start.min() > 0:  # usual: every span has a time
-        if not has_profile:
-            return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), None
-        hour = (start // NS_PER_HOUR) % 24
-        lo, hi = int(start.min()) // NS_PER_DAY, int(start.max()) // NS_PER_DAY
-        first_month = _month_of_day(lo)
-        if first_month == _month_of_day(hi):  # usual: the whole batch is in one month
-            return hour + (first_month % 12) * 24, None
-        return _month_of(start, lo, hi) * 24 + hour, None
-    known = start > 0
-    if not (has_profile and known.any()):
-        return np.full(start.shape, ANNUAL_COLUMN, dtype=np.int64), known
-    safe = np.where(known, start, int(start[known][0]))  # any known time: masked out below
-    lo, hi = int(safe.min()) // NS_PER_DAY, int(safe.max()) // NS_PER_DAY
-    cell = _month_of(safe, lo, hi) * 24 + (safe // NS_PER_HOUR) % 24
-    return np.where(known, cell, ANNUAL_COLUMN), known
-
-
-def _month_of(start: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Month (0-11) of each start; ``lo``/``hi`` are the first and last day of the batch."""
-    day = start // NS_PER_DAY
-    if hi - lo < 400:  # a few days across a month end: month of each day from a small table
-        days = np.arange(lo, hi + 1).astype("datetime64[D]")
-        month_of = days.astype("datetime64[M]").astype(np.int64) % 12
-        return month_of[np.clip(day - lo, 0, hi - lo)]
-    return start.astype("datetime64[ns]").astype("datetime64[M]").astype(np.int64) % 12
-
-
-@lru_cache(maxsize=64)
-def _month_of_day(day: int) -> int:
-    """Months since 1970-01 of a day counted from 1970-01-01 (cached: a window sees few days)."""
-    dt = datetime.fromtimestamp(max(day, 0) * 86400, UTC)
-    return (dt.year - 1970) * 12 + dt.month - 1
-
-
 def _accumulate(
     batch: SpanBatch,
     ctx: ScoringContext,
@@ -285,7 +242,7 @@ def _accumulate(
     io = op != OP_NONE
     # intensity of each span's region at its month x hour
     has_profile = any(KIND_ANNUAL < k < KIND_REAL_TIME for k in plan.kind.tolist())
-    cell_t, known = _span_cells(batch, ctx, has_profile)
+    cell_t, known = span_cells(batch.start_ns, ctx.now_ns, has_profile)
     # the span's kind: real time, or its region's profile kind when it has a time, else annual
     reg_kind = plan.kind[span_reg]
     span_kind = (
@@ -383,12 +340,14 @@ def _endpoints(
     """I/O ops per (service, span name), in first-seen order (uncapped: merges cap)."""
     if not io.any():
         return {}
-    eps, of_table, cut = intern_table(batch.endpoints)
-    ne = max(len(eps), 1)
-    ep_id = batch.endpoint_id[io]
-    if cut:  # per I/O span, like every counter
+    ep_id = batch.endpoint_id[io].astype(np.int64)
+    eps = batch.endpoints
+    if not all_short(eps):  # some span name may be too long: cut, merge and count
+        eps, of_table, cut = intern_table(eps)
         bump(counters, "endpoint_name_truncated", int(np.isin(ep_id, cut).sum()))
-    code = span_key[io] * ne + (of_table[ep_id] if cut else ep_id.astype(np.int64))
+        ep_id = of_table[ep_id]
+    ne = max(len(eps), 1)
+    code = span_key[io] * ne + ep_id
     if len(keys) * ne <= 1 << 16:  # usual: a small code space, counted without sorting
         counts_all = np.bincount(code, minlength=len(keys) * ne)
         first_all = np.full(counts_all.size, code.size, dtype=np.int64)
