@@ -363,3 +363,18 @@ def test_property_green_sanitiser_accepts_clean_values_or_names_the_key(table):
     for host in g.hosts:
         assert host.kind in ("database", "messaging") and host.count >= 1
         assert math.isfinite(host.watts) and host.watts >= 0
+
+
+def test_the_docs_list_every_config_key_and_default():
+    # docs/carbon-model.md section 9 is the user's reference for [green]: it must not drift
+    from agent import config
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "carbon-model.md").read_text()
+    section = docs[docs.index("## 9. Configuration") :]
+    for key in (*config._GREEN_KEYS, *config._HOST_KEYS):
+        assert f"`{key}`" in section or f"green.{key}" in section, key
+    g = GreenConfig()
+    assert f"`{str(g.use_hourly_profiles).lower()}`" in section
+    assert f"`{g.embodied_carbon_per_request_gco2:g}`" in section
+    for bound in (config.MAX_CALIBRATION_FACTOR, config.MAX_HOST_WATTS, config.MAX_HOST_COUNT):
+        assert f"{bound:.0e}".replace("e+0", "e") in section  # 1e7 as the docs write it
