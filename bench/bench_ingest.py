@@ -123,11 +123,10 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
             if agent.poll() is None:
                 agent.kill()
                 agent.wait()
-        archived = 0
-        for path in sorted((Path(tmp) / "bench").glob("windows-*.jsonl")):
-            for raw in path.read_bytes().splitlines():
-                archived += json.loads(raw)["report"]["window"]["spans"]
-        result["archived_spans"] = archived
+        from agent.archive import read_records  # plain and gzip window files alike
+
+        result["archived_spans"] = sum(rec["report"]["window"]["spans"]
+                                       for _, rec in read_records(Path(tmp) / "bench") if rec)
         result["agent_cpu_s_per_million"] = cpu / max(1, result["acked_spans"]) * 1e6
         result["spans_per_s"] = result["measured_spans"] / seconds
         return result
@@ -149,12 +148,16 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--loadgen", metavar="HOST:PORT")
-    ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--window-seconds", type=float, default=10.0)
+    ap = argparse.ArgumentParser(description="End-to-end OTLP/gRPC ingest benchmark "
+                                 "(prints the figures as JSON; `python -m bench ingest` prints text)")
+    ap.add_argument("--loadgen", metavar="HOST:PORT",
+                    help="internal: run only the load generator against this agent")
+    ap.add_argument("--seconds", type=float, default=15.0, help="measured seconds (default 15)")
+    ap.add_argument("--clients", type=int, default=8, help="client threads (default 8)")
+    ap.add_argument("--warmup", type=float, default=3.0,
+                    help="seconds sent before measuring (default 3)")
+    ap.add_argument("--window-seconds", type=float, default=10.0,
+                    help="the agent's window length (default 10)")
     ap.add_argument("--agent-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the agent, e.g. CARBONSPAN_GRPC_WORKERS=4")
     a = ap.parse_args()
