@@ -10,7 +10,7 @@ interval (``OpCursor.take``) and keeps, per service, the latest
     kWh/op = joules / 3.6e6 / ops
 
 Rules from issue 5: zero ops in an interval keeps the previous value; a non-finite or
-negative energy is discarded (counted); a value older than 3 x the interval is stale and
+negative energy (or one implying more than ``MAX_METER_WATTS``) is discarded (counted); a value older than 3 x the interval is stale and
 dropped when the snapshot is taken (counted).
 """
 
@@ -29,6 +29,9 @@ from agent.sources.opcounter import OpCounter
 
 J_PER_KWH = 3.6e6
 STALE_INTERVALS = 3.0
+# One meter (a process set, a node, a chassis) drawing more than a megawatt is a broken
+# exporter, not a server: a dense rack is tens of kW. Such readings are discarded (counted).
+MAX_METER_WATTS = 1e6
 
 
 @dataclass(slots=True)
@@ -101,28 +104,29 @@ class EnergySource:
         self._last_mono = mono
         self.last_ok = self._clock()
         if reading is not None and elapsed is not None:
-            self._apply(reading, ops, self._clock())
+            self._apply(reading, ops, self._clock(), elapsed)
 
-    def _apply(self, reading: Reading, ops: dict[str, int], now: float) -> None:
+    def _apply(self, reading: Reading, ops: dict[str, int], now: float, elapsed: float) -> None:
         with self._lock:
             for service, joules in reading.service_joules.items():
-                self._set(service, joules, ops.get(service, 0), now)
+                self._set(service, joules / elapsed, joules, ops.get(service, 0), now)
             if reading.shared_joules is not None and self.shared_services:
                 total_ops = sum(ops.get(s, 0) for s in self.shared_services)
                 for service in self.shared_services:
                     if ops.get(service, 0) > 0:
-                        self._set(service, reading.shared_joules, total_ops, now)
+                        watts = reading.shared_joules / elapsed
+                        self._set(service, watts, reading.shared_joules, total_ops, now)
                     else:
                         self.stats["zero_ops_kept"] += 1
             w = reading.total_watts
             if w is not None:
-                if math.isfinite(w) and w >= 0:
+                if 0 <= w <= MAX_METER_WATTS:
                     self._watts = (w, now)
                 else:
                     self.stats["discarded"] += 1
 
-    def _set(self, service: str, joules: float, ops: int, now: float) -> None:
-        if not math.isfinite(joules) or joules < 0:
+    def _set(self, service: str, watts: float, joules: float, ops: int, now: float) -> None:
+        if not (0 <= watts <= MAX_METER_WATTS and math.isfinite(joules)):
             self.stats["discarded"] += 1
         elif ops <= 0:
             self.stats["zero_ops_kept"] += 1

@@ -61,6 +61,7 @@ class SourceManager:
         green: GreenConfig | None = None,
         ops: OpCounter | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.green = green or GreenConfig()
@@ -70,7 +71,9 @@ class SourceManager:
         self.live: list[LiveSource] = []
         for kind, name, settings in config.named():
             if kind in _ENERGY_CLASSES:
-                self.energy.append(_ENERGY_CLASSES[kind](name, settings, self.ops, clock=clock))  # type: ignore[arg-type]
+                self.energy.append(
+                    _ENERGY_CLASSES[kind](name, settings, self.ops, clock=clock, monotonic=monotonic)  # type: ignore[arg-type]
+                )
             elif kind == "grid_operator":
                 self.live.append(GridOperatorSource(name, settings))  # type: ignore[arg-type]
         if config.electricity_maps is not None:

@@ -144,14 +144,15 @@ def test_a_database_host_takes_measured_watts_until_they_are_stale(tmp_path, clo
                          "hosts": [{"name": "pg-main", "kind": "database", "region": "eu-west-3",
                                     "watts": 120.0, "measured": "db-alumet"}]})
     table = {"alumet": {"name": "db-alumet", "csv_path": str(csv), "interval_s": 10}}
-    mgr = SourceManager(parse_sources(table), green, clock=clock)
+    mgr = SourceManager(parse_sources(table), green, clock=clock, monotonic=clock)
     mgr.poll_all()
     with csv.open("a") as f:  # 450 J in the interval
         f.write("rapl_consumed_energy_J;t;300;cpu_package;0;local_machine;\n")
         f.write("rapl_consumed_energy_J;t;150;dram;0;local_machine;\n")
-    mgr.poll_all()  # elapsed is real time here: watts = 450 J / elapsed
+    clock.advance(10.0)
+    mgr.poll_all()
     watts, tag = mgr.current().host_watts["pg-main"]
-    assert tag == "alumet_rapl" and watts > 0
+    assert tag == "alumet_rapl" and watts == pytest.approx(45.0)  # 450 J / 10 s
 
     def host_row():
         now_ns = int(clock() * 1e9)

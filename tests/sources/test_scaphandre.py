@@ -129,3 +129,19 @@ scaph_process_power_consumption_microwatts{pid="44",exe="nginx",container_names=
     assert rates["cart"].kwh_per_op == pytest.approx(20 / 3.6e6 / 1_000)
     assert "edge" not in rates and src.stats["discarded"] == 1  # a negative gauge is discarded
     assert src.stats["unmatched_series"] == 1
+
+
+def test_a_reading_implying_more_than_a_megawatt_is_discarded(endpoint, clock):
+    # a broken exporter: 5e12 uW = 5 MW for one process set; the host gauge claims 2 MW
+    body = EXPOSITION.replace("8000000", "5000000000000").replace("20000000", "2000000000000")
+    endpoint.set("/metrics", body)
+    ops = OpCounter()
+    src = make(endpoint, clock, ops)
+    src.poll()
+    ops.add({"checkout": 8_000, "orders": 1_000})
+    clock.advance(5.0)
+    src.poll()
+    rates, watts = src.snapshot(clock())
+    assert "checkout" not in rates and watts is None  # not used, and counted
+    assert rates["orders"].kwh_per_op == pytest.approx(15 / 3.6e6 / 1_000)  # a sane neighbour is kept
+    assert src.stats["discarded"] == 2
