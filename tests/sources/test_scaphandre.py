@@ -35,6 +35,18 @@ def make(endpoint, clock, ops, **extra):
     return ScaphandreSource("scaphandre", cfg, ops, clock=clock, monotonic=clock)
 
 
+def after_one_interval(endpoint, clock, body, ops_by_service, **extra):
+    """A source that polled ``body`` twice, 5 s apart, with these ops in between."""
+    endpoint.set("/metrics", body)
+    ops = OpCounter()
+    src = make(endpoint, clock, ops, **extra)
+    src.poll()
+    ops.add(ops_by_service)
+    clock.advance(5.0)
+    src.poll()
+    return src
+
+
 def test_microwatts_over_the_interval_become_kwh_per_op(endpoint, clock):
     endpoint.set("/metrics", EXPOSITION)
     ops = OpCounter()
@@ -115,15 +127,9 @@ scaph_process_power_consumption_microwatts{pid="42",exe="node",cmdline="node ser
 scaph_process_power_consumption_microwatts{pid="43",exe="node",cmdline="node server.js",container_names="cart",kubernetes_pod_name="cart-1",kubernetes_pod_namespace="staging"} 9000000
 scaph_process_power_consumption_microwatts{pid="44",exe="nginx",container_names="edge"} -1
 """
-    endpoint.set("/metrics", body)
-    ops = OpCounter()
-    src = make(endpoint, clock, ops, services={
+    src = after_one_interval(endpoint, clock, body, {"cart": 1_000, "edge": 10}, services={
         "cart": {"kubernetes_pod_name": "^cart-", "kubernetes_pod_namespace": "^shop$"},
         "edge": {"container_names": "^edge$"}})
-    src.poll()
-    ops.add({"cart": 1_000, "edge": 10})
-    clock.advance(5.0)
-    src.poll()
     rates = src.snapshot(clock())[0]
     # the two shop pods: (2.5 + 1.5) W x 5 s = 20 J / 3.6e6 / 1,000 ops; staging is not matched
     assert rates["cart"].kwh_per_op == pytest.approx(20 / 3.6e6 / 1_000)
@@ -134,13 +140,7 @@ scaph_process_power_consumption_microwatts{pid="44",exe="nginx",container_names=
 def test_a_reading_implying_more_than_a_megawatt_is_discarded(endpoint, clock):
     # a broken exporter: 5e12 uW = 5 MW for one process set; the host gauge claims 2 MW
     body = EXPOSITION.replace("8000000", "5000000000000").replace("20000000", "2000000000000")
-    endpoint.set("/metrics", body)
-    ops = OpCounter()
-    src = make(endpoint, clock, ops)
-    src.poll()
-    ops.add({"checkout": 8_000, "orders": 1_000})
-    clock.advance(5.0)
-    src.poll()
+    src = after_one_interval(endpoint, clock, body, {"checkout": 8_000, "orders": 1_000})
     rates, watts = src.snapshot(clock())
     assert "checkout" not in rates and watts is None  # not used, and counted
     assert rates["orders"].kwh_per_op == pytest.approx(15 / 3.6e6 / 1_000)  # a sane neighbour is kept
