@@ -143,7 +143,7 @@ class Admission:
         remaining = pool.guarantee_uj - pool.used_uj
         if e <= remaining:
             over = self._first_over(pool, e)
-            victims = [] if over is None else self._reclaim(pool, e, over[0], claim.gang)
+            victims = [] if over is None else self._reclaim(pool, e, claim.gang)
             if victims is None:
                 assert over is not None
                 return explain.wait_reclaim(pool, claim, over, who), []
@@ -172,24 +172,39 @@ class Admission:
             [w.id for w in victims] if victims else [],
         )
 
-    def _reclaim(self, pool: Pool, e: int, over: Pool, gang: str | None) -> list[Workload] | None:
-        """Detach borrowers under ``over`` in rule-3 order until ``e`` fits; None if it cannot."""
+    def _reclaim(self, pool: Pool, e: int, gang: str | None) -> list[Workload] | None:
+        """Take borrowers back in rule-3 order until ``e`` more µJ in ``pool`` fit; None if
+        they cannot (what borrowers hold is already spent), with nothing changed.
+
+        The claim is placed provisionally first, so "borrowing" is judged with it: a group
+        that only goes over its guarantee because of this claim has a leaf borrowing the
+        claimant's idle guarantee, and that leaf is a victim. Victims come from under the
+        topmost pool over its cap, through pools all over their guarantee; when that pool
+        fits, the contention can only have moved down the path, and the search follows it.
+        """
+        self._move(pool, e, 0)
         victims: list[Workload] = []
-        for w in reclaim.borrowing_candidates(over, exclude=pool, gang=gang):
-            if w.id not in self.workloads:
-                continue  # already taken with its gang
-            if not reclaim.borrowing_under(w, over):
-                continue  # earlier victims already brought a pool on its path back inside its guarantee
-            # Rule 2 holds while running too: a gang member is reclaimed with its whole gang,
-            # never leaving part of a gang running.
-            for m in [w] if w.gang is None else list(self._gangs[w.gang].values()):
-                self._detach(m)
-                victims.append(m)
-            if self._first_over(pool, e) is None:
-                return victims
-        for w in reversed(victims):
-            self._attach(w)
-        return None
+        try:
+            while (over := self._first_over(pool, 0)) is not None:
+                top, taken = over[0], False
+                for w in reclaim.borrowing_candidates(top, exclude=pool, gang=gang):
+                    if w.id not in self.workloads or not reclaim.borrowing_under(w, top):
+                        continue  # taken with its gang, or its chain is back within its guarantee
+                    # Rule 2 holds while running too: a gang member goes with its whole gang.
+                    for m in [w] if w.gang is None else list(self._gangs[w.gang].values()):
+                        self._detach(m)
+                        victims.append(m)
+                    taken = True
+                    now = self._first_over(pool, 0)
+                    if now is None or now[0] is not top:
+                        break
+                if not taken:
+                    for w in reversed(victims):
+                        self._attach(w)
+                    return None
+            return victims
+        finally:
+            self._move(pool, -e, 0)
 
     # ----------------------------------------------------------------- public API
     def admit(self, claim: Claim) -> Verdict:

@@ -9,6 +9,8 @@ scratch (an oracle written as a plain recursion over the tree) and check after e
 - gangs are never partially admitted, a refused gang leaves no trace, and a gang that loses
   a member to reclaim loses all of them;
 - the arrival order of borrowers does not change what each one may borrow;
+- a guarantee is a guarantee: while nothing is spent, a claim inside its pool's remaining
+  guarantee with devices free is admitted (reclaiming borrowers as needed);
 - pending is never a disguised denial: every pending claim or gang is admitted by a fresh
   engine on the same forest (an idle window), and every denied one is refused there too.
 """
@@ -152,7 +154,13 @@ def test_random_sequences_keep_every_invariant(forest, ops):
             n += 1
             leaf = leaves[op[1] % len(leaves)]
             c = Claim(f"c{n}", leaf.name, op[2], _uj(leaf, op[3]), op[4], op[5])
+            honoured = (
+                c.estimate_uj <= leaf.guarantee_uj - leaf.used_uj
+                and leaf.devices_used + c.devices <= leaf.devices
+                and all(r.spent_uj == 0 for r in forest.roots)
+            )
             v = eng.admit(c)
+            assert v.admitted or not honoured, f"own guarantee not honoured: {v.reason}"
             _check_rule4(forest, [c], [v])
             _check_gangs_whole(eng, [v], gang_of)
             if v.admitted:
@@ -275,3 +283,26 @@ def test_every_decision_log_replays_identically(tmp_path_factory, forest, ops):
     log.close()
     assert chainlog.verify(tmp / "d.jsonl") == []
     assert audit(tmp / "d.jsonl") == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    forests(),
+    st.lists(st.tuples(st.integers(0, 99), st.integers(1, 250), st.sampled_from(["measured", "modelled"])), max_size=25),
+    st.randoms(use_true_random=False),
+)
+def test_a_guarantee_is_a_guarantee_while_nothing_is_spent(forest, borrows, rnd):
+    """Let graded claims borrow all they may, then let every leaf claim what is left of its
+    own guarantee, in random order: with nothing spent, each must be admitted, reclaiming."""
+    eng = Admission(forest)
+    leaves = forest.leaves()
+    for i, (li, pct, grade) in enumerate(borrows):
+        leaf = leaves[li % len(leaves)]
+        eng.admit(Claim(f"b{i}", leaf.name, 0, _uj(leaf, pct), grade))
+    order = leaves[:]
+    rnd.shuffle(order)
+    for leaf in order:
+        left = leaf.guarantee_uj - leaf.used_uj
+        if left > 0:
+            v = eng.admit(Claim(f"own-{leaf.name}", leaf.name, 0, left, "estimator"))
+            assert v.admitted, f"{leaf.name}'s own {left} µJ refused: {v.reason}"

@@ -175,6 +175,20 @@ CASES = {
         preempted=["c2"],
         used={"r": 3000, "G2": 1000, "l2a": 600, "G3": 1000},
     ),
+    "rule3 a sibling borrowing the claimant's idle guarantee gives back, judged with the claim": dict(
+        # r 800 = G1 400 (leaves x, y 200 each) + G2 400 (leaf z). z uses 300, so G1 may hold
+        # 400 + (800 - 400 - 300) // 2 = 450 and x borrows y's idle guarantee up to
+        # 200 + (450 - 200 - 0) // 2 = 325. y's own 200 would take G1 to 525 and r to 825: G1 is
+        # within its guarantee *before* the claim, yet x borrows exactly what y now needs.
+        pools=[("r", None, 800, 8, 1), ("G1", "r", 400, 4, 1), ("x", "G1", 200, 2, 1), ("y", "G1", 200, 2, 1),
+               ("G2", "r", 400, 4, 1), ("z", "G2", 400, 4, 1)],
+        state=[("admit", ("z0", "z", 0, 300, "measured", 0)), ("admit", ("x0", "x", 0, 200, "measured", 0)),
+               ("admit", ("x1", "x", 0, 125, "measured", 0))],
+        claims=[("c", "y", 0, 200, "estimator", 0)],
+        want=[("c", "admitted", "guarantee", 200, 0)],
+        preempted=["x1"],
+        used={"r": 700, "G1": 400, "x": 200, "y": 200},
+    ),
     "rule2 a gang over its members' common parent in every window is denied, not pending": dict(
         pools=TWO,  # each member fits its own ceiling (700), but 700 + 700 > org's 1000, ever
         state=[],
