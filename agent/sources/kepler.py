@@ -6,7 +6,8 @@ in Kepler >= 0.10; ``kepler_container_joules_total`` with ``mode`` in 0.7). The 
 ``metric`` is read; series whose ``zone`` is not in ``zones`` are skipped because RAPL zones
 overlap (``package`` contains ``core``/``uncore``); a series without a zone label is kept.
 Energy over the interval is the counter's increase (a counter that went down was reset:
-its increase is its current value), so
+its increase is its current value); an endpoint whose counters all stood still is stuck and
+the poll fails rather than publish a zero. So
 
     kWh/op = delta_joules / 3.6e6 / ops.
 
@@ -57,6 +58,13 @@ class KeplerSource(EnergySource):
         self.stats["counter_resets"] = self._counters.resets
         if elapsed_s is None:
             return None
+        if deltas and not any(deltas.values()):
+            # a powered machine's package counters always move: a frozen exporter is a failed
+            # poll (the last good values stay until stale), not a measured zero
+            raise SourceError(
+                f"kepler {self.name}: none of the {len(deltas)} {cfg.metric} series moved in "
+                f"{elapsed_s:.0f} s; is the exporter stuck? (check Kepler's own logs)"
+            )
         joules: dict[str, float] = defaultdict(float)
         for key, delta in deltas.items():
             service = self._matcher.service(by_key[key].labels) if self._matcher else None

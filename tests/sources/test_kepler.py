@@ -157,3 +157,25 @@ def test_counter_deltas_are_finite_non_negative_and_follow_reset_rules(polls):
             assert d == (clean[key] - prev[key] if clean[key] >= prev[key] else clean[key])
         assert set(deltas) == {k for k in clean if k in prev}
         prev = clean
+
+
+def test_a_frozen_exporter_fails_the_poll_instead_of_measuring_zero(endpoint, clock):
+    from agent.sources.errors import SourceError
+
+    ops = OpCounter()
+    src = make(endpoint, clock, ops)
+    endpoint.set("/metrics", exposition(1000, 500, 900, 300))
+    src.poll()
+    ops.add({"checkout": 1_000})
+    clock.advance(15.0)
+    endpoint.set("/metrics", exposition(1060, 560, 950, 310))
+    src.poll()
+    good = src.snapshot(clock())[0]["checkout"]
+    assert good.kwh_per_op == pytest.approx(120 / 3.6e6 / 1_000)
+    ops.add({"checkout": 1_000})
+    clock.advance(15.0)  # the exporter now serves the very same counters
+    with pytest.raises(SourceError, match=r"none of the 3 kepler_container_cpu_joules_total series moved in 15 s"):
+        src.poll()
+    assert src.snapshot(clock())[0]["checkout"] == good  # the last good value, until it is stale
+    clock.advance(31.0)
+    assert src.snapshot(clock())[0] == {}
