@@ -2,8 +2,14 @@
 
 The unit of work is one archive file: ``fold_file`` reads it line by line (streaming, memory
 bounded by the number of services) into a fresh state. Both engines then merge the per-file
-states strictly in file order with ``AggregateState.merge``. Because the float additions
-happen in the same order either way, the local and Dask engines give byte-identical reports.
+states strictly in file order with :func:`merge_next`. Because the float additions happen in
+the same order either way, the local and Dask engines give byte-identical reports.
+
+Caps: a file folded on its own that refused a name at a cap (``overflowed``, e.g. a file
+with more than 4096 services) is folded again from a state seeded with the names the merged
+files before it hold, so which services, regions and tags are kept or dropped is exactly
+what one sequential fold over all the lines gives. That second read is rare (only a file
+that overflows by itself) and happens the same way in both engines.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
-from aggregator.fold import AggregateState, FileStat
+from aggregator.fold import AggregateState, FileStat, Known
 from aggregator.read import Malformed, Period, load, parse_window, window_start
 
 log = logging.getLogger("carbonspan.aggregate")
@@ -63,13 +69,15 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     return state, stat
 
 
-def fold_file(f: ArchiveFile, period: Period, strict: bool = False) -> AggregateState:
-    """Fold every window of ``f`` inside ``period`` into a new state (streaming).
+def fold_file(f: ArchiveFile, period: Period, strict: bool = False, known: Known | None = None) -> AggregateState:
+    """Fold every window of ``f`` inside ``period`` into a new state (streaming), seeded with
+    ``known`` when the file is folded again after overflowing a cap (see :func:`merge_next`).
 
     A truncated gzip stream keeps the lines before the break. A file that used the fallback
     (I/O proxy) path is listed in ``fallback_files`` so operators can find old archives.
     """
-    state, stat = fold_lines(iter_line_views(f), f.label, f.agent, period, strict)
+    start = AggregateState() if known is None else AggregateState.seeded(known)
+    state, stat = fold_lines(iter_line_views(f), f.label, f.agent, period, strict, start)
     state.drop_caches()
     state.files.append(stat)
     if state.fallback_windows:
@@ -87,6 +95,19 @@ def _announce(f: ArchiveFile, state: AggregateState) -> None:
         )
 
 
+def merge_next(total: AggregateState, state: AggregateState,
+               refold: Callable[[Known], AggregateState]) -> AggregateState:
+    """Merge the next partition's ``state`` after ``total`` (in place; returns ``total``).
+
+    When the partition refused a name at a cap on its own and ``total`` already holds names,
+    the partition is folded again by ``refold(total.known())`` - seeded with those names -
+    so the caps give what one sequential fold gives; otherwise the ordered merge already does.
+    """
+    if state.overflowed and (total.services or total.regions or total.models or total.methodology):
+        state = refold(total.known())
+    return total.merge(state)
+
+
 def run_local(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
               progress: Progress | None = None) -> AggregateState:
     """Fold ``files`` one after another in this process."""
@@ -94,7 +115,7 @@ def run_local(files: Sequence[ArchiveFile], period: Period, strict: bool = False
     for i, f in enumerate(files, start=1):
         state = fold_file(f, period, strict)
         _announce(f, state)
-        total.merge(state)
+        merge_next(total, state, lambda known, f=f: fold_file(f, period, strict, known))
         if progress is not None:
             progress(i, len(files), f)
     return total
@@ -126,7 +147,8 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
             batch = futures[lo : lo + GATHER_BATCH]
             for i, state in enumerate(client.gather(batch), start=lo):  # type: ignore[attr-defined]
                 _announce(files[i], state)
-                total.merge(state)
+                merge_next(total, state, lambda known, f=files[i]: client.submit(  # type: ignore[attr-defined]
+                    fold_file, f, period, strict, known, pure=False).result())
                 if progress is not None:
                     progress(i + 1, len(files), files[i])
             client.cancel(batch)  # type: ignore[attr-defined]  # release the workers' copies

@@ -50,6 +50,23 @@ class AttributionError(Exception):
     """Strict attribution: a window had nothing to split its energy and carbon by."""
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """The names a state folded on the left already holds, in their first-seen order.
+
+    A partition folded on its own cannot know them: when it refuses a name at a cap, that
+    name may be one the left side knows (and a sequential fold would keep crediting it), and
+    the left side may have less room than the partition assumed. Such a partition is folded
+    again from a state seeded with these names (:meth:`AggregateState.seeded`), which applies
+    every cap exactly as one sequential fold over all the lines would.
+    """
+
+    services: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    method_keys: tuple[str, ...] = ()
+
+
 @dataclass
 class AggregateState:
     """Everything a disclosure report needs; grows with services, never with lines."""
@@ -86,8 +103,32 @@ class AggregateState:
     chains: dict[str, list] = field(default_factory=dict)  # agent -> [first, last, windows]
     max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
     max_models: int = MAX_ENERGY_MODELS
+    max_regions: int = MAX_REGIONS
+    #: a cap refused a new name here (so merging this state on the right may not equal one
+    #: sequential fold: the engines fold such a partition again, seeded; see Known)
+    overflowed: bool = False
     _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
     _seen_meta: set = field(default_factory=set, repr=False)
+
+    @classmethod
+    def seeded(cls, known: Known, **caps: int) -> AggregateState:
+        """A fresh state holding ``known``'s names as empty entries, so that its caps leave
+        exactly the room the left side has left. Merging it after that left side adds zeros
+        to what the left holds and credits each name exactly as one sequential fold would."""
+        state = cls(**caps)
+        for name in known.services:
+            state.services[name] = ServiceAcc("unknown")
+        for name in known.regions:
+            state.regions[name] = RegionAcc("unresolved", 0.0, 1.0, "unknown")
+        for tag in known.models:
+            state.models[tag] = 0
+        for key in known.method_keys:
+            state.methodology[key] = []
+        return state
+
+    def known(self) -> Known:
+        """The names this state holds (what a partition folded after it must treat as present)."""
+        return Known(tuple(self.services), tuple(self.regions), tuple(self.models), tuple(self.methodology))
 
     # -- per window -----------------------------------------------------------------------
 
@@ -127,6 +168,7 @@ class AggregateState:
             return tag
         if len(self.models) >= self.max_models or not tag:
             self.rejected_models += 1
+            self.overflowed = self.overflowed or bool(tag)
             return None
         self.models[tag] = 1
         return tag
@@ -134,8 +176,11 @@ class AggregateState:
     def _service(self, name: str, region: str) -> ServiceAcc | None:
         """The service's accumulator; None when it is new past the cap or its name is unusable."""
         acc = self.services.get(name)
-        if acc is None and len(self.services) < self.max_services and clean_name(name):
-            acc = self.services[name] = ServiceAcc(region)
+        if acc is None and clean_name(name):
+            if len(self.services) < self.max_services:
+                acc = self.services[name] = ServiceAcc(region)
+            else:
+                self.overflowed = True
         return acc
 
     def _credit(self, name: str, region: str, energy: float, carbon: float, requests: int,
@@ -359,8 +404,9 @@ class AggregateState:
         if name is None:
             self.tally.missing += 1
             return None
-        if len(self.regions) >= MAX_REGIONS:
+        if len(self.regions) >= self.max_regions:
             self.dropped_regions += 1
+            self.overflowed = True
             return None
         status, source = row.get("status"), row.get("intensity_source")
         acc = self.regions[name] = RegionAcc(
@@ -377,7 +423,10 @@ class AggregateState:
                 continue
             values = self.methodology.get(key)
             if values is None:
-                if len(self.methodology) >= MAX_METHOD_KEYS or len(key) > 64:
+                if len(key) > 64:
+                    continue
+                if len(self.methodology) >= MAX_METHOD_KEYS:
+                    self.overflowed = True
                     continue
                 values = self.methodology[key] = []
             if value not in values and len(values) < MAX_METHOD_VALUES:

@@ -10,7 +10,7 @@ left to right in file order, which is why local and Dask reports are byte-identi
 from __future__ import annotations
 
 from aggregator.accumulators import RegionAcc, ServiceAcc
-from aggregator.fold import MAX_REGIONS, MAX_SAMPLES, AggregateState
+from aggregator.fold import MAX_SAMPLES, AggregateState
 
 
 def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
@@ -38,7 +38,7 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
     for name, racc in right.regions.items():
         mine_r = left.regions.get(name)
         if mine_r is None:
-            if len(left.regions) >= MAX_REGIONS:
+            if len(left.regions) >= left.max_regions:
                 left.dropped_regions += racc.rows
                 continue
             mine_r = left.regions[name] = RegionAcc(racc.status, racc.intensity, racc.pue, racc.source)

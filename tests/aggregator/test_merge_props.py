@@ -11,8 +11,8 @@ import orjson
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from aggregator.engines import fold_lines
-from aggregator.fold import AggregateState
+from aggregator.engines import fold_lines, merge_next
+from aggregator.fold import AggregateState, Known
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from schema.chain import seal
@@ -100,10 +100,8 @@ def test_merge_is_associative_and_equals_the_sequential_fold(reports, i, j):
     lines = _lines(reports)
     i, j = sorted((min(i, len(lines)), min(j, len(lines))))
     a, b, c = lines[:i], lines[i:j], lines[j:]
-    # Caps apply per partition, then across the ordered merge (docs/report-format.md): when a
-    # partition overflows on its own, what it dropped cannot be credited to a service known
-    # on its left. Both engines partition by file, so they still agree byte for byte; the
-    # equality with one sequential fold holds whenever no partition overflows by itself.
+    # The bare merge equals one sequential fold while no partition overflows a cap by itself;
+    # the engines refold a partition that does (merge_next, tested below without assume()).
     parts = [_fold(p) for p in (a, b, c)]
     assume(all(p.dropped_services == 0 and p.rejected_models == 0 for p in parts))
     whole = _report(_fold(lines))
@@ -113,6 +111,55 @@ def test_merge_is_associative_and_equals_the_sequential_fold(reports, i, j):
         # grouping on the right is the same only while that inner merge stays under the caps
         # (it cannot know what the left side already holds); the engines never group so
         _same(_report(_fold(a).merge(right)), whole)
+
+
+CAPS = {"max_services": 3, "max_models": 3, "max_regions": 2}
+
+
+def _capped(lines: list[bytes], known: Known | None = None) -> AggregateState:
+    state = AggregateState(**CAPS) if known is None else AggregateState.seeded(known, **CAPS)
+    fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    state.drop_caches()
+    return state
+
+
+def _engine_fold(parts: list[list[bytes]]) -> AggregateState:
+    """What both engines do: fold each file alone, merge in file order, refold on overflow."""
+    total = AggregateState(**CAPS)
+    for part in parts:
+        merge_next(total, _capped(part), lambda known, part=part: _capped(part, known))
+    return total
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(window(), max_size=12), st.lists(st.integers(0, 12), max_size=3))
+def test_engine_merge_equals_one_sequential_fold_even_when_a_file_overflows_a_cap(reports, cuts):
+    # no assume(): partitions that overflow the service, tag and region caps on their own
+    # (4 service names, 4 tags, 3 regions against caps of 3, 3 and 2) are the point
+    lines = _lines(reports)
+    bounds = sorted({0, len(lines), *(min(c, len(lines)) for c in cuts)})
+    parts = [lines[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    _same(_report(_engine_fold(parts)), _report(_capped(lines)))
+
+
+def _service_line(names: list[str], i: int) -> dict:
+    gs = {"per_service_energy_kwh": {n: 1.0 for n in names},
+          "per_service_carbon_kgco2eq": {n: 0.5 for n in names},
+          "per_service_requests": {n: 1 for n in names}}
+    return {"window": {"start": "", "traces": 1}, "green_summary": gs}
+
+
+def test_a_file_overflowing_the_cap_on_its_own_still_credits_services_known_before():
+    # file 1 knows "z"; file 2 alone holds 4 new services and then z again (cap 3).
+    # One sequential fold: z, a, b are kept; c and d are dropped; z keeps accumulating.
+    lines = _lines([_service_line(["z"], 0), _service_line(["a", "b", "c", "d"], 1), _service_line(["z"], 2)])
+    alone = _capped(lines[1:])
+    assert alone.overflowed and "z" not in alone.services  # on its own file 2 drops z
+    state = _engine_fold([lines[:1], lines[1:]])
+    assert list(state.services) == ["z", "a", "b"]
+    assert state.services["z"].energy == 2.0 and state.services["z"].windows == 2  # 1.0 + 1.0
+    assert state.dropped_services == 2 and state.dropped_energy == 2.0  # c and d, 1.0 kWh each
+    assert _report(state) == _report(_capped(lines))
 
 
 @settings(max_examples=30, deadline=None)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import pytest
 from distributed import Client, LocalCluster
 
+from aggregator import synth
 from aggregator.engines import run_dask, run_local
 from aggregator.files import discover
 from aggregator.read import Period
@@ -18,6 +20,7 @@ from schema.generate import OUT_DIR, render
 from schema.report import DisclosureReport
 
 PERIOD = Period.parse("2026-11-01", "2026-11-30")
+PERIOD_T0 = datetime(2026, 11, 10, tzinfo=UTC)
 
 
 def _report(root, engine=run_local, **kw):
@@ -96,15 +99,30 @@ def test_html_is_self_contained_and_shows_the_figures(mixed_archive):
 
 
 @pytest.mark.timeout(120)
-def test_dask_engine_gives_the_local_report_byte_for_byte(mixed_archive):
+def test_dask_engine_gives_the_local_report_byte_for_byte(mixed_archive, tmp_path):
     local = report_bytes(_report(mixed_archive))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         seen = []
         distributed = report_bytes(_report(mixed_archive, run_dask, client=client,
                                            progress=lambda i, n, f: seen.append((i, n))))
+        # a file overflowing MAX_SERVICES on its own is folded again, seeded, on a worker too
+        overflow = _overflow_archive(tmp_path)
+        state = run_dask(discover([str(overflow)]), PERIOD, client=client)
     assert distributed == local
     assert seen == [(i, 5) for i in range(1, 6)]
+    assert report_bytes(build_report(state, PERIOD, "ACME")) == report_bytes(_report(overflow))
+    assert state.services["z"].windows == 2 and state.dropped_services == 5
+
+
+def _overflow_archive(tmp_path):
+    """File 1 knows "z"; file 2 holds 4,100 new services and z last. One sequential fold keeps
+    z and 4,095 new ones (MAX_SERVICES = 4096) and drops the last 5 new ones."""
+    many = [synth.Svc(f"s{i:04d}") for i in range(4100)] + [synth.Svc("z")]
+    reports = [synth.window_report(PERIOD_T0, [synth.Svc("z")]), synth.window_report(PERIOD_T0, many)]
+    root = tmp_path / "overflow"
+    synth.write_agent(root, "agent-c", synth.split(synth.sealed_lines(reports), 2), day="20261110")
+    return root
 
 
 @pytest.mark.timeout(180)
