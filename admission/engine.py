@@ -29,6 +29,7 @@ from typing import Any
 from admission import explain, reclaim
 from admission.claims import Claim, ClaimError, Verdict, Workload
 from admission.model import Forest, Pool, build_forest
+from admission.usage import usage_rows
 
 
 class Admission:
@@ -380,23 +381,4 @@ class Admission:
 
     def usage(self) -> list[dict[str, Any]]:
         """Per-pool energy and devices against the guarantees, parents before children."""
-        rows = []
-        for d in self.forest.to_dicts():
-            p = self.forest.pools[d["name"]]
-            rows.append(
-                {
-                    "pool": p.name,
-                    "parent": d["parent"],
-                    "depth": len(p.path) - 1,
-                    "guarantee_uj": p.guarantee_uj,
-                    "spent_uj": p.spent_uj,
-                    "reserved_uj": p.reserved_uj,
-                    "used_uj": p.used_uj,
-                    "borrowed_uj": max(0, p.used_uj - p.guarantee_uj),
-                    "cap_uj": self.cap_uj(p.name),
-                    "devices_used": p.devices_used,
-                    "devices": p.devices,
-                    "workloads": sum(len(leaf.workloads) for leaf in reclaim.leaves_under(p)),
-                }
-            )
-        return rows
+        return usage_rows(self.forest, self.cap_uj)
