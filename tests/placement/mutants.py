@@ -99,6 +99,17 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "an empty 'regions' list silently means every region"),
     ("placement/providers.py", "        except Exception as exc:  # a plugin's bug",
      "        except ArithmeticError as exc:  # a plugin's bug", "a plugin's exception escapes unexplained"),
+    ("placement/evaluate.py", "laps = (b // day - a // day)", "laps = (b // day)",
+     "persistence forecast counts whole days from the submit hour, not the start"),
+    ("placement/decision.py", "or value < 0 or (positive", "or (positive",
+     "a negative margin is accepted"),
+    ("placement/place.py", 'if mode == "warn" and d.action != AS_REQUESTED:',
+     'if False and mode == "warn" and d.action != AS_REQUESTED:', "warn mode enforces"),
+    ("placement/gate.py", "if age < -1.0:", "if age < -1e9:", "future-dated evidence licenses"),
+    ("placement/evaluate.py", "return Placement(trace.home.copy(), start)",
+     "return Placement(np.zeros_like(trace.home), start)", "threshold-shift leaves the home region"),
+    ("placement/audit.py", '("delta_pp", number(ev.get("delta_pp"))),', '("delta_pp", True),',
+     "a non-numeric delta in an event is trusted"),
 ]
 
 
