@@ -45,10 +45,7 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
         return dataclasses.replace(base, now_ns=now, signals=sources.current())
 
     def score(batch: Any) -> Any:
-        partial = score_batch(batch, context(time.time_ns()))
-        if sources is not None:  # measured sources turn watts into kWh per I/O op with these
-            sources.ops.add_partial(partial)
-        return partial
+        return score_batch(batch, context(time.time_ns()))
 
     def report(
         partial: Any, start_ns: int, end_ns: int, counters: dict[str, int]
@@ -59,7 +56,12 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
         return rep.model_dump(mode="json")
 
     return Scoring(
-        score=score, empty=WindowPartial.empty, from_bytes=WindowPartial.from_bytes, report=report
+        score=score,
+        empty=WindowPartial.empty,
+        from_bytes=WindowPartial.from_bytes,
+        report=report,
+        # measured sources turn watts into kWh per I/O op with the ops of accepted batches
+        accepted=None if sources is None else sources.ops.add_partial,
     )
 
 

@@ -81,6 +81,9 @@ class Scoring:
     empty: Callable[[], Any]  # -> WindowPartial.empty()
     from_bytes: Callable[[bytes], Any]  # WAL payload -> WindowPartial
     report: Callable[[Any, int, int, dict[str, int]], dict[str, Any]]  # -> report dict
+    # called with each live partial once it is durable and merged (never on WAL replay): the
+    # measured sources count I/O ops here, so they divide energy by acknowledged ops only
+    accepted: Callable[[Any], None] | None = None
 
 
 class Pipeline:
@@ -179,6 +182,8 @@ class Pipeline:
         while w.pending and w.pending[0][0] <= durable:
             _, partial, n = w.pending.popleft()
             w.partial = w.partial.merge(partial)
+            if self.scoring.accepted is not None:
+                self.scoring.accepted(partial)
             w.spans += n
             w.pending_spans -= n
             w.requests += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,34 @@ def test_live_batches_feed_the_sources_op_counter_and_replay_does_not(tmp_path: 
     assert replayed == 2 and restarted.ops.totals() == {}
     p2.shutdown()
     assert _reports(tmp_path)[0]["window"]["spans"] == 64
+
+
+def test_a_batch_the_wal_cannot_make_durable_is_neither_merged_nor_counted(tmp_path: Path) -> None:
+    """The log's descriptor turned into /dev/full (every write fails with ENOSPC, as on a
+    full disk): the request fails with WalError, and neither the window nor the sources' op
+    counter holds its batch (the client's retry will bring it)."""
+    from agent.config import parse_config
+    from agent.sources.manager import SourceManager
+    from agent.wal import WalError
+
+    cfg = parse_config({})
+    manager = SourceManager.from_config(
+        {"scaphandre": [{"url": "http://127.0.0.1:9/metrics", "services": {"s": {"exe": "x"}}}]},
+        cfg.green)
+    archive = ArchiveWriter(tmp_path)
+    recovery = archive.open()
+    wal = WriteAheadLog(tmp_path / WAL_NAME)
+    p = Pipeline(build_scoring(cfg, "unit", manager), archive, wal, AgentMetrics(),
+                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
+    p.restore(wal.open(), recovery)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, wal._fd)  # the same descriptor number now writes to a full "disk"
+    os.close(full)
+    with pytest.raises(WalError, match="No space left on device"):
+        p.ingest(_batches(1)[0])
+    with pytest.raises(WalError):  # the log stays failed: nothing more is acknowledged
+        p.ingest(_batches(1)[0])
+    assert p._window.spans == 0 and not p._window.pending
+    assert manager.ops.totals() == {}
+    p.shutdown()
+    assert _reports(tmp_path) == []  # nothing unacknowledged was archived
