@@ -167,7 +167,8 @@ def _apply(obj: Any, table: Mapping[str, Any], prefix: str, from_env: bool,
             continue
         if key not in known:
             raise ConfigError(
-                f"unknown key [agent] {name}; known keys: {', '.join(sorted(known))}"
+                f"unknown key {key!r} in [agent{'.' + prefix.rstrip('.') if prefix else ''}]"
+                f"{_origin(name, origin)}; known keys: {', '.join(sorted(known))}"
             )
         changes[key] = _coerce(name, value, getattr(obj, key), from_env, origin)
     return replace(obj, **changes)
