@@ -30,6 +30,16 @@ def bounded(name: str) -> str:
     return data[:MAX_NAME_BYTES].decode("utf-8", "ignore")
 
 
+def all_short(table: list[str], lowercased: bool = False) -> bool:
+    """True when no entry can exceed the bound (the usual case: a C-speed length scan).
+
+    A character is at most 4 UTF-8 bytes, and lowercasing at most doubles the characters
+    ("İ" -> "i̇"), so 64 (or, to be lowercased, 32) characters always fit in 256 bytes.
+    """
+    limit = MAX_NAME_BYTES // (8 if lowercased else 4)
+    return not table or max(map(len, table)) <= limit
+
+
 def intern_table(
     table: list[str], normalise: Callable[[str], str] = str
 ) -> tuple[list[str], np.ndarray, list[int]]:
