@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from bench.workload import make_request_bytes
@@ -134,10 +134,12 @@ def test_deflate_body_is_accepted(agent) -> None:
 
 
 def _request_with_bad_spans() -> bytes:
-    """Two good spans, one all-zero trace id (rejected), odd attributes (counted, not fatal)."""
-    def span(tid: bytes, **attrs) -> Span:
+    """Three good spans, one all-zero trace id (rejected), odd attributes and times (counted,
+    not fatal): non-string service.name, bad region strings, an empty arrayValue, end before
+    start, a timestamp past the year 2200."""
+    def span(tid: bytes, start: int = 2_000_000_000_000_000_000, end: int = 1, **attrs) -> Span:
         s = Span(trace_id=tid, span_id=b"\x01" * 8, name="op", kind=Span.SPAN_KIND_SERVER,
-                 start_time_unix_nano=2_000_000_000_000_000_000, end_time_unix_nano=1)
+                 start_time_unix_nano=start, end_time_unix_nano=end)
         for k, v in attrs.items():
             s.attributes.append(KeyValue(key=k, value=v))
         return s
@@ -147,6 +149,8 @@ def _request_with_bad_spans() -> bytes:
         span(b"\x11" * 16, **{"cloud.region": AnyValue(string_value="not a region!")}),
         span(b"\x22" * 16, **{"db.system": AnyValue(), "http.url": AnyValue(string_value="")}),
         span(b"\x00" * 16),
+        span(b"\x33" * 16, start=2**63 - 1, end=2**63 - 1,
+             **{"cloud.region": AnyValue(array_value=ArrayValue())}),
     ]))
     return ExportTraceServiceRequest(resource_spans=[rs]).SerializeToString()
 
@@ -248,9 +252,11 @@ def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
         for k, v in rec["report"]["counters"].items():
             counters[k] = counters.get(k, 0) + v
     assert counters.get("spans_rejected", 0) >= 2
-    assert counters.get("service_name_invalid", 0) >= 4  # the two good spans, twice
+    assert counters.get("service_name_invalid", 0) >= 6  # the three good spans, twice
     assert counters.get("region_invalid", 0) >= 2
-    assert counters.get("end_before_start", 0) >= 4  # both good spans end before they start
+    assert counters.get("end_before_start", 0) >= 4  # two good spans end before they start
+    assert counters.get("timestamp_absurd", 0) >= 2  # the third is past 2200, twice
+    assert counters.get("region_invalid", 0) >= 4  # a bad string and an empty arrayValue, twice
 
 
 def test_gzip_helper_really_is_a_bomb() -> None:
