@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
+import orjson
+
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold import AggregateState, FileStat, Known
 from aggregator.read import Malformed, Period, load, parse_window, window_start
@@ -41,14 +43,21 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     state = AggregateState() if state is None else state
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
     lo, hi = period.start, period.end
-    tally = state.tally
+    tally, process, loads = state.tally, state.process_window, orjson.loads
+    chain: list | None = None  # this agent's [first, last, windows], once a window is in period
+    in_period = 0
     lineno = 0
     try:
         for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
                 continue
             try:
-                rec = load(raw)
+                try:
+                    rec = loads(raw)
+                except orjson.JSONDecodeError:
+                    rec = load(raw)  # raises Malformed saying why
+                if type(rec) is not dict:
+                    raise Malformed("not a JSON object")
                 start = window_start(rec)
                 if not lo <= start < hi:
                     state.windows_outside += 1
@@ -58,12 +67,19 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 state.note_malformed(f"{label}:{lineno}", str(exc))
                 stat.malformed_lines += 1
                 continue
-            state.process_window(w, f"{label}:{lineno}", strict)
-            state.note_chain(agent, w.line_hash)
-            stat.windows_in_period += 1
+            # the location is only needed to name a window that fails strict attribution
+            process(w, f"{label}:{lineno}" if strict else label, strict)
+            in_period += 1
+            if chain is None:
+                chain = state.chains.get(agent) or state.chains.setdefault(agent, ["", "", 0])
+            if w.line_hash:
+                chain[0] = chain[0] or w.line_hash
+                chain[1] = w.line_hash
+            chain[2] += 1
     except ArchiveReadError as exc:
         state.note_malformed(f"{label}:{lineno + 1}", str(exc))
         stat.malformed_lines += 1
+    stat.windows_in_period = in_period
     stat.lines = lineno
     state.lines += lineno
     return state, stat

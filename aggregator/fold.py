@@ -109,6 +109,7 @@ class AggregateState:
     overflowed: bool = False
     _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
     _seen_meta: set = field(default_factory=set, repr=False)
+    _last_meta: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def seeded(cls, known: Known, **caps: int) -> AggregateState:
@@ -136,6 +137,7 @@ class AggregateState:
         """Forget derived caches (before a state is shipped between processes)."""
         self._layouts.clear()
         self._seen_meta.clear()
+        self._last_meta = {}
 
     def note_chain(self, agent: str, line_hash: str) -> None:
         """Remember the first and last archive hash of each agent's windows in the period."""
@@ -220,6 +222,9 @@ class AggregateState:
 
     def _note_methodology(self, meta: dict) -> None:
         """Record a window's methodology block; a block seen before adds nothing."""
+        if meta == self._last_meta:  # the usual case: the same block as the previous window
+            return
+        self._last_meta = meta
         try:
             seen = tuple(meta.items())
             if seen in self._seen_meta:

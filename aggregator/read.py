@@ -147,8 +147,9 @@ def load(raw: bytes) -> dict:
 
 
 def window_start(rec: dict) -> float:
-    report = _obj(rec, "report")
-    start = _obj(report, "window").get("start")
+    report = rec.get("report", _EMPTY)
+    window = report.get("window", _EMPTY) if type(report) is dict else _obj(rec, "report")
+    start = window.get("start") if type(window) is dict else _obj(report, "window")
     if type(start) is not str:
         raise Malformed("report.window.start is missing or not a string")
     try:
@@ -191,13 +192,12 @@ def _runtime_maps(gs: dict, w: Window, tally: Tally) -> None:
     if not energy and not carbon:
         return
     names = tuple(energy)
-    if carbon.keys() != energy.keys():
+    same = tuple(carbon) == names  # the usual shape: both maps list the same services in order
+    if not same:
         names = names + tuple(k for k in carbon if k not in energy)
     w.names = names
     requests = _obj(gs, "per_service_requests")
-    n = len(names)
-    if (len(energy) == n and len(carbon) == n and tuple(carbon) == names
-            and (not requests or (len(requests) == n and tuple(requests) == names))):
+    if same and (not requests or (len(requests) == len(names) and tuple(requests) == names)):
         # the common shape: the fold sanitises the values inline as it adds them up
         w.energies, w.carbons = energy.values(), carbon.values()  # type: ignore[assignment]
         w.requests = requests.values() if requests else None  # type: ignore[assignment]
@@ -254,7 +254,7 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     co2 = _obj(gs, "co2")
     total = _obj(co2, "total")
     window = report["window"]
-    host_energy, host_names = _hosts(gs, tally) if "hosts" in gs else (0.0, _NO_HOSTS)
+    host_energy, host_names = _hosts(gs, tally) if gs.get("hosts") != [] and "hosts" in gs else (0.0, _NO_HOSTS)
     model = _str(gs.get("energy_model")) or _str(total.get("model"))
     methodology = report.get("methodology", _EMPTY)
     energy, operational, embodied, database, messaging, mid = clean_values(
