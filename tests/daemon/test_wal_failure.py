@@ -15,6 +15,7 @@ import urllib.request
 import grpc
 import pytest
 
+from agent.wal import read_records as read_wal
 from bench.workload import make_request_bytes
 from schema.chain import verify_chain
 
@@ -59,6 +60,9 @@ def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_age
     assert agent.metric("carbonspan_spans_accepted_total") == acked
     assert agent.stop() == 0
     assert _archived(agent) == acked  # the refused batches are not in the archived window
+    # the failed group commit was cut back off the log: only acknowledged records remain whole
+    records, good = read_wal(agent.dir / "agent.wal")
+    assert good == (agent.dir / "agent.wal").stat().st_size and len(records) == acked // SPANS
     log = "".join(agent.stderr_text())
     assert "could not make durable" in log
     assert "agent.wal failed ([Errno 27] File too large)" in log  # the cause, for the operator
