@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import orjson
 
-from agent.config import GreenConfig
+from agent.config import Config, GreenConfig
 
 EPILOG = """\
 example:
@@ -62,6 +62,7 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         cfg = load_config(args.config)
+        check_other_tables(cfg)
     except ConfigError as exc:
         print(f"carbonspan score: {exc}", file=sys.stderr)
         return 2
@@ -110,6 +111,19 @@ def handle(args: argparse.Namespace) -> int:
         # point stdout at /dev/null so the interpreter's final flush does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def check_other_tables(cfg: Config) -> None:
+    """Validate ``[agent]``/``[sources]`` too: score does not use them, but one file serves
+    the agent and score, and a typo there should not pass here only to fail at start-up."""
+    if "agent" in cfg.sections:
+        from agent.daemon_config import parse_agent
+
+        parse_agent(cfg.sections["agent"])
+    if "sources" in cfg.sections:
+        from agent.sources.config import parse_sources
+
+        parse_sources(cfg.sections["sources"])
 
 
 def config_region_warnings(green: GreenConfig) -> list[str]:

@@ -229,3 +229,13 @@ def test_refused_spans_are_reported_on_stderr_too(tmp_path):
     assert "warning: some input was ignored or refused (spans_rejected 1, trace_id_invalid 1)" in (
         proc.stderr
     )
+
+
+def test_the_agent_and_sources_tables_of_the_same_file_are_validated_too(tmp_path):
+    proc = run_with_config(tmp_path, "[agent]\nwindow_secnds = 60\n")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "window_secnds" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_with_config(tmp_path, "[sources]\nbogus = 1\n")
+    assert proc.returncode == 2 and "bogus" in proc.stderr
+    proc = run_with_config(tmp_path, '[agent]\nwindow_seconds = 60\n[green]\ndefault_region = "pl"\n')
+    assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
