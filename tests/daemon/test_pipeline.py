@@ -19,14 +19,26 @@ from bench.workload import make_request_bytes
 from schema.chain import verify_chain
 
 
-def _open(d: Path, **kw) -> tuple[Pipeline, int]:
+def _open(d: Path, cfg: Config | None = None, sources=None, **kw) -> tuple[Pipeline, int]:
+    """A pipeline on ``d`` with the real scorer (``sources``: a SourceManager or None),
+    after replaying the WAL there; returns it and the number of partials replayed."""
     archive = ArchiveWriter(d)
     recovery = archive.open()
     wal = WriteAheadLog(d / WAL_NAME)
-    p = Pipeline(build_scoring(Config(), "unit", None), archive, wal, AgentMetrics(),
+    p = Pipeline(build_scoring(cfg or Config(), "unit", sources), archive, wal, AgentMetrics(),
                  window_seconds=kw.get("window_seconds", 3600),
                  max_window_spans=kw.get("max_window_spans", 10**9), queue_size=4)
     return p, p.restore(wal.open(), recovery)
+
+
+def _scaphandre(cfg: Config):
+    """A SourceManager with one Scaphandre source, never started (no polling, no network):
+    only its op counter is used."""
+    from agent.sources.manager import SourceManager
+
+    return SourceManager.from_config(
+        {"scaphandre": [{"url": "http://127.0.0.1:9/metrics", "services": {"s": {"exe": "x"}}}]},
+        cfg.green)
 
 
 def _batches(n: int):
@@ -101,12 +113,7 @@ def test_hosts_get_power_times_the_window_length(tmp_path: Path) -> None:
 
     cfg = parse_config({"green": {"hosts": [{"name": "pg", "kind": "database",
                                              "region": "eu-west-3", "watts": 100.0, "count": 2}]}})
-    archive = ArchiveWriter(tmp_path)
-    recovery = archive.open()
-    wal = WriteAheadLog(tmp_path / WAL_NAME)
-    p = Pipeline(build_scoring(cfg, "unit", None), archive, wal, AgentMetrics(),
-                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
-    p.restore(wal.open(), recovery)
+    p, _ = _open(tmp_path, cfg)
     p.ingest(_batches(1)[0])
     p.shutdown()
     rep = _reports(tmp_path)[0]
@@ -121,23 +128,9 @@ def test_live_batches_feed_the_sources_op_counter_and_replay_does_not(tmp_path: 
     """Measured sources divide energy by the I/O ops the daemon counted in the same stretch
     of time; replaying the WAL after a crash re-merges old partials and must not add their
     ops again (they were counted before the crash, in another process's interval)."""
-    from agent.config import parse_config
-    from agent.sources.manager import SourceManager
-
-    table = {"scaphandre": [{"url": "http://127.0.0.1:9/metrics",
-                             "services": {"svc": {"exe": "x"}}}]}
-    cfg = parse_config({})
-
-    def pipeline(manager: SourceManager) -> tuple[Pipeline, int]:
-        archive = ArchiveWriter(tmp_path)
-        recovery = archive.open()
-        wal = WriteAheadLog(tmp_path / WAL_NAME)
-        p = Pipeline(build_scoring(cfg, "unit", manager), archive, wal, AgentMetrics(),
-                     window_seconds=3600, max_window_spans=10**9, queue_size=4)
-        return p, p.restore(wal.open(), recovery)
-
-    live = SourceManager.from_config(table, cfg.green)  # never started: no polling, no network
-    p, _ = pipeline(live)
+    cfg = Config()
+    live = _scaphandre(cfg)
+    p, _ = _open(tmp_path, cfg, live)
     batches = _batches(2)
     for b in batches:
         p.ingest(b)
@@ -146,8 +139,8 @@ def test_live_batches_feed_the_sources_op_counter_and_replay_does_not(tmp_path: 
     assert ops == expected > 0
     p.wal.close()  # a crash: the window only in the WAL
     p.archive.close()
-    restarted = SourceManager.from_config(table, cfg.green)
-    p2, replayed = pipeline(restarted)
+    restarted = _scaphandre(cfg)
+    p2, replayed = _open(tmp_path, cfg, restarted)
     assert replayed == 2 and restarted.ops.totals() == {}
     p2.shutdown()
     assert _reports(tmp_path)[0]["window"]["spans"] == 64
@@ -157,22 +150,13 @@ def test_a_batch_the_wal_cannot_make_durable_is_neither_merged_nor_counted(tmp_p
     """The log's descriptor turned into /dev/full (every write fails with ENOSPC, as on a
     full disk): the request fails with WalError, and neither the window nor the sources' op
     counter holds its batch (the client's retry will bring it)."""
-    from agent.config import parse_config
-    from agent.sources.manager import SourceManager
     from agent.wal import WalError
 
-    cfg = parse_config({})
-    manager = SourceManager.from_config(
-        {"scaphandre": [{"url": "http://127.0.0.1:9/metrics", "services": {"s": {"exe": "x"}}}]},
-        cfg.green)
-    archive = ArchiveWriter(tmp_path)
-    recovery = archive.open()
-    wal = WriteAheadLog(tmp_path / WAL_NAME)
-    p = Pipeline(build_scoring(cfg, "unit", manager), archive, wal, AgentMetrics(),
-                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
-    p.restore(wal.open(), recovery)
+    cfg = Config()
+    manager = _scaphandre(cfg)
+    p, _ = _open(tmp_path, cfg, manager)
     full = os.open("/dev/full", os.O_WRONLY)
-    os.dup2(full, wal._fd)  # the same descriptor number now writes to a full "disk"
+    os.dup2(full, p.wal._fd)  # the same descriptor number now writes to a full "disk"
     os.close(full)
     with pytest.raises(WalError, match="No space left on device"):
         p.ingest(_batches(1)[0])
