@@ -197,11 +197,20 @@ class Agent:
                 pipeline.inflight,
                 budget,
             )
-        pipeline.shutdown()
+        code = 0
+        try:
+            pipeline.shutdown()
+        except Exception as exc:  # e.g. a full disk: say where the spans are, exit non-zero
+            log.error(
+                "could not archive the open window on the way out (%s); its spans stay in the "
+                "write-ahead log %s and are archived on the next start", exc, pipeline.wal.path,
+            )
+            code = 1
         if sources is not None:
             sources.stop()
-        print(f"carbonspan agent {self.settings.agent_id}: stopped cleanly", flush=True)
-        return 0
+        if code == 0:
+            print(f"carbonspan agent {self.settings.agent_id}: stopped cleanly", flush=True)
+        return code
 
 
 def serve(settings: AgentSettings, cfg: Config) -> int:

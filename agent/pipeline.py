@@ -302,13 +302,19 @@ class Pipeline:
         return self._inflight == 0
 
     def shutdown(self) -> None:
-        """Close and archive the open window, then flush the WAL and release the archive."""
+        """Close and archive the open window, then flush the WAL and release the archive.
+
+        If the window cannot be archived (a full disk) this raises after closing both files:
+        the window's partials stay in the WAL and the next start archives them.
+        """
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
-        with self._lock:
-            self._closed = True
-            if self._window.spans:
-                self._close_locked(now_ns(), "shutdown")
-        self.wal.close()
-        self.archive.close()
+        try:
+            with self._lock:
+                self._closed = True
+                if self._window.spans:
+                    self._close_locked(now_ns(), "shutdown")
+        finally:
+            self.wal.close()
+            self.archive.close()

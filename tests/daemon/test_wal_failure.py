@@ -76,3 +76,23 @@ def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_age
     channel.close()
     assert fixed.stop() == 0
     assert _archived(fixed) == acked + SPANS
+
+
+def test_window_that_cannot_be_archived_at_stop_is_archived_on_the_next_start(start_agent) -> None:
+    """The archive's disk is full at shutdown (window line over the file-size limit, WAL
+    records under it): exit 1 with a message saying where the spans are, and the next start
+    archives them from the WAL. Nothing acknowledged is lost."""
+    agent = start_agent("--window-seconds", "60", max_file_bytes=4096)
+    channel = grpc.insecure_channel(agent.grpc_target)
+    export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+    for i in range(2):  # two ~1.4 KB WAL records fit; the window line (> 4 KB) does not
+        export(make_request_bytes(SPANS, seed=i), timeout=10)
+    channel.close()
+    assert agent.stop() == 1
+    log = "".join(agent.stderr_text())
+    assert "could not archive the open window on the way out" in log and "agent.wal" in log
+    assert agent.records() == []
+    fixed = start_agent("--window-seconds", "60", root=agent.root)
+    assert "2 partials replayed" in fixed.startup_line
+    assert fixed.stop() == 0
+    assert _archived(fixed) == 2 * SPANS
