@@ -37,10 +37,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     try:
         files = discover(args.paths)
-        report = load_report(args.report.read_bytes()) if args.report is not None else None
     except (OSError, ValueError) as exc:
         print(f"carbonspan verify: error: {exc}", file=sys.stderr)
         return 2
+    report = None
+    if args.report is not None:
+        try:
+            report = load_report(args.report.read_bytes())
+        except OSError as exc:
+            print(f"carbonspan verify: error: cannot read --report {args.report}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"carbonspan verify: error: --report {args.report} is not a disclosure report ({exc}); "
+                  "give the JSON file written by 'carbonspan aggregate --out'", file=sys.stderr)
+            return 2
     if not files:
         print(f"carbonspan verify: error: no window files under {', '.join(args.paths)}", file=sys.stderr)
         return 2

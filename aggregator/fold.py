@@ -79,6 +79,8 @@ class AggregateState:
     methodology: dict[str, list[str]] = field(default_factory=dict)
     tally: Tally = field(default_factory=Tally)
     windows: int = 0
+    first_start: float = float("inf")  # epoch seconds of the earliest / latest window start
+    last_start: float = float("-inf")
     runtime_windows: int = 0
     fallback_windows: int = 0
     requests: int = 0
@@ -211,6 +213,10 @@ class AggregateState:
         else:
             self._proxy(w, location, strict)
         self.windows += 1
+        if w.start < self.first_start:
+            self.first_start = w.start
+        if w.start > self.last_start:
+            self.last_start = w.start
         self.host_energy += w.host_energy
         self.embodied_kg += w.embodied_g / 1000.0
         self.database_kg += w.database_g / 1000.0

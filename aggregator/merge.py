@@ -50,6 +50,8 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
         for value in values:
             left._methodology({key: value})
     left.tally.merge(right.tally)
+    left.first_start = min(left.first_start, right.first_start)
+    left.last_start = max(left.last_start, right.last_start)
     for name in _SUMMED:
         setattr(left, name, getattr(left, name) + getattr(right, name))
     room = MAX_SAMPLES - len(left.malformed_samples)

@@ -32,10 +32,41 @@ def fmt_kwh(kwh: float) -> str:
     return _scaled(kwh, ("Wh", "kWh", "MWh"))
 
 
+def _minute(label: str) -> str:
+    """``2026-11-10T00:01:00Z`` -> ``2026-11-10 00:01Z`` (a title, not a timestamp)."""
+    return label[:16].replace("T", " ") + "Z" if len(label) >= 16 else label
+
+
+def title(report: DisclosureReport) -> str:
+    """The period the figures cover: the windows' own first and last start, beside the
+    requested bounds when there were any (an open bound is not a time a reader can use)."""
+    period = report.period
+    org = f"{report.organisation}, " if report.organisation else ""
+    if not period.first_window:
+        covered = "no windows"
+    elif period.first_window == period.last_window:
+        covered = f"window {_minute(period.first_window)}"
+    else:
+        covered = f"windows {_minute(period.first_window)} .. {_minute(period.last_window)}"
+    if period.start and period.end:
+        return f"carbon disclosure: {org}period {_minute(period.start)} up to {_minute(period.end)} ({covered})"
+    return f"carbon disclosure: {org}{covered}"
+
+
+def breakdown(report: DisclosureReport) -> str:
+    """Why the total exceeds the per-service sum: the services carry the operational carbon;
+    embodied carbon and the database/broker hosts (never a service) are added on top."""
+    agg, b = report.aggregate, report.aggregate.carbon_breakdown
+    return (
+        f"carbon {fmt_kg(agg.total_carbon_kgco2eq)} = services (operational) {fmt_kg(b.operational_kgco2eq)} "
+        f"+ embodied {fmt_kg(b.embodied_kgco2eq)} + database hosts {fmt_kg(b.database_kgco2eq)} "
+        f"+ messaging hosts {fmt_kg(b.messaging_kgco2eq)}; host energy {fmt_kwh(agg.host_energy_kwh)}"
+    )
+
+
 def summary_table(report: DisclosureReport) -> Table:
     agg = report.aggregate
-    table = Table(title=f"carbon disclosure {report.organisation} "
-                        f"{report.period.start or '(start)'} .. {report.period.end or '(end)'}")
+    table = Table(title=title(report), caption_justify="left")
     for column, justify in (("service", "left"), ("region", "left"), ("energy", "right"),
                             ("carbon", "right"), ("share", "right"), ("requests", "right"),
                             ("model", "left")):
@@ -51,7 +82,9 @@ def summary_table(report: DisclosureReport) -> Table:
         f"{agg.windows:,} windows; coverage {agg.period_coverage:.1%} "
         f"(runtime {agg.runtime_windows:,}, fallback {agg.fallback_windows:,}); "
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
-        f"dropped services {agg.dropped_services:,}"
+        f"dropped service entries {agg.dropped_services:,}"
+        + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
+        + "\n" + breakdown(report)
     )
     return table
 

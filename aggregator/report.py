@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
-from aggregator.read import Period
+from aggregator.read import Period, _iso
 from schema.canonical import canonical_json, sha256_tag
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
@@ -145,7 +145,8 @@ def build_report(state: AggregateState, period: Period, organisation: str = "") 
     aggregate = _aggregate(state)
     report = DisclosureReport(
         organisation=organisation,
-        period=PeriodModel(start=start, end=end),
+        period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
+                           last_window=_iso(state.last_start)),
         methodology=_methodology(state),
         aggregate=aggregate,
         applications=_applications(state, aggregate.total_carbon_kgco2eq),

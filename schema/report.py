@@ -20,6 +20,8 @@ class _Model(BaseModel):
 class Period(_Model):
     start: str = Field(description="RFC 3339 UTC, inclusive: windows starting at or after it")
     end: str = Field(description="RFC 3339 UTC, exclusive: windows starting before it")
+    first_window: str = Field("", description="RFC 3339 UTC start of the earliest window folded (empty with none)")
+    last_window: str = Field("", description="RFC 3339 UTC start of the latest window folded (empty with none)")
 
 
 class Methodology(_Model):

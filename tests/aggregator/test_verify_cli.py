@@ -154,10 +154,28 @@ def test_aggregate_cli_writes_json_and_html_and_summary(archive, tmp_path, capsy
     assert _aggregate(archive, out, "--html", str(html)) == 0
     report = json.loads(out.read_bytes())
     assert report["organisation"] == "ACME" and report["aggregate"]["windows"] == 12
-    assert report["period"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
+    # 12 one-minute windows from synth's start 2026-11-01T00:00Z: the last starts at 00:11
+    assert report["period"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z",
+                                "first_window": "2026-11-01T00:00:00Z", "last_window": "2026-11-01T00:11:00Z"}
     assert "<svg" in html.read_text()
-    shown = capsys.readouterr().out
+    shown = " ".join(capsys.readouterr().out.split())  # rich wraps lines to the terminal width
     assert "svc-00" in shown and "coverage" in shown  # the summary table
+    assert "windows 2026-11-01 00:00Z .. 2026-11-01 00:11Z" in shown  # the windows' own times
+    b = report["aggregate"]["carbon_breakdown"]
+    assert f"services (operational) {b['operational_kgco2eq'] * 1000:,.3f} g" in shown
+    assert "+ embodied" in shown and "+ database hosts" in shown and "+ messaging hosts" in shown
+
+
+def test_summary_title_without_bounds_shows_the_windows_first_and_last_start(archive):
+    from aggregator.engines import run_local
+    from aggregator.read import Period
+    from aggregator.render import title
+    from aggregator.report import build_report
+
+    everything = Period.everything()
+    report = build_report(run_local(discover([str(archive)]), everything), everything, "ACME")
+    assert (report.period.start, report.period.end) == ("", "")  # an open period has no bounds
+    assert title(report) == "carbon disclosure: ACME, windows 2026-11-01 00:00Z .. 2026-11-01 00:11Z"
 
 
 def test_aggregate_cli_strict_attribution_names_file_and_line(tmp_path, capsys):
@@ -176,6 +194,18 @@ def test_aggregate_cli_errors_say_what_to_do(tmp_path, capsys):
     assert "give an archive directory" in capsys.readouterr().err
     assert main(["aggregate", str(tmp_path), "--from", "yesterday", "--to", "2026-11-30"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_verify_errors_name_the_report_and_say_what_to_give(archive, tmp_path, capsys):
+    bad = tmp_path / "report.json"
+    bad.write_bytes(b"{")  # a truncated report
+    assert main(["verify", str(archive), "--report", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--report {bad} is not a disclosure report" in err and "carbonspan aggregate --out" in err
+    assert main(["verify", str(archive), "--report", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read --report" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path / "nope")]) == 2
+    assert "give an archive directory" in capsys.readouterr().err
 
 
 def test_mixed_gzip_rotated_v1_archive_verifies_clean(mixed_archive, capsys):
