@@ -32,11 +32,6 @@ def fmt_kwh(kwh: float) -> str:
     return _scaled(kwh, ("Wh", "kWh", "MWh"))
 
 
-def _minute(label: str) -> str:
-    """``2026-11-10T00:01:00Z`` -> ``2026-11-10 00:01Z`` (a title, not a timestamp)."""
-    return label[:16].replace("T", " ") + "Z" if len(label) >= 16 else label
-
-
 def title(report: DisclosureReport) -> str:
     """The period the figures cover: the windows' own first and last start, beside the
     requested bounds when there were any (an open bound is not a time a reader can use)."""
@@ -45,11 +40,11 @@ def title(report: DisclosureReport) -> str:
     if not period.first_window:
         covered = "no windows"
     elif period.first_window == period.last_window:
-        covered = f"window {_minute(period.first_window)}"
+        covered = f"window {period.first_window}"
     else:
-        covered = f"windows {_minute(period.first_window)} .. {_minute(period.last_window)}"
+        covered = f"windows {period.first_window} .. {period.last_window}"
     if period.start and period.end:
-        return f"carbon disclosure: {org}period {_minute(period.start)} up to {_minute(period.end)} ({covered})"
+        return f"carbon disclosure: {org}period {period.start} up to {period.end} ({covered})"
     return f"carbon disclosure: {org}{covered}"
 
 

@@ -160,7 +160,7 @@ def test_aggregate_cli_writes_json_and_html_and_summary(archive, tmp_path, capsy
     assert "<svg" in html.read_text()
     shown = " ".join(capsys.readouterr().out.split())  # rich wraps lines to the terminal width
     assert "svc-00" in shown and "coverage" in shown  # the summary table
-    assert "windows 2026-11-01 00:00Z .. 2026-11-01 00:11Z" in shown  # the windows' own times
+    assert "windows 2026-11-01T00:00:00Z .. 2026-11-01T00:11:00Z" in shown  # the windows' own times
     b = report["aggregate"]["carbon_breakdown"]
     assert f"services (operational) {b['operational_kgco2eq'] * 1000:,.3f} g" in shown
     assert "+ embodied" in shown and "+ database hosts" in shown and "+ messaging hosts" in shown
@@ -175,7 +175,7 @@ def test_summary_title_without_bounds_shows_the_windows_first_and_last_start(arc
     everything = Period.everything()
     report = build_report(run_local(discover([str(archive)]), everything), everything, "ACME")
     assert (report.period.start, report.period.end) == ("", "")  # an open period has no bounds
-    assert title(report) == "carbon disclosure: ACME, windows 2026-11-01 00:00Z .. 2026-11-01 00:11Z"
+    assert title(report) == "carbon disclosure: ACME, windows 2026-11-01T00:00:00Z .. 2026-11-01T00:11:00Z"
 
 
 def test_aggregate_cli_strict_attribution_names_file_and_line(tmp_path, capsys):
