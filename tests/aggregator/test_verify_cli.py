@@ -178,6 +178,44 @@ def test_summary_title_without_bounds_shows_the_windows_first_and_last_start(arc
     assert title(report) == "carbon disclosure: ACME, windows 2026-11-01T00:00:00Z .. 2026-11-01T00:11:00Z"
 
 
+def test_aggregate_shows_progress_over_files_on_a_terminal(archive, tmp_path):
+    """Run the real CLI with stdout and stderr on a pseudo-terminal (rich draws the bar only
+    on a terminal); read until it exits, with a deadline."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "carbonspan", "aggregate", str(archive), "--from",
+                             "2026-11-01", "--to", "2026-11-30", "--out", str(tmp_path / "r.json")],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.wait(timeout=10) == 0
+    text = out.decode("utf-8", "replace")
+    assert "folding" in text and "/2" in text  # the bar over the archive's 2 files
+    assert "\x1b[" in text  # drawn with terminal control sequences, not plain lines
+    assert "svc-00" in text and "coverage" in text  # then the summary
+
+
 def test_aggregate_cli_strict_attribution_names_file_and_line(tmp_path, capsys):
     root = tmp_path / "archives"
     d = synth.v1_dict(synth.realistic(1, n_services=1)[0])
