@@ -70,7 +70,18 @@ def _local(path: str) -> list[ArchiveFile]:
 def _remote(url: str) -> list[ArchiveFile]:
     import fsspec  # imported here: local runs never pay for it
 
-    fs, root = fsspec.core.url_to_fs(url)
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+    except ImportError as exc:  # e.g. s3:// without s3fs
+        raise FileNotFoundError(
+            f"cannot read {url!r}: {exc}; install that fsspec backend here (and on every Dask "
+            "worker), or give a local path"
+        ) from None
+    except ValueError as exc:  # an unknown protocol
+        raise FileNotFoundError(
+            f"cannot read {url!r}: {exc}; give a local path or a URL fsspec supports "
+            "(file://, memory://, s3://, gs://, ...)"
+        ) from None
     if fs.isfile(root):
         paths = [root]
     elif fs.isdir(root):

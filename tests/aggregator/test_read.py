@@ -152,6 +152,20 @@ def test_fsspec_memory_and_file_urls_give_the_local_report(mixed_archive):
         mem.rm("/t-read", recursive=True)
 
 
+def test_an_unknown_or_uninstalled_url_protocol_says_what_to_do():
+    with pytest.raises(FileNotFoundError, match="give a local path or a URL fsspec supports"):
+        discover(["nope://bucket/archives"])
+    # a protocol fsspec knows whose backend package is not installed here (none of these is
+    # a dependency of carbonspan)
+    for url in ("s3://bucket/archives", "gs://bucket/archives", "abfs://c/archives"):
+        try:
+            discover([url])
+        except FileNotFoundError as exc:
+            assert "install that fsspec backend" in str(exc)
+            return
+    pytest.fail("every backend is installed: nothing to test here")
+
+
 def test_period_keeps_windows_starting_inside_and_to_includes_its_day(tmp_path, write_lines, fold):
     day1 = _good(3, start=T0 + timedelta(hours=23, minutes=58))  # 23:58, 23:59, 00:00 next day
     write_lines(tmp_path, day1)
