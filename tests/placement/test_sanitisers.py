@@ -31,13 +31,20 @@ docs = st.fixed_dictionaries({}, optional={
 })
 
 
+def accepted(fn, value, error=ValueError):
+    """``fn(value)``, or None if it raised ``error`` with a message; any other exception fails."""
+    try:
+        return fn(value)
+    except error as exc:
+        assert str(exc)
+        return None
+
+
 @settings(max_examples=150, deadline=None)
 @given(docs)
 def test_parse_trace_accepts_or_explains(doc):
-    try:
-        t = parse_trace(doc)
-    except TraceError as exc:
-        assert str(exc)
+    t = accepted(parse_trace, doc, TraceError)
+    if t is None:
         return
     assert (t.submit + t.slack + t.duration <= t.hours).all()
     assert np.isfinite(t.intensity).all() and (t.intensity >= 0).all()
@@ -51,10 +58,8 @@ cluster = st.fixed_dictionaries({}, optional={k: json_value for k in (
 @settings(max_examples=100, deadline=None)
 @given(st.lists(cluster, max_size=3) | json_value)
 def test_validate_clusters_accepts_or_explains(clusters):
-    try:
-        out = validate_clusters(clusters)
-    except ValueError as exc:
-        assert str(exc)
+    out = accepted(validate_clusters, clusters)
+    if out is None:
         return
     assert all(isinstance(c["name"], str) and c["capacity"] >= 0 for c in out)
 
@@ -92,10 +97,8 @@ def test_formula_refuses_anything_but_arithmetic():
 @settings(max_examples=100, deadline=None)
 @given(st.fixed_dictionaries({}, optional={"id": json_value, "size": json_value}) | json_value)
 def test_validate_job_accepts_or_explains(job):
-    try:
-        out = validate_job(job)
-    except ValueError as exc:
-        assert str(exc)
+    out = accepted(validate_job, job)
+    if out is None:
         return
     size = out.get("size", 1)
     assert not isinstance(size, bool) and np.isfinite(size) and size >= 0
