@@ -6,6 +6,6 @@ Public interface (see docs/energy-sources.md):
 - ``agent.sources.manager.SourceManager.from_config(sources_table, green)`` with ``start()``,
   ``stop()``, ``current() -> Signals`` (never blocks on I/O), ``health()`` and ``ops``.
 - ``agent.sources.opcounter.OpCounter``: the daemon calls ``manager.ops.add_partial(partial)``
-  (or ``add({service: io_ops})``) after each scored batch so energy becomes energy per op.
+  (or ``add({service: io_ops})``) after each accepted (WAL-durable) batch so energy becomes energy per op.
 - ``carbonspan calibrate`` (``agent.sources.cli_calibrate``) derives ``[green.calibration]``.
 """

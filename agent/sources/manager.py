@@ -1,7 +1,7 @@
 """SourceManager: runs the configured sources and hands the scorer one ``Signals`` snapshot.
 
 The daemon builds it with ``SourceManager.from_config(sources_table, green)``, calls
-``start()`` once, feeds ``manager.ops.add({service: io_ops})`` after every scored batch,
+``start()`` once, feeds ``manager.ops.add({service: io_ops})`` after every accepted batch (scored and durable in the write-ahead log; never on replay),
 passes ``manager.current()`` into each ``ScoringContext`` and calls ``stop()`` on shutdown.
 ``current()`` never touches the network: it merges what the pollers last stored, at most
 once a second (or right after a poll succeeded), so it is cheap on the scoring path.
