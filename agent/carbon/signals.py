@@ -25,7 +25,7 @@ class LiveIntensity:
 
     gco2_kwh: float
     tag: str  # "electricity_maps_api" | "grid_operator_api"
-    taken_at: float  # unix seconds of the reading's datetime
+    taken_at: float  # unix seconds of the poll that fetched it (never after the end of its period)
     estimated: bool = False  # the provider marked the value as estimated
 
 
