@@ -112,6 +112,8 @@ class AggregateState:
     _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
     _seen_meta: set = field(default_factory=set, repr=False)
     _last_meta: dict = field(default_factory=dict, repr=False)
+    _last_key: tuple = field(default=(), repr=False)  # the key and layout of the last cached window
+    _last_layout: object = field(default=None, repr=False)
 
     @classmethod
     def seeded(cls, known: Known, **caps: int) -> AggregateState:
@@ -140,6 +142,7 @@ class AggregateState:
         self._layouts.clear()
         self._seen_meta.clear()
         self._last_meta = {}
+        self._last_key, self._last_layout = (), None
 
     def note_chain(self, agent: str, line_hash: str) -> None:
         """Remember the first and last archive hash of each agent's windows in the period."""
@@ -320,11 +323,16 @@ class AggregateState:
         names = w.names or ()
         models = w.model_map
         tags = tuple(models.values()) if tuple(models) == names else tuple(models.get(n) for n in names)
-        try:
-            key = (names, tags, w.host_names)
-            layout = self._layouts.get(key)
-        except TypeError:  # an unhashable (hostile) tag value: no caching for this window
-            key, layout = None, None
+        key = (names, tags, w.host_names)
+        if key == self._last_key:  # the usual case: the previous window's layout (no hashing)
+            layout = self._last_layout
+        else:
+            try:
+                layout = self._layouts.get(key)
+            except TypeError:  # an unhashable (hostile) tag value: no caching for this window
+                key, layout = None, None
+            if layout is not None:
+                self._last_key, self._last_layout = key, layout
         if layout is not None:
             for tag, count in layout.tag_counts.items():
                 self.models[tag] += count
@@ -333,6 +341,7 @@ class AggregateState:
         layout = self._new_layout(w, names, tags)
         if key is not None and len(self._layouts) < MAX_LAYOUTS:
             self._layouts[key] = layout
+            self._last_key, self._last_layout = key, layout
         return layout
 
     def _new_layout(self, w: Window, names: tuple[str, ...], tags: tuple) -> _Layout:
