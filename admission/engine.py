@@ -41,6 +41,11 @@ class Admission:
         self._seq = 0
         self._idle: Admission | None = None  # an empty twin of the forest, for gang impossibility
         self._gangs: dict[str, dict[str, Workload]] = {}  # running members by gang id
+        # Monotone counters of what was ever freed (releases, preemptions, undos) and of
+        # windows: a pending claim cannot fit again before enough is freed (``shortfall``).
+        self.freed_uj = 0
+        self.freed_devices = 0
+        self.window = 0
 
     # ----------------------------------------------------------------- aggregates
     @staticmethod
@@ -85,6 +90,8 @@ class Admission:
             del members[w.id]
             if not members:
                 del self._gangs[w.gang]
+        self.freed_uj += w.reserved_uj
+        self.freed_devices += w.devices
         self._move(w.pool, -w.reserved_uj, -w.devices)
 
     @staticmethod
@@ -366,8 +373,34 @@ class Admission:
         except KeyError:
             raise ClaimError(f"no running workload '{workload}'; was it admitted (and not yet released)?") from None
 
+    def shortfall(self, claim: Claim) -> tuple[int, int]:
+        """A lower bound on the µJ and devices that must be freed before ``claim``, just found
+        pending in this window, could be admitted; ``(1, 0)`` when any free might do.
+
+        Between windows usage only falls when a reservation is freed, and freeing ``r`` µJ
+        lowers any pool's excess over its cap by at most ``r``: the pool's own usage falls by
+        at most ``r`` (the freed workload is below it), or its cap rises by at most ``r`` (a
+        sibling's in-guarantee use fell, or the parent's cap rose), never both. So a claim
+        ``D`` µJ over at some pool cannot fit before ``D`` µJ are freed; the queue uses this
+        to skip re-deciding claims that cannot have changed.
+        """
+        pool = self._pool(claim.pool)
+        short_devices = claim.devices - (pool.devices - pool.devices_used)
+        if short_devices > 0:
+            return 0, short_devices
+        e = claim.estimate_uj
+        remaining = pool.guarantee_uj - pool.used_uj
+        if e <= remaining:
+            return 1, 0  # inside the guarantee, but borrowers' joules are spent
+        own = e - remaining  # the guarantee path needs this much back in the pool itself
+        if claim.grade == "estimator":
+            return own, 0
+        over = self._first_over(pool, e)
+        return (0, 0) if over is None else (min(own, over[0].used_uj + e - over[1]), 0)
+
     def rollover(self) -> None:
         """Start a new window: spent µJ return to zero; running workloads keep their reservation."""
+        self.window += 1
         for p in self.forest.pools.values():
             p.used_uj -= p.spent_uj
             p.spent_uj = 0

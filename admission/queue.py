@@ -24,13 +24,20 @@ from admission.log import DecisionLog
 from admission.model import Forest
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Waiting:
-    """One queued claim (or whole gang), the caller's label for it, and its latest verdict."""
+    """One queued claim (or whole gang), the caller's label for it, and its latest verdict.
+
+    ``wake`` is ``(window, freed µJ, freed devices)``: the entry is re-decided only in a later
+    window or once the engine's freed counters reach both figures (``Admission.shortfall``);
+    ``any_free`` marks a gang, re-decided after any free at all.
+    """
 
     tag: Any
     claims: list[Claim]
     verdicts: list[Verdict]
+    wake: tuple[int, int, int] = (0, 0, 0)
+    any_free: bool = False
 
     @property
     def waits_for(self) -> str:
@@ -43,9 +50,18 @@ class AdmissionQueue:
     def __init__(self, forest: Forest, log: DecisionLog | None = None) -> None:
         self.engine = Admission(forest)
         self.log = log
-        self.waiting: list[Waiting] = []
+        # Arrival order is the insertion order of ``_entries``; both maps make finding and
+        # withdrawing a claim O(1) however long the queue grows.
+        self._entries: dict[int, Waiting] = {}
+        self._by_claim: dict[str, int] = {}
+        self._next = 0
         if log is not None:
             log.append({"kind": "pools", "pools": forest.to_dicts()})
+
+    @property
+    def waiting(self) -> list[Waiting]:
+        """The queued entries in arrival order."""
+        return list(self._entries.values())
 
     # ----------------------------------------------------------------- claims
     def submit(self, claim: Claim, tag: Any = None) -> Verdict:
@@ -67,8 +83,30 @@ class AdmissionQueue:
                 )
         verdicts = self._decide(claims)
         if verdicts[0].decision == "pending":
-            self.waiting.append(Waiting(tag, claims, verdicts))
+            entry = Waiting(tag, claims, verdicts)
+            self._set_wake(entry)
+            self._entries[self._next] = entry
+            self._by_claim.update((c.id, self._next) for c in claims)
+            self._next += 1
         return verdicts
+
+    def _set_wake(self, entry: Waiting) -> None:
+        eng = self.engine
+        if len(entry.claims) > 1 or entry.claims[0].gang is not None:
+            entry.wake, entry.any_free = (eng.window, eng.freed_uj, eng.freed_devices), True
+            return
+        uj, devices = eng.shortfall(entry.claims[0])
+        entry.wake = (eng.window, eng.freed_uj + uj, eng.freed_devices + devices)
+
+    def _may_fit(self, entry: Waiting) -> bool:
+        """False only when the entry provably cannot fit yet (nothing enough was freed)."""
+        eng = self.engine
+        window, uj, devices = entry.wake
+        if eng.window != window:
+            return True
+        if entry.any_free:
+            return eng.freed_uj != uj or eng.freed_devices != devices
+        return eng.freed_uj >= uj and eng.freed_devices >= devices
 
     def _decide(self, claims: list[Claim]) -> list[Verdict]:
         gang = claims[0].gang is not None
@@ -85,33 +123,37 @@ class AdmissionQueue:
 
     def find(self, claim_id: str) -> Waiting | None:
         """The queue entry holding ``claim_id``, if it is pending."""
-        for entry in self.waiting:
-            if any(c.id == claim_id for c in entry.claims):
-                return entry
-        return None
+        key = self._by_claim.get(claim_id)
+        return None if key is None else self._entries[key]
 
     def withdraw(self, claim_id: str) -> bool:
         """Take a pending claim (its whole gang) off the queue; nothing ran, nothing is logged."""
-        entry = self.find(claim_id)
-        if entry is not None:
-            self.waiting.remove(entry)
-        return entry is not None
+        key = self._by_claim.get(claim_id)
+        if key is not None:
+            self._drop(key)
+        return key is not None
+
+    def _drop(self, key: int) -> None:
+        for c in self._entries.pop(key).claims:
+            del self._by_claim[c.id]
 
     def retry(self) -> list[tuple[Any, list[Verdict]]]:
-        """Re-decide every queued entry in arrival order; return ``(tag, verdicts)`` of those
-        decided now. Entries still pending keep their place and get their new verdict."""
+        """Re-decide, in arrival order, every queued entry that may fit now; return ``(tag,
+        verdicts)`` of those decided. Entries still pending keep their place and get their new
+        verdict; entries that provably cannot fit yet are skipped, which gives the same
+        outcome as re-deciding them (they would be pending) at a fraction of the cost, and
+        keeps the decision log free of attempts that could not change anything."""
         decided: list[tuple[Any, list[Verdict]]] = []
-        queue, self.waiting = self.waiting, []
-        for i, entry in enumerate(queue):
-            try:
-                verdicts = self._decide(entry.claims)
-            except ClaimError:  # e.g. its id was admitted behind the queue's back: lose nothing
-                self.waiting.extend(queue[i:])
-                raise
+        for key, entry in list(self._entries.items()):
+            if not self._may_fit(entry):
+                continue
+            # a ClaimError (its id admitted behind the queue's back) leaves the queue intact
+            verdicts = self._decide(entry.claims)
             if verdicts[0].decision == "pending":
                 entry.verdicts = verdicts
-                self.waiting.append(entry)
+                self._set_wake(entry)
             else:
+                self._drop(key)
                 decided.append((entry.tag, verdicts))
         return decided
 
