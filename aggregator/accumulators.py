@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_METHOD_KEYS = 32
+MAX_METHOD_VALUES = 8
+MAX_METHOD_VALUE_BYTES = 2048
+
 
 class ServiceAcc:
     """Running totals of one service (or of the ``_unattributed`` bucket)."""
@@ -64,3 +68,23 @@ class FileStat:
     lines: int = 0
     windows_in_period: int = 0
     malformed_lines: int = 0
+
+
+def add_methodology(methodology: dict[str, list[str]], meta: dict) -> bool:
+    """Add a window's methodology block (key -> distinct string values, first seen; at most
+    32 keys x 8 values of <= 2 KiB). Returns whether a new key was refused at the key cap."""
+    refused = False
+    for key, value in meta.items():
+        if type(value) is not str or len(value) > MAX_METHOD_VALUE_BYTES:
+            continue
+        values = methodology.get(key)
+        if values is None:
+            if len(key) > 64:
+                continue
+            if len(methodology) >= MAX_METHOD_KEYS:
+                refused = True
+                continue
+            values = methodology[key] = []
+        if value not in values and len(values) < MAX_METHOD_VALUES:
+            values.append(value)
+    return refused

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 import orjson
 
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
-from aggregator.fold import AggregateState, FileStat, Known
+from aggregator.fold import AggregateState, FileStat
+from aggregator.merge import Known, known_names, seeded
 from aggregator.read import Malformed, Period, load, parse_window, window_start
 
 log = logging.getLogger("carbonspan.aggregate")
@@ -92,7 +93,7 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False, known: Known
     A truncated gzip stream keeps the lines before the break. A file that used the fallback
     (I/O proxy) path is listed in ``fallback_files`` so operators can find old archives.
     """
-    start = AggregateState() if known is None else AggregateState.seeded(known)
+    start = AggregateState() if known is None else seeded(known)
     state, stat = fold_lines(iter_line_views(f), f.label, f.agent, period, strict, start)
     state.drop_caches()
     state.files.append(stat)
@@ -116,11 +117,11 @@ def merge_next(total: AggregateState, state: AggregateState,
     """Merge the next partition's ``state`` after ``total`` (in place; returns ``total``).
 
     When the partition refused a name at a cap on its own and ``total`` already holds names,
-    the partition is folded again by ``refold(total.known())`` - seeded with those names -
+    the partition is folded again by ``refold(known_names(total))`` - seeded with those names -
     so the caps give what one sequential fold gives; otherwise the ordered merge already does.
     """
     if state.overflowed and (total.services or total.regions or total.models or total.methodology):
-        state = refold(total.known())
+        state = refold(known_names(total))
     return total.merge(state)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 
-from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout
+from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
     MAX_COUNT,
@@ -38,9 +38,6 @@ MAX_SERVICES = 4096
 MAX_ENERGY_MODELS = 64
 MAX_REGIONS = 1024
 MAX_SAMPLES = 100
-MAX_METHOD_KEYS = 32
-MAX_METHOD_VALUES = 8
-MAX_METHOD_VALUE_BYTES = 2048
 UNATTRIBUTED = "_unattributed"
 MAX_LAYOUTS = 4096
 _REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
@@ -48,23 +45,6 @@ _REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
 
 class AttributionError(Exception):
     """Strict attribution: a window had nothing to split its energy and carbon by."""
-
-
-@dataclass(frozen=True, slots=True)
-class Known:
-    """The names a state folded on the left already holds, in their first-seen order.
-
-    A partition folded on its own cannot know them: when it refuses a name at a cap, that
-    name may be one the left side knows (and a sequential fold would keep crediting it), and
-    the left side may have less room than the partition assumed. Such a partition is folded
-    again from a state seeded with these names (:meth:`AggregateState.seeded`), which applies
-    every cap exactly as one sequential fold over all the lines would.
-    """
-
-    services: tuple[str, ...] = ()
-    regions: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()
-    method_keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -107,33 +87,13 @@ class AggregateState:
     max_models: int = MAX_ENERGY_MODELS
     max_regions: int = MAX_REGIONS
     #: a cap refused a new name here (so merging this state on the right may not equal one
-    #: sequential fold: the engines fold such a partition again, seeded; see Known)
+    #: sequential fold: the engines fold such a partition again, seeded; see merge.Known)
     overflowed: bool = False
     _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
     _seen_meta: set = field(default_factory=set, repr=False)
     _last_meta: dict = field(default_factory=dict, repr=False)
     _last_key: tuple = field(default=(), repr=False)  # the key and layout of the last cached window
     _last_layout: object = field(default=None, repr=False)
-
-    @classmethod
-    def seeded(cls, known: Known, **caps: int) -> AggregateState:
-        """A fresh state holding ``known``'s names as empty entries, so that its caps leave
-        exactly the room the left side has left. Merging it after that left side adds zeros
-        to what the left holds and credits each name exactly as one sequential fold would."""
-        state = cls(**caps)
-        for name in known.services:
-            state.services[name] = ServiceAcc("unknown")
-        for name in known.regions:
-            state.regions[name] = RegionAcc("unresolved", 0.0, 1.0, "unknown")
-        for tag in known.models:
-            state.models[tag] = 0
-        for key in known.method_keys:
-            state.methodology[key] = []
-        return state
-
-    def known(self) -> Known:
-        """The names this state holds (what a partition folded after it must treat as present)."""
-        return Known(tuple(self.services), tuple(self.regions), tuple(self.models), tuple(self.methodology))
 
     # -- per window -----------------------------------------------------------------------
 
@@ -143,16 +103,6 @@ class AggregateState:
         self._seen_meta.clear()
         self._last_meta = {}
         self._last_key, self._last_layout = (), None
-
-    def note_chain(self, agent: str, line_hash: str) -> None:
-        """Remember the first and last archive hash of each agent's windows in the period."""
-        span = self.chains.get(agent)
-        if span is None:
-            span = self.chains[agent] = ["", "", 0]
-        if line_hash:
-            span[0] = span[0] or line_hash
-            span[1] = line_hash
-        span[2] += 1
 
     def note_malformed(self, location: str, reason: str) -> None:
         self.malformed += 1
@@ -438,19 +388,8 @@ class AggregateState:
         return acc
 
     def _methodology(self, meta: dict) -> None:
-        for key, value in meta.items():
-            if type(value) is not str or len(value) > MAX_METHOD_VALUE_BYTES:
-                continue
-            values = self.methodology.get(key)
-            if values is None:
-                if len(key) > 64:
-                    continue
-                if len(self.methodology) >= MAX_METHOD_KEYS:
-                    self.overflowed = True
-                    continue
-                values = self.methodology[key] = []
-            if value not in values and len(values) < MAX_METHOD_VALUES:
-                values.append(value)
+        if add_methodology(self.methodology, meta):
+            self.overflowed = True
 
     # -- merge ----------------------------------------------------------------------------
 

@@ -9,8 +9,48 @@ left to right in file order, which is why local and Dask reports are byte-identi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aggregator.accumulators import RegionAcc, ServiceAcc
 from aggregator.fold import MAX_SAMPLES, AggregateState
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """The names a state folded on the left already holds, in their first-seen order.
+
+    A partition folded on its own cannot know them: when it refuses a name at a cap, that
+    name may be one the left side knows (and a sequential fold would keep crediting it), and
+    the left side may have less room than the partition assumed. Such a partition is folded
+    again from a state seeded with these names (:func:`seeded`), which applies
+    every cap exactly as one sequential fold over all the lines would.
+    """
+
+    services: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    method_keys: tuple[str, ...] = ()
+
+
+def seeded(known: Known, **caps: int) -> AggregateState:
+    """A fresh state holding ``known``'s names as empty entries, so that its caps leave
+    exactly the room the left side has left. Merging it after that left side adds zeros
+    to what the left holds and credits each name exactly as one sequential fold would."""
+    state = AggregateState(**caps)
+    for name in known.services:
+        state.services[name] = ServiceAcc("unknown")
+    for name in known.regions:
+        state.regions[name] = RegionAcc("unresolved", 0.0, 1.0, "unknown")
+    for tag in known.models:
+        state.models[tag] = 0
+    for key in known.method_keys:
+        state.methodology[key] = []
+    return state
+
+
+def known_names(state: AggregateState) -> Known:
+    """The names ``state`` holds (what a partition folded after it must treat as present)."""
+    return Known(tuple(state.services), tuple(state.regions), tuple(state.models), tuple(state.methodology))
 
 
 def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:

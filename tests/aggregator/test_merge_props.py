@@ -12,7 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from aggregator.engines import fold_lines, merge_next
-from aggregator.fold import AggregateState, Known
+from aggregator.fold import AggregateState
+from aggregator.merge import Known, seeded
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from schema.chain import seal
@@ -117,7 +118,7 @@ CAPS = {"max_services": 3, "max_models": 3, "max_regions": 2}
 
 
 def _capped(lines: list[bytes], known: Known | None = None) -> AggregateState:
-    state = AggregateState(**CAPS) if known is None else AggregateState.seeded(known, **CAPS)
+    state = AggregateState(**CAPS) if known is None else seeded(known, **CAPS)
     fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
     state.drop_caches()
     return state
