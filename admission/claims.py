@@ -22,9 +22,18 @@ class ClaimError(ValueError):
     """A claim that cannot be evaluated as written; the message says which field and why."""
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
+#: The largest integer a figure may take: the canonical JSON of the decision log and the
+#: archives holds 64-bit integers (2^63 - 1 µJ is about 9.2 TJ, some 2.5 GWh, per figure).
+MAX_INT = 2**63 - 1
+
+
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` if it is an integer in ``[minimum, MAX_INT]``, else a ClaimError naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ClaimError(f"'{name}' must be an integer >= {minimum}, got {value!r}")
+    if value > MAX_INT:
+        raise ClaimError(f"'{name}' must be at most {MAX_INT} (64-bit), got {value}")
+    return value
 
 
 @dataclass(slots=True)
@@ -49,10 +58,9 @@ class Claim:
             raise ClaimError(f"'id' must be a non-empty string, got {self.id!r}")
         if not isinstance(self.pool, str) or not self.pool:
             raise ClaimError(f"'pool' must be a pool name, got {self.pool!r}")
-        _check_int("devices", self.devices, 0)
-        _check_int("estimate_uj", self.estimate_uj, 0)
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise ClaimError(f"'priority' must be an integer, got {self.priority!r}")
+        check_int("devices", self.devices, 0)
+        check_int("estimate_uj", self.estimate_uj, 0)
+        check_int("priority", self.priority, -MAX_INT - 1)
         if self.grade not in GRADES:
             raise ClaimError(f"'grade' must be one of {', '.join(GRADES)}, got {self.grade!r}")
         if self.gang is not None and (not isinstance(self.gang, str) or not self.gang):

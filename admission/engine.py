@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from admission import explain, reclaim
-from admission.claims import Claim, ClaimError, Verdict, Workload
+from admission.claims import Claim, ClaimError, Verdict, Workload, check_int
 from admission.model import Forest, Pool, build_forest
 from admission.usage import usage_rows
 
@@ -350,9 +350,8 @@ class Admission:
 
     def _spend(self, workload: str, units: int, uj: int) -> Workload:
         w = self._workload(workload)
-        for name, value in (("units", units), ("uj", uj)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ClaimError(f"'{name}' must be an integer >= 0, got {value!r}")
+        check_int("units", units, 0)
+        check_int("uj", uj, 0)
         draw = uj if uj < w.reserved_uj else w.reserved_uj
         w.reserved_uj -= draw
         w.spent_uj += uj

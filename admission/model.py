@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from admission.claims import MAX_INT
+
 
 class PoolConfigError(ValueError):
     """The pool definition cannot be used; the message says which pool and what to change."""
@@ -98,6 +100,11 @@ def _int_field(table: Mapping[str, Any], key: str, where: str, *, minimum: int, 
         )
     if value < minimum:
         raise PoolConfigError(f"{where}: '{key}' must be >= {minimum}, got {value}")
+    if value > MAX_INT:
+        raise PoolConfigError(
+            f"{where}: '{key}' must be at most {MAX_INT}, got {value}; decision logs and "
+            "archives hold 64-bit integers (2^63 - 1 µJ is about 2.5 GWh)"
+        )
     return value
 
 

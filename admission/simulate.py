@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from admission.claims import Claim, ClaimError, Verdict
+from admission.claims import Claim, ClaimError, Verdict, check_int
 from admission.grades import ServiceEstimate
 from admission.log import DecisionLog
 from admission.model import Forest
@@ -66,10 +66,7 @@ def _fault(where: str, msg: str) -> str:
 
 
 def _check_int(data: dict[str, Any], key: str, minimum: int) -> int:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ClaimError(f"'{key}' must be an integer >= {minimum}, got {value!r}")
-    return value
+    return check_int(key, data.get(key), minimum)
 
 
 def _claim(data: dict[str, Any], forest: Forest, estimates: EventSource | None) -> Claim:

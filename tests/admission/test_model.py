@@ -52,6 +52,7 @@ def test_load_good_forest_and_derive_ceilings(tmp_path):
          r"children of pool 'p' guarantee 2 devices"),
         ([{"name": "p", "energy_uj": 1.5, "devices": 1}], r"'energy_uj' must be an integer.*never a float"),
         ([{"name": "p", "energy_uj": 1, "devices": 1, "weight": 0}], r"'weight' must be >= 1"),
+        ([{"name": "p", "energy_uj": 2**63, "devices": 1}], r"'energy_uj' must be at most 9223372036854775807.*64-bit"),
         ([{"name": "p", "energy_uj": 1}], r"missing 'devices'"),
         ([{"name": "p", "energy_uj": 1, "devices": 1, "quota": 3}], r"unknown key\(s\) \['quota'\]"),
         ([{"name": "p", "energy_uj": 1, "devices": 1}, {"name": "p", "energy_uj": 1, "devices": 1}], "defined twice"),

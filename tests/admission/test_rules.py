@@ -411,6 +411,10 @@ def test_claims_must_name_a_known_leaf(engine, claim):
         eng.admit_gang([claim("g1", "a", 0, 1, gang="g"), claim("g2", "a", 0, 1)])
     with pytest.raises(ClaimError, match="no running workload 'ghost'"):
         eng.release("ghost")
+    with pytest.raises(ClaimError, match="'uj' must be at most"):
+        eng.complete("c", 1, 2**64)
+    with pytest.raises(ClaimError, match="'units' must be an integer >= 0"):
+        eng.complete("c", -1, 0)
     with pytest.raises(ClaimError, match="belongs to gang 'g'; submit the whole gang with admit_gang"):
         eng.admit(claim("g1", "a", 0, 1, gang="g"))
     assert eng.admit_gang([claim("g1", "a", 0, 1, gang="g"), claim("g2", "b", 0, 1, gang="g")])[0].admitted
@@ -425,6 +429,9 @@ def test_claims_must_name_a_known_leaf(engine, claim):
         ({"estimate_uj": -1}, "estimate_uj"),
         ({"devices": True}, "devices"),
         ({"grade": "guess"}, "grade"),
+        ({"estimate_uj": 2**63}, "'estimate_uj' must be at most 9223372036854775807"),
+        ({"priority": -(2**63) - 1}, "'priority' must be an integer >= -9223372036854775808"),
+        ({"priority": "high"}, "'priority' must be an integer"),
     ],
 )
 def test_claim_validation(kwargs, match):
