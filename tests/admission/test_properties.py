@@ -288,17 +288,29 @@ def test_every_decision_log_replays_identically(tmp_path_factory, forest, ops):
 @settings(max_examples=150, deadline=None)
 @given(
     forests(),
-    st.lists(st.tuples(st.integers(0, 99), st.integers(1, 250), st.sampled_from(["measured", "modelled"])), max_size=25),
+    st.lists(
+        st.tuples(st.integers(0, 99), st.integers(1, 250), st.sampled_from(["measured", "modelled"]), st.booleans()),
+        max_size=25,
+    ),
     st.randoms(use_true_random=False),
 )
 def test_a_guarantee_is_a_guarantee_while_nothing_is_spent(forest, borrows, rnd):
-    """Let graded claims borrow all they may, then let every leaf claim what is left of its
-    own guarantee, in random order: with nothing spent, each must be admitted, reclaiming."""
+    """Let graded claims and two-member gangs borrow all they may, then let every leaf claim
+    what is left of its own guarantee, in random order: with nothing spent, each must be
+    admitted, reclaiming; and no reclaim may leave part of a gang running."""
     eng = Admission(forest)
     leaves = forest.leaves()
-    for i, (li, pct, grade) in enumerate(borrows):
+    gangs: dict[str, set[str]] = {}
+    for i, (li, pct, grade, gang) in enumerate(borrows):
         leaf = leaves[li % len(leaves)]
-        eng.admit(Claim(f"b{i}", leaf.name, 0, _uj(leaf, pct), grade))
+        if not gang:
+            eng.admit(Claim(f"b{i}", leaf.name, 0, _uj(leaf, pct), grade))
+            continue
+        other = leaves[(li + 1) % len(leaves)]
+        members = [Claim(f"g{i}.0", leaf.name, 0, _uj(leaf, pct), grade, 0, f"g{i}"),
+                   Claim(f"g{i}.1", other.name, 0, _uj(other, pct // 2), grade, 0, f"g{i}")]
+        if eng.admit_gang(members)[0].admitted:
+            gangs[f"g{i}"] = {c.id for c in members}
     order = leaves[:]
     rnd.shuffle(order)
     for leaf in order:
@@ -306,3 +318,6 @@ def test_a_guarantee_is_a_guarantee_while_nothing_is_spent(forest, borrows, rnd)
         if left > 0:
             v = eng.admit(Claim(f"own-{leaf.name}", leaf.name, 0, left, "estimator"))
             assert v.admitted, f"{leaf.name}'s own {left} µJ refused: {v.reason}"
+        for g, ids in gangs.items():
+            running = ids & set(eng.workloads)
+            assert running in (ids, set()), f"gang {g} left partly running: {sorted(running)}"
