@@ -71,6 +71,10 @@ def handle(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not files:
         return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
+    for flag, path in (("--out", args.out), ("--html", args.html)):
+        if path is not None and not path.resolve().parent.is_dir():
+            return _fail(f"{flag} {path}: the directory {path.parent} does not exist; create it or "
+                         "write somewhere else (checked before reading the archives)")
     err = Console(stderr=True)
     if not logging.getLogger().handlers:  # warnings print above the progress bar, not through it
         handler = (RichHandler(console=err, show_time=False, show_path=False, highlighter=NullHighlighter())
@@ -81,15 +85,25 @@ def handle(args: argparse.Namespace) -> int:
         state = _run(args, files, period, err)
     except AttributionError as exc:
         return _fail(f"strict attribution: {exc}", 1)
+    except OSError as exc:  # the Dask scheduler cannot be reached (archive I/O errors are counted)
+        return _fail(f"the Dask engine failed: {exc}; check --scheduler (tcp://host:8786) "
+                     "or leave it out to start two local workers")
+    if state.windows == 0:
+        logging.getLogger("carbonspan.aggregate").warning(
+            "no window starts inside the period (%d read outside it, %d malformed lines); "
+            "check --from/--to against the archive dates", state.windows_outside, state.malformed)
     report = build_report(state, period, args.org)
     data = report_bytes(report)
-    if args.out is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        args.out.write_bytes(data)
-    if args.html is not None:
-        args.html.write_text(render_html(report), encoding="utf-8")
+    try:
+        if args.out is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            args.out.write_bytes(data)
+        if args.html is not None:
+            args.html.write_text(render_html(report), encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write the report: {exc}")
     print_summary(report, err if args.out is None else Console())
     return 0
 

@@ -147,6 +147,7 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
     neither a two-worker LocalCluster on 127.0.0.1 is started for the run. Workers must see
     the same paths (shared file system or an fsspec URL such as s3://).
     """
+    import dask
     from distributed import Client, LocalCluster
 
     own_cluster = own_client = None
@@ -155,7 +156,8 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
             own_cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None)
             scheduler = own_cluster.scheduler_address
-        client = own_client = Client(scheduler, timeout="30s")
+        # dask's connect timeout (30 s unless configured, e.g. DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
+        client = own_client = Client(scheduler, timeout=dask.config.get("distributed.comm.timeouts.connect"))
     try:
         futures = client.map(fold_file, list(files), period=period, strict=strict, pure=False)  # type: ignore[attr-defined]
         total = AggregateState()

@@ -234,6 +234,36 @@ def test_aggregate_cli_errors_say_what_to_do(tmp_path, capsys):
     assert "YYYY-MM-DD" in capsys.readouterr().err
 
 
+def test_aggregate_refuses_an_output_directory_that_does_not_exist_before_reading(archive, tmp_path, capsys):
+    for flag in ("--out", "--html"):
+        target = tmp_path / "missing-dir" / "r"
+        assert main(["aggregate", str(archive), "--from", "2026-11-01", "--to", "2026-11-30", flag, str(target)]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {target}: the directory {target.parent} does not exist" in err and "Traceback" not in err
+
+
+def test_aggregate_warns_when_no_window_is_in_the_period(archive, tmp_path, caplog):
+    out = tmp_path / "r.json"
+    assert main(["aggregate", str(archive), "--from", "2027-01-01", "--to", "2027-01-31", "--out", str(out)]) == 0
+    assert json.loads(out.read_bytes())["aggregate"]["windows"] == 0
+    assert "no window starts inside the period (12 read outside it" in caplog.text
+
+
+def test_aggregate_says_when_the_dask_scheduler_cannot_be_reached(archive, tmp_path, capsys):
+    import socket
+
+    with socket.socket() as sock:  # a port on loopback that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        code = main(["aggregate", str(archive), "--from", "2026-11-01", "--to", "2026-11-30", "--engine", "dask",
+                     "--scheduler", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "the Dask engine failed" in err and "check --scheduler" in err
+
+
 def test_verify_errors_name_the_report_and_say_what_to_give(archive, tmp_path, capsys):
     bad = tmp_path / "report.json"
     bad.write_bytes(b"{")  # a truncated report
