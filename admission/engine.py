@@ -297,11 +297,11 @@ class Admission:
         by_id = {v.claim: v for v, _ in done}
         return [by_id[c.id] for c in claims]
 
-    def _never_fits(self, claims: Sequence[Claim]) -> tuple[str, int, int] | None:
+    def _never_fits(self, claims: Sequence[Claim]) -> tuple[str, int, int, bool] | None:
         """Rule 4 for a gang spread over several pools: place the whole gang on an idle twin
         of the forest (every other pool empty, nothing spent: the most any window can offer,
         since a cap only shrinks as others use more). If some pool on a member's path is then
-        over its cap, the gang can never fit as written: ``(pool, µJ it needs, cap)``.
+        over its cap, the gang can never fit as written: ``(pool, µJ it needs, cap, is a root)``.
 
         Per-pool totals are not enough: two members that each fit their own pool's ceiling
         may together exceed their common parent, or each shrink the other's weighted share.
@@ -319,7 +319,7 @@ class Admission:
             for leaf in {id(w.pool): w.pool for w in placed}.values():
                 over = twin._first_over(leaf, 0)
                 if over is not None:
-                    return over[0].name, over[0].used_uj, over[1]
+                    return over[0].name, over[0].used_uj, over[1], over[0].parent is None
             return None
         finally:
             for w in reversed(placed):

@@ -32,13 +32,17 @@ def denied(pool: Pool, claim: Claim, e: int, e_est: int, d: int, who: str) -> Ve
     return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
 
 
-def gang_never_fits(claim: Claim, gang: str, pool: str, need: int, cap: int) -> Verdict:
+def gang_never_fits(claim: Claim, gang: str, pool: str, need: int, cap: int, root: bool) -> Verdict:
     """Step 1 for a gang as a whole: even with every other pool idle, it overfills ``pool``."""
+    why = (
+        "its whole window budget (surplus never crosses roots)" if root
+        else "guarantee plus weighted share of the surplus, shrunk by the gang's own use of its "
+        "siblings' guarantees"
+    )
     reason = (
         f"gang '{gang}' (all members): needs {need} µJ under pool '{pool}', which can never hold "
-        f"more than {cap} µJ in one window even with every other pool idle (guarantee plus "
-        "weighted share of the surplus, shrunk by the gang's own use of its siblings' "
-        "guarantees); split the gang or raise the guarantees"
+        f"more than {cap} µJ in one window even with every other pool idle ({why}); split the "
+        "gang or raise the guarantees"
     )
     return Verdict(claim.id, "denied", reason, claim.grade, "impossibility", devices=claim.devices)
 

@@ -491,3 +491,14 @@ def test_a_pending_claim_is_admitted_once_what_it_waits_for_is_freed(engine, cla
     assert eng.admit(claim("c", "a", 0, 200, "estimator")).decision == "pending"
     eng.release("w0")  # 200 spent stays for the window: 400 - 200 = 200 left, exactly enough
     assert eng.admit(claim("c", "a", 0, 200, "estimator")).admitted
+
+
+def test_a_gang_denied_as_a_whole_says_which_pool_and_why(engine, claim):
+    eng = engine(TWO)
+    over_root = eng.admit_gang([claim("g1", "a", 0, 700, "measured", gang="g"), claim("g2", "b", 0, 700, "measured", gang="g")])
+    assert "needs 1400 µJ under pool 'org', which can never hold more than 1000 µJ" in over_root[0].reason
+    assert "its whole window budget (surplus never crosses roots)" in over_root[0].reason
+    shrunk = eng.admit_gang([claim("h1", "a", 0, 600, "measured", gang="h"), claim("h2", "b", 0, 400, "measured", gang="h")])
+    assert "needs 600 µJ under pool 'a', which can never hold more than 500 µJ" in shrunk[1].reason
+    assert "shrunk by the gang's own use of its siblings' guarantees" in shrunk[1].reason
+    assert [v.claim for v in shrunk] == ["h1", "h2"] and eng.workloads == {}
