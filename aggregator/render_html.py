@@ -119,12 +119,14 @@ def render_html(report: DisclosureReport) -> str:
         ["database servers", fmt_kg(b.database_kgco2eq)],
         ["message brokers", fmt_kg(b.messaging_kgco2eq)],
     ], {1})
-    period = f"{report.period.start or 'the first record'} to {report.period.end or 'the last record'}"
+    first, last = report.period.first_window or "-", report.period.last_window or "-"
+    period = f"{report.period.start or first} to {report.period.end or last}"
+    windows = f"Windows folded start from {first} to {last}." if report.period.first_window else "No window in the period."
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Carbon disclosure {escape(report.organisation)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
-        f'<p class="sub">Period {escape(period)} (end excluded). Report format {escape(report.schema_version)}.</p>'
+        f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
         f'<div class="cards">{cards}</div>'
         f"<h2>Where the carbon comes from</h2>{breakdown}"
         f"<h2>Carbon per service</h2>{_bars(report)}"
