@@ -199,7 +199,7 @@ def live_ok(live, now_s: float, max_age_s: float) -> bool:
         and isinstance(value, int | float)
         and math.isfinite(value)
         and 0 <= value <= MAX_INTENSITY_GCO2_KWH
-        and now_s - live.taken_at <= max_age_s
+        and -max_age_s <= now_s - live.taken_at <= max_age_s  # a future date is no fresher
     )
 
 
@@ -217,7 +217,7 @@ def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndar
             m.tag in SOURCE_TAGS
             and math.isfinite(m.kwh_per_op)
             and 0 <= m.kwh_per_op <= MAX_KWH_PER_OP
-            and now - m.taken_at <= 3 * m.interval_s
+            and abs(now - m.taken_at) <= 3 * m.interval_s  # nor stuck in the future
         )
         if ok:
             rate[k], code[k] = m.kwh_per_op, CODE[m.tag]

@@ -257,3 +257,29 @@ def test_spans_without_a_time_and_no_clock_take_the_annual_value_beside_timed_on
     gs = h.report(spans, green, now_ns=None).green_summary
     assert gs.co2.operational_gco2 == pytest.approx(expected, rel=1e-12)
     assert gs.regions[0].intensity_source == "monthly_hourly"
+
+
+@pytest.mark.parametrize("ahead_s,fresh", [(30, True), (2 * 3600, False)])
+def test_a_live_reading_dated_in_the_future_is_not_fresh_forever(h, ahead_s, fresh):
+    # the window clock is NOW_S; max_signal_age_s is 3600: a reading up to an hour ahead
+    # (clock skew, the provider's hour start) is used, one further ahead is refused and counted
+    sig = Signals(
+        live_intensity={"pl": LiveIntensity(100.0, "electricity_maps_api", NOW_S + ahead_s)}
+    )
+    rep = h.report([{"region": "pl", "op": "db"}], h.PLAIN, signals=sig)
+    row = rep.green_summary.regions[0]
+    if fresh:  # 1e-7 x 100 x 1.5 = 1.5e-5 g
+        assert row.intensity_source == "real_time" and row.co2_gco2 == pytest.approx(1.5e-5)
+    else:  # annual 590.8: 1e-7 x 590.8 x 1.5 = 8.862e-5 g
+        assert row.intensity_source == "annual" and row.intensity_estimated
+        assert row.co2_gco2 == pytest.approx(8.862e-5)
+        assert rep.counters["live_intensity_stale_spans"] == 1
+
+
+@pytest.mark.parametrize("ahead_s,fresh", [(60, True), (1000, False)])
+def test_a_measured_rate_dated_in_the_future_is_not_fresh_forever(h, ahead_s, fresh):
+    # interval 30 s: fresh within 3 x 30 = 90 s of the clock, on either side
+    sig = Signals(measured={"svc": MeasuredRate(5e-7, "scaphandre_rapl", NOW_S + ahead_s, 30.0)})
+    rep = h.report([{"region": "pl", "op": "db"}], h.PLAIN, signals=sig)
+    assert rep.green_summary.energy_kwh == pytest.approx(5e-7 if fresh else 1e-7)
+    assert rep.counters.get("measured_stale_spans", 0) == (0 if fresh else 1)
