@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import itemgetter
 
 from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
+from aggregator.fold_regions import RegionRows
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
     MAX_COUNT,
@@ -39,8 +39,8 @@ MAX_ENERGY_MODELS = 64
 MAX_REGIONS = 1024
 MAX_SAMPLES = 100
 UNATTRIBUTED = "_unattributed"
+_UNSET = object()  # the proxy loop's tag before its first credit
 MAX_LAYOUTS = 4096
-_REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
 
 
 class AttributionError(Exception):
@@ -48,7 +48,7 @@ class AttributionError(Exception):
 
 
 @dataclass
-class AggregateState:
+class AggregateState(RegionRows):
     """Everything a disclosure report needs; grows with services, never with lines."""
 
     services: dict[str, ServiceAcc] = field(default_factory=dict)
@@ -141,14 +141,14 @@ class AggregateState:
         return acc
 
     def _credit(self, name: str, region: str, energy: float, carbon: float, requests: int,
-                model: str | None) -> None:
+                model: str | None) -> str | None:
+        """Credit one entry; returns what the tag set made of ``model`` (see accept_model)."""
         acc = self.unattributed if name == UNATTRIBUTED else self._service(name, region)
         if acc is None:
             self.dropped_services += 1
             self.dropped_energy += energy
             self.dropped_carbon += carbon
-            self.accept_model(model)
-            return
+            return self.accept_model(model)
         if acc.region == "unknown":
             acc.region = region  # first *known* region wins: proxy windows know none
         acc.energy += energy
@@ -158,6 +158,7 @@ class AggregateState:
         tag = self.accept_model(model)
         if tag is not None:
             acc.models[tag] = None
+        return tag
 
     def process_window(self, w: Window, location: str, strict: bool = False) -> None:
         """Fold one window in; ``location`` (``agent/file:line``) names it in errors."""
@@ -341,51 +342,27 @@ class AggregateState:
                 )
             self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
             return
+        # Every entry carries the window's one model, so after the first credit the tag set's
+        # answer is known: accepted (count one more) or rejected (count one more rejection).
+        hosts, services, model, tag = w.host_names, self.services, w.model, _UNSET
         for name, ops in w.io_split.items():
-            if name in w.host_names:
+            if name in hosts:
                 self.host_terms_excluded += 1
                 continue
             share = ops / io_total
-            self._credit(name, "unknown", app_energy * share, app_kg * share, 0, w.model)
-
-    def _regions(self, w: Window) -> None:
-        tally, regions = self.tally, self.regions
-        for row in w.regions:
-            try:
-                name, io, energy, co2 = _REGION_FIELDS(row)
-                acc = regions.get(name) if type(name) is str else None
-            except KeyError:  # a field is absent: take the defaults
-                name = row.get("region")
-                io, energy, co2 = row.get("io_ops", 0), row.get("energy_kwh", 0.0), row.get("co2_gco2", 0.0)
-                acc = regions.get(name) if type(name) is str else None
-            if acc is None:
-                acc = self._new_region(row)
-                if acc is None:
-                    continue
-            acc.rows += 1
-            # inline fast path (the common clean case); the sanitisers handle everything else
-            acc.io_ops += io if type(io) is int and 0 <= io <= MAX_COUNT else clean_count(io, tally)
-            acc.energy += energy if type(energy) is float and 0.0 <= energy <= MAX_FIGURE else clean_float(energy, tally)
-            acc.carbon += (co2 if type(co2) is float and 0.0 <= co2 <= MAX_FIGURE else clean_float(co2, tally)) / 1000.0
-
-    def _new_region(self, row: dict) -> RegionAcc | None:
-        """First sight of a region: its status, intensity, PUE and source are kept."""
-        name = clean_name(row.get("region"))
-        if name is None:
-            self.tally.missing += 1
-            return None
-        if len(self.regions) >= self.max_regions:
-            self.dropped_regions += 1
-            self.overflowed = True
-            return None
-        status, source = row.get("status"), row.get("intensity_source")
-        acc = self.regions[name] = RegionAcc(
-            status if type(status) is str and len(status) <= 32 else "unresolved",
-            clean_float(row.get("grid_intensity_gco2_kwh", 0.0), self.tally),
-            clean_float(row.get("pue", 1.0), self.tally),
-            source if type(source) is str and len(source) <= 32 else "unknown",
-        )
-        return acc
+            acc = services.get(name)
+            if acc is None or tag is _UNSET:  # a new or dropped service, or the first entry
+                answer = self._credit(name, "unknown", app_energy * share, app_kg * share, 0, model)
+                tag = answer if tag is _UNSET else tag
+                continue
+            acc.energy += app_energy * share  # a known service (proxy windows know no region)
+            acc.carbon += app_kg * share
+            acc.windows += 1
+            if tag is not None:
+                self.models[tag] += 1  # type: ignore[index]
+                acc.models[tag] = None  # type: ignore[index]
+            elif model is not None:
+                self.rejected_models += 1
 
     def _methodology(self, meta: dict) -> None:
         if add_methodology(self.methodology, meta):

@@ -210,7 +210,9 @@ def _io_split(report: dict, tally: Tally) -> dict[str, int]:
         if type(service) is not str:
             tally.missing += 1
             continue
-        split[service] = split.get(service, 0) + clean_count(row.get("io_ops", 0), tally)
+        ops = row.get("io_ops", 0)
+        split[service] = split.get(service, 0) + (
+            ops if type(ops) is int and 0 <= ops <= MAX_COUNT else clean_count(ops, tally))
     return split
 
 

@@ -163,6 +163,29 @@ def test_a_file_overflowing_the_cap_on_its_own_still_credits_services_known_befo
     assert _report(state) == _report(_capped(lines))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(window(), max_size=8), st.integers(1, 3))
+def test_every_proxy_entry_counts_its_window_tag_once_accepted_or_rejected(reports, max_models):
+    # Each credited or dropped proxy entry meets the window's one model tag once: accepted
+    # (models[tag] + 1) or rejected past the cap (rejected_models + 1). The proxy loop decides
+    # the tag once per window; this checks it still counts every entry.
+    proxy = []
+    for rep in reports:
+        rep = orjson.loads(orjson.dumps(rep))
+        for key in [k for k in rep["green_summary"] if k.startswith("per_service_")]:
+            del rep["green_summary"][key]
+        proxy.append(rep)
+    lines = _lines(proxy)
+    state = AggregateState(max_services=2, max_models=max_models)
+    fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    entries = 0
+    for rep in proxy:
+        io = {row["service"]: row["io_ops"] for row in rep["per_endpoint_io_ops"]}
+        entries += 1 if sum(io.values()) == 0 else sum(1 for name in io if name != "pg")  # pg is a host
+    assert sum(state.models.values()) + state.rejected_models == entries
+    assert all(state.models[t] >= 1 for t in state.models) and len(state.models) <= max_models
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(window(), min_size=1, max_size=6))
 def test_merging_an_empty_state_changes_nothing(reports):

@@ -1,0 +1,70 @@
+"""The region rows of a window folded into ``AggregateState.regions`` (a mixin of the state).
+
+Kept apart from aggregator.fold so that module stays readable: a region row carries the true
+energy/carbon split by grid region, whatever region label a service carries; the first row
+seen for a region fixes its status, intensity, PUE and intensity source.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+from aggregator.accumulators import RegionAcc
+from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, clean_count, clean_float, clean_name
+
+if TYPE_CHECKING:
+    from aggregator.read import Window
+    from aggregator.sanitize import Tally
+
+_REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
+
+
+class RegionRows:
+    """``_regions(window)``; the state provides ``regions``, ``tally``, ``max_regions``,
+    ``dropped_regions`` and ``overflowed``."""
+
+    regions: dict[str, RegionAcc]
+    tally: Tally
+    max_regions: int
+    dropped_regions: int
+    overflowed: bool
+
+    def _regions(self, w: Window) -> None:
+        tally, regions = self.tally, self.regions
+        for row in w.regions:
+            try:
+                name, io, energy, co2 = _REGION_FIELDS(row)
+                acc = regions.get(name) if type(name) is str else None
+            except KeyError:  # a field is absent: take the defaults
+                name = row.get("region")
+                io, energy, co2 = row.get("io_ops", 0), row.get("energy_kwh", 0.0), row.get("co2_gco2", 0.0)
+                acc = regions.get(name) if type(name) is str else None
+            if acc is None:
+                acc = self._new_region(row)
+                if acc is None:
+                    continue
+            acc.rows += 1
+            # inline fast path (the common clean case); the sanitisers handle everything else
+            acc.io_ops += io if type(io) is int and 0 <= io <= MAX_COUNT else clean_count(io, tally)
+            acc.energy += energy if type(energy) is float and 0.0 <= energy <= MAX_FIGURE else clean_float(energy, tally)
+            acc.carbon += (co2 if type(co2) is float and 0.0 <= co2 <= MAX_FIGURE else clean_float(co2, tally)) / 1000.0
+
+    def _new_region(self, row: dict) -> RegionAcc | None:
+        """First sight of a region: its status, intensity, PUE and source are kept."""
+        name = clean_name(row.get("region"))
+        if name is None:
+            self.tally.missing += 1
+            return None
+        if len(self.regions) >= self.max_regions:
+            self.dropped_regions += 1
+            self.overflowed = True
+            return None
+        status, source = row.get("status"), row.get("intensity_source")
+        acc = self.regions[name] = RegionAcc(
+            status if type(status) is str and len(status) <= 32 else "unresolved",
+            clean_float(row.get("grid_intensity_gco2_kwh", 0.0), self.tally),
+            clean_float(row.get("pue", 1.0), self.tally),
+            source if type(source) is str and len(source) <= 32 else "unknown",
+        )
+        return acc
