@@ -38,10 +38,12 @@ from agent.carbon.regions import (
     PUE,
     PUE_SOURCES,
 )
+from schema.constants import ENERGY_PER_IO_OP_KWH as _SCHEMA_ENERGY_PER_IO_OP_KWH
 
 #: Energy of one I/O operation (kWh): the proxy's unit, from the design notes (perf-sentinel's
-#: I/O proxy: 0.1 Wh per thousand operations).
-ENERGY_PER_IO_OP_KWH = 1e-7
+#: I/O proxy: 0.1 Wh per thousand operations). Defined once in schema/constants.py, which the
+#: aggregator and calibration read too.
+ENERGY_PER_IO_OP_KWH = _SCHEMA_ENERGY_PER_IO_OP_KWH
 
 #: Largest live grid intensity the scorer accepts (gCO2e/kWh). The most carbon-intensive
 #: generation, coal and lignite, emits roughly 740-1,200 g life-cycle (IPCC AR5 WGIII,

@@ -32,7 +32,9 @@ from pathlib import Path
 
 import orjson
 
-ENERGY_PER_IO_OP_KWH = 1e-7  # the proxy's charge per I/O op (docs/carbon-model.md)
+from agent.config import MAX_CALIBRATION_FACTOR
+from schema.constants import ENERGY_PER_IO_OP_KWH  # the proxy's charge per I/O op
+
 WARN_ABOVE, WARN_BELOW = 10.0, 0.1
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -236,7 +238,18 @@ def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Fa
         elif f.ops <= 0:
             f.warning = "no I/O ops archived in its time range: no factor"
         else:
-            f.factor = f.kwh_per_op / ENERGY_PER_IO_OP_KWH
+            factor = f.kwh_per_op / ENERGY_PER_IO_OP_KWH
+            if not 0.0 < factor <= MAX_CALIBRATION_FACTOR:
+                # The agent's config refuses such a factor; writing it would only move the
+                # error to the agent's start.
+                f.warning = (
+                    f"factor {factor:.4g} is outside (0, {MAX_CALIBRATION_FACTOR:g}]: the meter "
+                    "read no energy, or far more than 1 kWh per I/O op; check the readings' "
+                    "unit and service names; no factor"
+                )
+                out.append(f)
+                continue
+            f.factor = factor
             if f.factor > WARN_ABOVE:
                 f.warning = f"factor {f.factor:.4g} is above {WARN_ABOVE:g}x: does the meter cover more than this service?"
             elif f.factor < WARN_BELOW:

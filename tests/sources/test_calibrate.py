@@ -140,6 +140,19 @@ def test_a_factor_above_ten_is_written_with_a_warning(tmp_path, capsys):
     assert "# warning: factor 83.33 is above 10x" in out  # kept beside the factor in the TOML
 
 
+def test_a_factor_the_agent_would_refuse_is_not_written(tmp_path, capsys):
+    write_windows(tmp_path / "archives/windows-20251130-000000.jsonl",
+                  [(T0, T0 + 60, [("hot", "q", 1), ("cold", "q", 10)])])
+    # hot: 1 MW x 60 s = 6e7 J = 16.667 kWh / 1 op -> factor 1.6667e8 > 1e7 (the config's bound)
+    # cold: 0 W -> 0 kWh -> factor 0, which the config refuses too (a factor must be > 0)
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{T0},hot,1000000\n{T0 + 60},hot,1000000\n"
+                                   f"{T0},cold,0\n{T0 + 60},cold,0\n", capsys)
+    assert code == 1  # no usable factor
+    table = tomllib.loads(out).get("green", {}).get("calibration", {})
+    assert "hot" not in table and "cold" not in table
+    assert "outside (0, 1e+07]" in err
+
+
 def test_a_single_reading_has_no_range_and_says_so(tmp_path, capsys):
     write_windows(tmp_path / "archives/windows-20251130-000000.jsonl", [(T0, T0 + 60, [("a", "q", 10)])])
     code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{T0 + 30},a,5\n", capsys)
