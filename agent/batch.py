@@ -5,11 +5,16 @@ are ids into small per-batch string tables (interned while decoding), so scoring
 work over integer columns. Decoders classify what the scorer needs and nothing more:
 
 - ``op_class``: what kind of I/O a span is (``OP_*`` below). ``OP_NONE`` spans are requests,
-  not energy. Database client spans are ``db.system``/``db.system.name`` spans; their class
-  is the first keyword of ``db.statement``/``db.query.text`` (``OP_SQL_OTHER`` when there is
-  none). Outgoing HTTP is a CLIENT span with ``http.url``/``url.full`` or a server address
-  (``server.address``/``net.peer.name``) plus an HTTP method; messaging is a PRODUCER span (or
-  any span) with ``messaging.system``. Database wins over messaging over HTTP.
+  not energy. Only the calling side of an operation is I/O, so that one operation is counted
+  once: a SERVER or CONSUMER span (a database proxy serving its clients, a consumer handling a
+  message its producer already counted) is never database or messaging I/O. Database client
+  spans are ``db.system``/``db.system.name`` spans of any other kind (CLIENT, INTERNAL and
+  UNSPECIFIED: some DB instrumentations emit INTERNAL); their class is the first keyword of
+  ``db.statement``/``db.query.text`` (``OP_SQL_OTHER`` when there is none). Outgoing HTTP is
+  a CLIENT span with ``http.url``/``url.full`` or a server address
+  (``server.address``/``net.peer.name``) plus an HTTP method; messaging is a
+  ``messaging.system`` span that is neither SERVER nor CONSUMER (PRODUCER, CLIENT — publish
+  over a client API — INTERNAL, UNSPECIFIED). Database wins over messaging over HTTP.
 - ``region_id``: the span's ``cloud.region`` else its resource's ``cloud.region``, as an id
   into ``regions``; -1 when neither carries a valid one. A region string that is not 1-64
   ASCII letters, digits, ``-`` or ``_`` is ignored and counted (``counters["region_invalid"]``).

@@ -32,6 +32,9 @@
 
 /* 2201-01-01T00:00:00Z in ns: a timestamp at or after it is "beyond year 2200" (rules.py). */
 #define MAX_TIMESTAMP_NS 7289654400000000000ULL
+/* rules.RULES_VERSION: bumped with every change of a rule, so that agent.otlp.fast refuses a
+ * stale build instead of silently decoding by old rules. */
+#define RULES_VERSION 2
 
 enum { OP_NONE, OP_SELECT, OP_INSERT, OP_UPDATE, OP_DELETE, OP_SQL_OTHER, OP_HTTP, OP_MESSAGING };
 enum { C_REGION_INVALID, C_SERVICE_INVALID, C_END_BEFORE_START, C_TS_ABSURD, C_TRACE_INVALID, NCOUNTERS };
@@ -285,13 +288,17 @@ static const Val *text(const Val *v, uint32_t present, int a, int b) {
     return NULL;
 }
 
+/* rules.classify: only the calling side is I/O; a SERVER (2) or CONSUMER (5) span receives an
+ * operation its caller already counted (db proxy, message consumer), so it is never db/messaging. */
 static int classify(int32_t kind, const Val *v, uint32_t present, int64_t *size) {
     *size = -1;
-    if (text(v, present, K_DB_SYSTEM, K_DB_SYSTEM_NAME)) {
-        const Val *statement = text(v, present, K_DB_QUERY_TEXT, K_DB_STATEMENT);
-        return statement ? sql_class(statement->s) : OP_SQL_OTHER;
+    if (kind != 2 && kind != 5) {
+        if (text(v, present, K_DB_SYSTEM, K_DB_SYSTEM_NAME)) {
+            const Val *statement = text(v, present, K_DB_QUERY_TEXT, K_DB_STATEMENT);
+            return statement ? sql_class(statement->s) : OP_SQL_OTHER;
+        }
+        if (text(v, present, K_MESSAGING_SYSTEM, -1)) return OP_MESSAGING;
     }
-    if (text(v, present, K_MESSAGING_SYSTEM, -1)) return OP_MESSAGING;
     if (kind == 3 && (text(v, present, K_URL_FULL, K_HTTP_URL) ||
                       (text(v, present, K_SERVER_ADDRESS, K_NET_PEER_NAME) &&
                        text(v, present, K_HTTP_REQUEST_METHOD, K_HTTP_METHOD)))) {
@@ -667,7 +674,8 @@ PyMODINIT_FUNC PyInit__wire(void) {
     if (!m) return NULL;
     WireError = PyErr_NewException("agent.otlp._wire.WireError", PyExc_ValueError, NULL);
     if (!WireError || PyModule_AddObjectRef(m, "WireError", WireError) < 0 ||
-        PyModule_AddObject(m, "MAX_TIMESTAMP_NS", PyLong_FromUnsignedLongLong(MAX_TIMESTAMP_NS)) < 0) {
+        PyModule_AddObject(m, "MAX_TIMESTAMP_NS", PyLong_FromUnsignedLongLong(MAX_TIMESTAMP_NS)) < 0 ||
+        PyModule_AddIntConstant(m, "RULES_VERSION", RULES_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -12,10 +12,18 @@ import numpy as np
 from agent.batch import SpanBatch
 from agent.otlp import _wire
 from agent.otlp.errors import OtlpDecodeError
-from agent.otlp.rules import COUNTER_NAMES, MAX_TIMESTAMP_NS
+from agent.otlp.rules import COUNTER_NAMES, MAX_TIMESTAMP_NS, RULES_VERSION
 
-if _wire.MAX_TIMESTAMP_NS != MAX_TIMESTAMP_NS:  # the C mirror of rules.py must agree
-    raise ImportError("agent.otlp._wire is out of date with agent.otlp.rules: rebuild it")
+# The C mirror of rules.py must agree: a stale build would decode by old rules.
+if (
+    _wire.MAX_TIMESTAMP_NS != MAX_TIMESTAMP_NS
+    or getattr(_wire, "RULES_VERSION", None) != RULES_VERSION
+):
+    raise ImportError(
+        f"agent.otlp._wire ({_wire.__file__}) is out of date with agent.otlp.rules "
+        f"(rules version {getattr(_wire, 'RULES_VERSION', 'none')}, expected {RULES_VERSION}): "
+        "rebuild it with `.venv/bin/pip install -e '.[test]'`"
+    )
 
 _DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
 

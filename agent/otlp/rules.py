@@ -42,6 +42,9 @@ from agent.batch import (
 )
 
 MAX_TIMESTAMP_NS: Final = int(datetime(2201, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000
+#: Bumped with every change of a rule; the C decoder reports its own and ``agent.otlp.fast``
+#: refuses a build that disagrees (2: SERVER/CONSUMER spans are never database/messaging I/O).
+RULES_VERSION: Final = 2
 UNKNOWN_SERVICE: Final = "unknown_service"
 KIND_SERVER, KIND_CLIENT, KIND_PRODUCER, KIND_CONSUMER = 2, 3, 4, 5
 
@@ -136,12 +139,19 @@ def _text(attrs: dict[str, AttrValue], *keys: str) -> str | None:
 
 
 def classify(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int]:
-    """``(op_class, response_bytes)`` of a span: database > messaging > outgoing HTTP."""
-    if _text(attrs, "db.system", "db.system.name") is not None:
-        statement = _text(attrs, "db.query.text", "db.statement")
-        return (OP_SQL_OTHER if statement is None else sql_class(statement)), -1
-    if _text(attrs, "messaging.system") is not None:
-        return OP_MESSAGING, -1
+    """``(op_class, response_bytes)`` of a span: database > messaging > outgoing HTTP.
+
+    Only the calling side of an operation is I/O. A SERVER or CONSUMER span is the receiving
+    side (a database proxy serving its clients, a Kafka/Celery consumer handling a message the
+    producer already counted), so counting it too would count the same operation twice: such
+    spans are requests (``is_entry``), never I/O, whatever ``db.*``/``messaging.*`` they carry.
+    """
+    if kind != KIND_SERVER and kind != KIND_CONSUMER:
+        if _text(attrs, "db.system", "db.system.name") is not None:
+            statement = _text(attrs, "db.query.text", "db.statement")
+            return (OP_SQL_OTHER if statement is None else sql_class(statement)), -1
+        if _text(attrs, "messaging.system") is not None:
+            return OP_MESSAGING, -1
     if kind == KIND_CLIENT and (
         _text(attrs, "url.full", "http.url") is not None
         or (

@@ -123,10 +123,50 @@ def test_database_wins_over_messaging_over_http(decode):
     batch = decode(one(
         span(CLIENT, db__system="pg", messaging__system="kafka", url__full="https://x"),
         span(PRODUCER, messaging__system="kafka", url__full="https://x"),
-        span(CONSUMER, messaging__system="kafka"),  # any span with messaging.system
         span(CLIENT, messaging__system="", url__full="https://x"),  # empty: not messaging
     ))  # fmt: skip
-    assert batch.op_class.tolist() == [OP_SQL_OTHER, OP_MESSAGING, OP_MESSAGING, OP_HTTP]
+    assert batch.op_class.tolist() == [OP_SQL_OTHER, OP_MESSAGING, OP_HTTP]
+
+
+UNSPECIFIED = 0
+
+
+def test_a_consumed_message_is_a_request_not_a_second_io_op(decode):
+    """The producer counted the message; its consumer handling it is a request (no double count)."""
+    batch = decode(one(
+        span(PRODUCER, messaging__system="kafka"),
+        span(CONSUMER, messaging__system="kafka"),
+        span(CONSUMER, messaging__system="kafka", db__system="pg", url__full="https://x"),
+        span(SERVER, messaging__system="rabbitmq"),
+    ))  # fmt: skip
+    assert batch.op_class.tolist() == [OP_MESSAGING, OP_NONE, OP_NONE, OP_NONE]
+    assert batch.is_entry.tolist() == [False, True, True, True]
+
+
+def test_publishing_from_a_client_internal_or_unspecified_span_is_messaging(decode):
+    batch = decode(one(*(span(k, messaging__system="celery") for k in (CLIENT, INTERNAL, UNSPECIFIED, 7))))
+    assert batch.op_class.tolist() == [OP_MESSAGING] * 4
+    assert not batch.is_entry.any()
+
+
+def test_a_database_server_span_is_a_request_not_a_second_io_op(decode):
+    """A database proxy's SERVER span receives the query its client already counted."""
+    batch = decode(one(
+        span(CLIENT, db__system="postgresql", db__statement="INSERT INTO t"),
+        span(SERVER, db__system="postgresql", db__statement="INSERT INTO t"),
+        span(SERVER, db__system__name="mysql", messaging__system="kafka"),
+        span(CONSUMER, db__system__name="redis"),
+    ))  # fmt: skip
+    assert batch.op_class.tolist() == [OP_SQL_INSERT, OP_NONE, OP_NONE, OP_NONE]
+    assert batch.is_entry.tolist() == [False, True, True, True]
+
+
+def test_database_spans_of_internal_producer_or_unspecified_kind_are_io(decode):
+    """Some DB instrumentations emit INTERNAL spans; only SERVER/CONSUMER are excluded."""
+    batch = decode(one(*(
+        span(k, db__system="mongodb", db__query__text="delete") for k in (INTERNAL, UNSPECIFIED, PRODUCER)
+    )))  # fmt: skip
+    assert batch.op_class.tolist() == [OP_SQL_DELETE] * 3
 
 
 def test_outgoing_http_needs_a_client_span_and_a_target(decode):
