@@ -273,3 +273,33 @@ def test_tables_are_in_first_use_order(decode):
     assert (batch.services, batch.regions, batch.endpoints) == (["b", "a"], ["r2", "r1"], ["y", "x", ""])
     assert batch.endpoint_id.tolist() == [0, 1, 1, 2]
     assert batch.region_id.tolist() == [0, 1, 0, -1]
+
+
+def test_a_message_traced_by_the_sdk_is_one_io_op(decode):
+    """Real SDK spans: the message is published once (PRODUCER) and handled once (CONSUMER,
+    in the producer's trace, as messaging instrumentations propagate it): one I/O op, one
+    request. Before, the consumer counted it a second time."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.propagate import extract, inject
+    from opentelemetry.sdk.resources import Resource as SdkResource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=SdkResource.create({"service.name": "orders"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.otlp")
+    headers: dict[str, str] = {}
+    with tracer.start_as_current_span("orders publish", kind=SpanKind.PRODUCER) as span:
+        span.set_attributes({"messaging.system": "kafka", "messaging.destination.name": "orders"})
+        inject(headers)
+    with tracer.start_as_current_span("orders process", kind=SpanKind.CONSUMER, context=extract(headers)) as span:
+        span.set_attributes({"messaging.system": "kafka", "messaging.destination.name": "orders"})
+    provider.shutdown()
+    batch = decode(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    assert batch.endpoints == ["orders publish", "orders process"]
+    assert batch.op_class.tolist() == [OP_MESSAGING, OP_NONE]
+    assert batch.is_entry.tolist() == [False, True]
+    assert len(set(batch.trace_lo.tolist())) == 1
