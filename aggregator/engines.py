@@ -35,16 +35,20 @@ Progress = Callable[[int, int, ArchiveFile], None]
 
 
 def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, period: Period,
-               strict: bool = False, state: AggregateState | None = None) -> tuple[AggregateState, FileStat]:
+               strict: bool = False, state: AggregateState | None = None,
+               plain: bool = True) -> tuple[AggregateState, FileStat]:
     """Fold raw archive lines (``label`` names them in findings) into ``state``.
 
     Malformed lines are counted with their line number and skipped; nothing in a line can
-    raise here except :class:`AttributionError` under ``strict``.
+    raise here except :class:`AttributionError` under ``strict``. A plain runtime line takes
+    ``AggregateState.fold_plain`` (same result, less work); ``plain=False`` sends every line
+    through the general parser, the reference the property tests compare it with.
     """
     state = AggregateState() if state is None else state
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
     lo, hi = period.start, period.end
     tally, process, loads = state.tally, state.process_window, orjson.loads
+    fast = state.fold_plain if plain else None
     chain: list | None = None  # this agent's [first, last, windows], once a window is in period
     in_period = 0
     lineno = 0
@@ -63,19 +67,23 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 if not lo <= start < hi:
                     state.windows_outside += 1
                     continue
-                w = parse_window(rec, start, tally)
+                line_hash = fast(rec, start) if fast is not None else None
+                if line_hash is None:
+                    w = parse_window(rec, start, tally)
             except Malformed as exc:
                 state.note_malformed(f"{label}:{lineno}", str(exc))
                 stat.malformed_lines += 1
                 continue
-            # the location is only needed to name a window that fails strict attribution
-            process(w, f"{label}:{lineno}" if strict else label, strict)
+            if line_hash is None:
+                # the location is only needed to name a window that fails strict attribution
+                process(w, f"{label}:{lineno}" if strict else label, strict)
+                line_hash = w.line_hash
             in_period += 1
             if chain is None:
                 chain = state.chains.get(agent) or state.chains.setdefault(agent, ["", "", 0])
-            if w.line_hash:
-                chain[0] = chain[0] or w.line_hash
-                chain[1] = w.line_hash
+            if line_hash:
+                chain[0] = chain[0] or line_hash
+                chain[1] = line_hash
             chain[2] += 1
     except ArchiveReadError as exc:
         state.note_malformed(f"{label}:{lineno + 1}", str(exc))

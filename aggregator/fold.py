@@ -16,10 +16,12 @@ partitions and merging them in file order is the same computation on one machine
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 
 from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
+from aggregator.fold_fast import PlainRuntime
 from aggregator.fold_regions import RegionRows
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
@@ -48,7 +50,7 @@ class AttributionError(Exception):
 
 
 @dataclass
-class AggregateState(RegionRows):
+class AggregateState(RegionRows, PlainRuntime):
     """Everything a disclosure report needs; grows with services, never with lines."""
 
     services: dict[str, ServiceAcc] = field(default_factory=dict)
@@ -176,7 +178,7 @@ class AggregateState(RegionRows):
         self.database_kg += w.database_g / 1000.0
         self.messaging_kg += w.messaging_g / 1000.0
         if w.regions:
-            self._regions(w)
+            self._regions(w.regions)
         if w.methodology:
             self._note_methodology(w.methodology)
 
@@ -202,7 +204,7 @@ class AggregateState(RegionRows):
         self.runtime_windows += 1
         layout = self._layout(w)
         if w.raw and layout.simple:
-            app_energy, app_carbon, app_requests = self._credit_raw(layout, w)
+            app_energy, app_carbon, app_requests = self._credit_raw(layout, w.energies, w.carbons, w.requests)
         else:
             if w.raw:  # the general loop takes sanitised lists
                 w.energies = clean_values(list(w.energies), self.tally)
@@ -215,13 +217,14 @@ class AggregateState(RegionRows):
         self.operational_kg += app_carbon
         self.requests += app_requests if app_requests else w.traces
 
-    def _credit_raw(self, layout: _Layout, w: Window) -> tuple[float, float, int]:
+    def _credit_raw(self, layout: _Layout, energies: Iterable, carbons: Iterable,
+                    requests: Iterable | None) -> tuple[float, float, int]:
         """The hot loop: every entry is a known service; values are sanitised inline."""
         tally = self.tally
         app_energy = app_carbon = 0.0
         app_requests = 0
-        requests = w.requests if w.requests is not None else repeat(0)
-        for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=False):  # repeat(0) is endless
+        for acc, e, c, r in zip(layout.targets, energies, carbons,  # repeat(0) is endless
+                                requests if requests is not None else repeat(0), strict=False):
             if type(e) is not float or not 0.0 <= e <= MAX_FIGURE:
                 e = clean_float(e, tally)
             if type(c) is not float or not 0.0 <= c <= MAX_FIGURE:

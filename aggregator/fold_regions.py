@@ -14,14 +14,13 @@ from aggregator.accumulators import RegionAcc
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, clean_count, clean_float, clean_name
 
 if TYPE_CHECKING:
-    from aggregator.read import Window
     from aggregator.sanitize import Tally
 
 _REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
 
 
 class RegionRows:
-    """``_regions(window)``; the state provides ``regions``, ``tally``, ``max_regions``,
+    """``_regions(rows)`` (a window's region rows, each an object); the state provides ``regions``, ``tally``, ``max_regions``,
     ``dropped_regions`` and ``overflowed``."""
 
     regions: dict[str, RegionAcc]
@@ -30,9 +29,9 @@ class RegionRows:
     dropped_regions: int
     overflowed: bool
 
-    def _regions(self, w: Window) -> None:
+    def _regions(self, rows: list[dict]) -> None:
         tally, regions = self.tally, self.regions
-        for row in w.regions:
+        for row in rows:
             try:
                 name, io, energy, co2 = _REGION_FIELDS(row)
                 acc = regions.get(name) if type(name) is str else None

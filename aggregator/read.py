@@ -146,12 +146,37 @@ def load(raw: bytes) -> dict:
     return rec
 
 
+_SIXTY = {f"{i:02d}": i for i in range(60)}
+_HOURS: dict[str, float] = {}
+
+
+def _hour(prefix: str) -> float | None:
+    """Epoch seconds of ``prefix`` (``YYYY-MM-DDTHH:``) at minute 0, or None if not a time."""
+    try:
+        epoch = to_epoch(prefix + "00:00Z")
+    except ValueError:
+        return None
+    if len(_HOURS) >= 4096:  # bounded: a long archive walks through many hours
+        _HOURS.clear()
+    _HOURS[prefix] = epoch
+    return epoch
+
+
 def window_start(rec: dict) -> float:
     report = rec.get("report", _EMPTY)
     window = report.get("window", _EMPTY) if type(report) is dict else _obj(rec, "report")
     start = window.get("start") if type(window) is dict else _obj(report, "window")
     if type(start) is not str:
         raise Malformed("report.window.start is missing or not a string")
+    # the usual form, YYYY-MM-DDTHH:MM:SSZ: the hour's epoch is parsed once and cached, and
+    # minutes and seconds are added exactly (whole seconds), which is what to_epoch gives
+    if len(start) == 20 and start[10] == "T" and start[13] == ":" and start[16] == ":" and start[19] == "Z":
+        hour = _HOURS.get(start[:14])
+        mm, ss = _SIXTY.get(start[14:16]), _SIXTY.get(start[17:19])
+        if hour is None and mm is not None and ss is not None:
+            hour = _hour(start[:14])
+        if hour is not None and mm is not None and ss is not None:
+            return hour + (mm * 60 + ss)
     try:
         return to_epoch(start)
     except ValueError:

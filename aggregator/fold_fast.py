@@ -1,0 +1,112 @@
+"""The plain runtime line folded straight from the loaded dict (a mixin of AggregateState).
+
+Almost every line of a current archive has the same shape as the one before it: per-service
+maps over the same services with the same tags, no host rows, clean figures. For such a line
+``fold_plain`` does exactly what ``parse_window`` + ``process_window`` do - the same
+additions in the same order, the same counters - without building a ``Window`` and without
+the general parser's many small calls; that work was about half of the fold's time.
+
+It only *checks* first and *changes* afterwards: any line it does not recognise as plain
+(a structural oddity, a leaf that needs the sanitiser at window level, a new layout, a host
+row) returns ``None`` before anything is touched, and the caller takes the general path,
+which handles it (and reports it) as before. Per-service leaves are still sanitised and
+counted inline by ``_credit_raw``, as on the general path. A property test folds hostile
+lines both ways and asserts byte-identical reports (tests/aggregator/test_fold_fast.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aggregator.sanitize import MAX_COUNT, MAX_FIGURE
+
+if TYPE_CHECKING:
+    from aggregator.accumulators import _Layout
+
+_EMPTY: dict = {}
+_ABSENT = object()
+
+
+class PlainRuntime:
+    """``fold_plain(rec, start)``; the state provides the accumulators and the layout cache."""
+
+    _last_key: tuple
+    _last_layout: _Layout | None
+
+    def fold_plain(self, rec: dict, start: float) -> str | None:  # noqa: C901 - one flat check list
+        """Fold ``rec`` (a loaded line whose ``report.window.start`` is ``start``) if it is a
+        plain runtime line whose layout is the previous window's; returns its hash (``""``
+        when unusable, as on the general path), or ``None`` having changed nothing."""
+        report = rec["report"]  # window_start proved report and report.window are objects
+        gs = report.get("green_summary")
+        if type(gs) is not dict:
+            return None
+        co2 = gs.get("co2", _EMPTY)
+        if type(co2) is not dict:
+            return None
+        total = co2.get("total", _EMPTY)
+        hosts = gs.get("hosts", _ABSENT)
+        if type(total) is not dict or hosts is not _ABSENT and hosts != []:
+            return None
+        energy = gs.get("per_service_energy_kwh", _EMPTY)
+        carbon = gs.get("per_service_carbon_kgco2eq", _EMPTY)
+        requests = gs.get("per_service_requests", _EMPTY)
+        regions = gs.get("per_service_region", _EMPTY)
+        models = gs.get("per_service_energy_model", _EMPTY)
+        if not (type(energy) is dict and type(carbon) is dict and type(requests) is dict
+                and type(regions) is dict and type(models) is dict and energy):
+            return None
+        names = tuple(energy)
+        if tuple(carbon) != names or requests and tuple(requests) != names:
+            return None
+        tags = tuple(models.values()) if tuple(models) == names else tuple(models.get(n) for n in names)
+        layout, last = self._last_layout, self._last_key  # last = (names, tags, host names)
+        if layout is None or not layout.simple or layout.unknown or names != last[0] or tags != last[1] or last[2]:
+            return None
+        window = report["window"]
+        traces, io_ops = window.get("traces", 0), gs.get("total_io_ops", 0)
+        embodied, database, messaging = (co2.get("embodied_gco2", 0.0), co2.get("database_gco2", 0.0),
+                                         co2.get("messaging_gco2", 0.0))
+        kwh, operational, mid = gs.get("energy_kwh", 0.0), co2.get("operational_gco2", 0.0), total.get("mid", 0.0)
+        # the window-level figures must be ones the sanitiser passes unchanged (inline: hot)
+        if not (type(kwh) is float and 0.0 <= kwh <= MAX_FIGURE
+                and type(operational) is float and 0.0 <= operational <= MAX_FIGURE
+                and type(embodied) is float and 0.0 <= embodied <= MAX_FIGURE
+                and type(database) is float and 0.0 <= database <= MAX_FIGURE
+                and type(messaging) is float and 0.0 <= messaging <= MAX_FIGURE
+                and type(mid) is float and 0.0 <= mid <= MAX_FIGURE
+                and type(traces) is int and 0 <= traces <= MAX_COUNT
+                and type(io_ops) is int and 0 <= io_ops <= MAX_COUNT):
+            return None
+        rows = gs.get("regions", ())
+        if type(rows) is not list and rows != ():
+            return None
+        for row in rows:
+            if type(row) is not dict:
+                return None
+        meta = report.get("methodology", _EMPTY)
+        line_hash = rec.get("hash")
+        # -- recognised: fold it (the order of process_window and _runtime) -------------------
+        self.runtime_windows += 1  # type: ignore[attr-defined]
+        for tag, count in layout.tag_counts.items():
+            self.models[tag] += count  # type: ignore[attr-defined]
+        self.rejected_models += layout.rejected  # type: ignore[attr-defined]
+        app_energy, app_carbon, app_requests = self._credit_raw(  # type: ignore[attr-defined]
+            layout, energy.values(), carbon.values(), requests.values() if requests else None)
+        self.energy += app_energy + 0.0  # type: ignore[attr-defined]  # + host energy, none here
+        self.operational_kg += app_carbon  # type: ignore[attr-defined]
+        self.requests += app_requests if app_requests else traces  # type: ignore[attr-defined]
+        self.windows += 1  # type: ignore[attr-defined]
+        if start < self.first_start:  # type: ignore[attr-defined,has-type]
+            self.first_start = start
+        if start > self.last_start:  # type: ignore[attr-defined,has-type]
+            self.last_start = start
+        self.host_energy += 0.0  # type: ignore[attr-defined]
+        self.embodied_kg += embodied / 1000.0  # type: ignore[attr-defined]
+        self.database_kg += database / 1000.0  # type: ignore[attr-defined]
+        self.messaging_kg += messaging / 1000.0  # type: ignore[attr-defined]
+        if rows:
+            self._regions(rows)  # type: ignore[attr-defined]
+        if type(meta) is dict and meta:
+            self._note_methodology(meta)  # type: ignore[attr-defined]
+        return line_hash if type(line_hash) is str and len(line_hash) <= 128 else ""

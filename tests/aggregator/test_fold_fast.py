@@ -1,0 +1,136 @@
+"""The plain-line fast path (AggregateState.fold_plain) gives exactly the general path's fold:
+byte-identical reports on hostile archives, and it is really taken on plain lines."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aggregator.engines import fold_lines
+from aggregator.fold import AggregateState
+from aggregator.read import Period, window_start
+from aggregator.report import build_report, report_bytes
+from schema.chain import seal
+
+T0 = datetime(2026, 11, 10, tzinfo=UTC)
+EVERYTHING = Period.everything()
+POOL = ["a", "b", "c", "pg", "_unattributed", "x" * 300]
+TAGS = st.sampled_from(["io_proxy_v1", "scaphandre_rapl+cal", "scaphandre_rapl", "t" * 70, ""])
+FIGURE = st.one_of(st.integers(0, 4096).map(lambda n: n / 1024), st.floats(0, 1e3, allow_nan=False))
+# what a hostile or careless writer may put where a figure belongs (JSON text)
+HOSTILE = st.one_of(
+    st.sampled_from(["-1e308", "1e308", "1e16", "-2.5", "-5", "18446744073709551615", "9007199254740993", "2.5"]),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "-0.0", "null", "true", "false", '"12"', "[]", "{}", "7", "0"]),
+)
+PATHS = [
+    ("green_summary", "energy_kwh"), ("green_summary", "total_io_ops"), ("window", "traces"),
+    ("green_summary", "co2", "operational_gco2"), ("green_summary", "co2", "embodied_gco2"),
+    ("green_summary", "co2", "database_gco2"), ("green_summary", "co2", "messaging_gco2"),
+    ("green_summary", "co2", "total", "mid"), ("green_summary", "co2", "total"), ("green_summary", "co2"),
+    ("green_summary", "per_service_energy_kwh", "a"), ("green_summary", "per_service_carbon_kgco2eq", "a"),
+    ("green_summary", "per_service_requests", "a"), ("green_summary", "per_service_region", "a"),
+    ("green_summary", "per_service_energy_model", "a"), ("green_summary", "per_service_requests"),
+    ("green_summary", "per_service_region"), ("green_summary", "per_service_energy_model"),
+    ("green_summary", "per_service_carbon_kgco2eq"), ("green_summary", "hosts"), ("green_summary", "regions"),
+    ("methodology",), ("hash",), ("green_summary",),
+]
+SENTINEL = "@@HOSTILE@@"
+
+
+@st.composite
+def archive(draw) -> list[bytes]:
+    """Lines that mostly repeat one layout (the fast path's case), with hostile leaves,
+    host rows, layout changes, v1.0 lines and truncated lines mixed in."""
+    names = draw(st.lists(st.sampled_from(POOL[:3]) if draw(st.integers(0, 3)) else st.sampled_from(POOL),
+                          min_size=1, max_size=4, unique=True))
+    tags = {n: draw(TAGS) for n in names}
+    lines, prev = [], None
+    for i in range(draw(st.integers(1, 12))):
+        own = names if draw(st.integers(0, 7)) else draw(st.lists(st.sampled_from(POOL), max_size=3, unique=True))
+        gs: dict = {
+            "energy_kwh": draw(FIGURE), "total_io_ops": draw(st.integers(0, 99)),
+            "co2": {"operational_gco2": draw(FIGURE), "embodied_gco2": draw(FIGURE), "database_gco2": 0.0,
+                    "messaging_gco2": draw(FIGURE), "total": {"mid": draw(FIGURE), "model": "io_proxy_v1"}},
+            "regions": [{"region": draw(st.sampled_from(["pl", "eu-west-3"])), "status": "resolved",
+                         "io_ops": draw(st.integers(0, 9)), "energy_kwh": draw(FIGURE), "co2_gco2": draw(FIGURE)}],
+            "hosts": [{"name": "pg", "energy_kwh": draw(FIGURE)}] if draw(st.integers(0, 9)) == 0 else [],
+        }
+        if own and draw(st.integers(0, 9)):  # else a v1.0 line: no runtime maps
+            gs["per_service_energy_kwh"] = {n: draw(FIGURE) for n in own}
+            gs["per_service_carbon_kgco2eq"] = {n: draw(FIGURE) for n in own}
+            if draw(st.booleans()):
+                gs["per_service_requests"] = {n: draw(st.integers(0, 50)) for n in own}
+            if draw(st.integers(0, 9)):
+                gs["per_service_region"] = {n: "pl" for n in own}
+            gs["per_service_energy_model"] = {n: tags.get(n, "io_proxy_v2") for n in own}
+        report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                             "traces": draw(st.integers(0, 9))},
+                  "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
+                  "per_endpoint_io_ops": [{"service": n, "io_ops": 3} for n in own]}
+        path = draw(st.sampled_from(PATHS[:8] if draw(st.booleans()) else PATHS)) if draw(st.booleans()) else None
+        rec = seal(prev, i, report["window"]["start"], "report", report)
+        prev = rec["hash"]
+        if path is not None:
+            node = rec if path[0] == "hash" else rec["report"]
+            for key in path[:-1]:
+                node = node.get(key) if isinstance(node.get(key), dict) else {}
+            node[path[-1]] = SENTINEL
+        raw = orjson.dumps(rec).replace(f'"{SENTINEL}"'.encode(), draw(HOSTILE).encode())
+        cut = draw(st.integers(0, 12))
+        lines.append(raw[: len(raw) // 2] if cut == 0 else raw)
+    return lines
+
+
+def _fold(lines: list[bytes], plain: bool, **caps: int) -> tuple[bytes, AggregateState]:
+    state = AggregateState(**caps)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain)
+    state.files.append(stat)
+    return report_bytes(build_report(state, EVERYTHING)), state
+
+
+@settings(max_examples=500, deadline=None)
+@given(archive(), st.sampled_from([{}, {"max_services": 2, "max_models": 2, "max_regions": 1}]))
+def test_the_fast_path_folds_hostile_archives_exactly_as_the_general_path(lines, caps):
+    fast, fstate = _fold(lines, True, **caps)
+    general, gstate = _fold(lines, False, **caps)
+    assert fast == general  # byte-identical: same additions in the same order, same counters
+    assert fstate.chains == gstate.chains and fstate.malformed_samples == gstate.malformed_samples
+    assert (fstate.tally.sanitised, fstate.tally.missing) == (gstate.tally.sanitised, gstate.tally.missing)
+    assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
+
+
+def _plain(i: int, energy: object = 0.25) -> dict:
+    gs = {"energy_kwh": 0.5, "co2": {"operational_gco2": 1.0, "total": {"mid": 1.0}},
+          "per_service_energy_kwh": {"a": energy, "b": 0.25}, "per_service_carbon_kgco2eq": {"a": 0.5, "b": 0.5},
+          "per_service_requests": {"a": 1, "b": 2}, "per_service_region": {"a": "pl", "b": "pl"},
+          "per_service_energy_model": {"a": "scaphandre_rapl", "b": "scaphandre_rapl"}}
+    report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "traces": 3},
+              "green_summary": gs}
+    return seal(None, i, report["window"]["start"], "report", report)
+
+
+def test_a_plain_line_after_one_of_the_same_layout_takes_the_fast_path_and_sums_exactly():
+    state = AggregateState()
+    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    rec = orjson.loads(orjson.dumps(_plain(1)))
+    assert state.fold_plain(rec, window_start(rec)) == rec["hash"]  # taken
+    # two windows: a = 0.25 + 0.25, b = 0.25 + 0.25 kWh; 2 x (0.25 + 0.25) = 1.0 kWh in total
+    assert state.services["a"].energy == 0.5 and state.energy == 1.0
+    assert state.services["b"].requests == 4 and state.requests == 6  # (1 + 2) per window
+    assert state.windows == 2 and state.models == {"scaphandre_rapl": 4}
+
+
+def test_the_fast_path_changes_nothing_when_it_declines_and_leaves_sanitising_counted():
+    state = AggregateState()
+    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    hostile = orjson.loads(orjson.dumps(_plain(1)))
+    hostile["report"]["green_summary"]["energy_kwh"] = -1.0  # window-level: the general path counts it
+    before = report_bytes(build_report(state, EVERYTHING))
+    assert state.fold_plain(hostile, window_start(hostile)) is None
+    assert report_bytes(build_report(state, EVERYTHING)) == before
+    # a per-service leaf is sanitised inline on the fast path, and counted, as on the general one
+    fold_lines([orjson.dumps(_plain(2, energy=-1.0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    assert state.tally.sanitised == 1 and state.services["a"].energy == 0.25 and state.windows == 2
