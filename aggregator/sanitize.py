@@ -9,6 +9,8 @@ has no runtime maps and that is not an error. So a sum of sanitised values is al
 
 from __future__ import annotations
 
+from schema.constants import MAX_NAME_BYTES as SCHEMA_MAX_NAME_BYTES
+
 #: Largest figure accepted in one field of one window (1e15 kWh is a petawatt-hour, far above
 #: any real window); larger values are sanitised so that sums can never overflow to Inf.
 MAX_FIGURE = 1e15
@@ -16,8 +18,8 @@ MAX_FIGURE = 1e15
 MAX_COUNT = 2**53
 #: Energy-model tags longer than this (UTF-8 bytes) are rejected.
 MAX_TAG_BYTES = 64
-#: Service and region names longer than this (UTF-8 bytes) are refused.
-MAX_NAME_BYTES = 256
+#: Service and region names longer than this (UTF-8 bytes) are refused (schema/constants.py).
+MAX_NAME_BYTES = SCHEMA_MAX_NAME_BYTES
 
 
 class Tally:

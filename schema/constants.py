@@ -14,3 +14,8 @@ ENERGY_PER_IO_OP_KWH: float = 1e-7
 #: The Software Carbon Intensity formula (Green Software Foundation, SCI specification
 #: v1.0, ISO/IEC 21031:2024): carbon per functional unit R.
 SCI_FORMULA: str = "SCI = ((E x I) + M) per R"
+
+#: Longest service key or endpoint/region name, in UTF-8 bytes, that a window report carries
+#: and a disclosure report keeps. The agent cuts longer names to it; the aggregator refuses
+#: longer ones (counted), so everything the agent writes, the aggregator keeps.
+MAX_NAME_BYTES: int = 256

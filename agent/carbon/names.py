@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: Longest service key or endpoint name in a window report, in UTF-8 bytes; equal to the
-#: aggregator's MAX_NAME_BYTES so that everything the agent writes, the aggregator keeps.
-MAX_NAME_BYTES = 256
+from schema.constants import MAX_NAME_BYTES  # shared with the aggregator
+
+__all__ = ["MAX_NAME_BYTES"]
 
 
 def bounded(name: str) -> str:
