@@ -22,6 +22,7 @@ from itertools import repeat
 
 from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
 from aggregator.fold_fast import PlainRuntime
+from aggregator.fold_proxy import ProxyFast
 from aggregator.fold_regions import RegionRows
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
@@ -50,7 +51,7 @@ class AttributionError(Exception):
 
 
 @dataclass
-class AggregateState(RegionRows, PlainRuntime):
+class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     """Everything a disclosure report needs; grows with services, never with lines."""
 
     services: dict[str, ServiceAcc] = field(default_factory=dict)
@@ -345,10 +346,15 @@ class AggregateState(RegionRows, PlainRuntime):
                 )
             self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
             return
+        self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.host_names, w.model)
+
+    def _split_proxy(self, io_split: dict[str, int], io_total: int, app_energy: float, app_kg: float,
+                     hosts: frozenset[str], model: str | None) -> None:
+        """Credit each service its share of I/O ops (``io_total`` > 0); hosts are excluded."""
         # Every entry carries the window's one model, so after the first credit the tag set's
         # answer is known: accepted (count one more) or rejected (count one more rejection).
-        hosts, services, model, tag = w.host_names, self.services, w.model, _UNSET
-        for name, ops in w.io_split.items():
+        services, tag = self.services, _UNSET
+        for name, ops in io_split.items():
             if name in hosts:
                 self.host_terms_excluded += 1
                 continue

@@ -41,6 +41,8 @@ class PlainRuntime:
         gs = report.get("green_summary")
         if type(gs) is not dict:
             return None
+        if "per_service_energy_kwh" not in gs and "per_service_carbon_kgco2eq" not in gs:
+            return self.fold_proxy(rec, gs, start)  # type: ignore[attr-defined]  # a v1.0 line
         co2 = gs.get("co2", _EMPTY)
         if type(co2) is not dict:
             return None

@@ -35,9 +35,29 @@ PATHS = [
     ("green_summary", "per_service_energy_model", "a"), ("green_summary", "per_service_requests"),
     ("green_summary", "per_service_region"), ("green_summary", "per_service_energy_model"),
     ("green_summary", "per_service_carbon_kgco2eq"), ("green_summary", "hosts"), ("green_summary", "regions"),
-    ("methodology",), ("hash",), ("green_summary",),
+    ("methodology",), ("hash",), ("green_summary",), ("per_endpoint_io_ops",),
+    ("green_summary", "energy_model"), ("green_summary", "co2", "total", "model"),
 ]
 SENTINEL = "@@HOSTILE@@"
+
+
+@st.composite
+def io_rows(draw, own: list[str]) -> list:
+    """per_endpoint_io_ops: the services' rows (a service may repeat, a host may appear, ops
+    may be 0 so there is nothing to split by), sometimes a hostile row or value."""
+    rows: list = [{"service": n, "io_ops": draw(st.integers(0, 5))} for n in own]
+    rows += [{"service": draw(st.sampled_from(POOL)), "io_ops": draw(st.integers(0, 5))}
+             for _ in range(draw(st.integers(0, 2)))]
+    hostile = draw(st.integers(0, 9))
+    if hostile == 0:
+        rows.append({"service": "a", "io_ops": SENTINEL})
+    elif hostile == 1:
+        rows.append({"service": SENTINEL, "io_ops": 2})
+    elif hostile == 2:
+        rows.append(SENTINEL)
+    elif hostile == 3:
+        rows.append({"service": "b"})  # io_ops absent: 0
+    return rows
 
 
 @st.composite
@@ -58,7 +78,8 @@ def archive(draw) -> list[bytes]:
                          "io_ops": draw(st.integers(0, 9)), "energy_kwh": draw(FIGURE), "co2_gco2": draw(FIGURE)}],
             "hosts": [{"name": "pg", "energy_kwh": draw(FIGURE)}] if draw(st.integers(0, 9)) == 0 else [],
         }
-        if own and draw(st.integers(0, 9)):  # else a v1.0 line: no runtime maps
+        v1 = not own or not draw(st.integers(0, 4))
+        if not v1:
             gs["per_service_energy_kwh"] = {n: draw(FIGURE) for n in own}
             gs["per_service_carbon_kgco2eq"] = {n: draw(FIGURE) for n in own}
             if draw(st.booleans()):
@@ -66,10 +87,16 @@ def archive(draw) -> list[bytes]:
             if draw(st.integers(0, 9)):
                 gs["per_service_region"] = {n: "pl" for n in own}
             gs["per_service_energy_model"] = {n: tags.get(n, "io_proxy_v2") for n in own}
+        else:  # a v1.0 line (the proxy path): runtime maps absent, energy_kwh often too
+            if draw(st.booleans()):
+                del gs["energy_kwh"]
+            if draw(st.integers(0, 3)) == 0:
+                gs["energy_model"] = draw(TAGS)
+            gs["co2"]["total"]["model"] = draw(TAGS)
         report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                              "traces": draw(st.integers(0, 9))},
                   "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
-                  "per_endpoint_io_ops": [{"service": n, "io_ops": 3} for n in own]}
+                  "per_endpoint_io_ops": draw(io_rows(own))}
         path = draw(st.sampled_from(PATHS[:8] if draw(st.booleans()) else PATHS)) if draw(st.booleans()) else None
         rec = seal(prev, i, report["window"]["start"], "report", report)
         prev = rec["hash"]
@@ -134,3 +161,17 @@ def test_the_fast_path_changes_nothing_when_it_declines_and_leaves_sanitising_co
     # a per-service leaf is sanitised inline on the fast path, and counted, as on the general one
     fold_lines([orjson.dumps(_plain(2, energy=-1.0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
     assert state.tally.sanitised == 1 and state.services["a"].energy == 0.25 and state.windows == 2
+
+
+def test_a_v1_line_takes_the_proxy_fast_path_and_splits_by_io_share():
+    report = {"window": {"start": "2026-11-10T00:00:00Z", "traces": 4},
+              "green_summary": {"total_io_ops": 4, "energy_kwh": 0.5,
+                                "co2": {"operational_gco2": 2000.0, "total": {"mid": 2000.0, "model": "io_proxy_v1"}}},
+              "per_endpoint_io_ops": [{"service": "a", "io_ops": 1}, {"service": "b", "io_ops": 3}]}
+    rec = orjson.loads(orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report)))
+    state = AggregateState()
+    assert state.fold_plain(rec, window_start(rec)) == rec["hash"]  # taken, not declined
+    # a: 1/4 of 0.5 kWh = 0.125 kWh and of 2 kg = 0.5 kg; b: 3/4 -> 0.375 kWh, 1.5 kg
+    assert (state.services["a"].energy, state.services["a"].carbon) == (0.125, 0.5)
+    assert (state.services["b"].energy, state.services["b"].carbon) == (0.375, 1.5)
+    assert state.fallback_windows == 1 and state.requests == 4 and state.models == {"io_proxy_v1": 2}
