@@ -41,7 +41,8 @@ class PlainRuntime:
         gs = report.get("green_summary")
         if type(gs) is not dict:
             return None
-        if "per_service_energy_kwh" not in gs and "per_service_carbon_kgco2eq" not in gs:
+        energy = gs.get("per_service_energy_kwh", _ABSENT)
+        if energy is _ABSENT and "per_service_carbon_kgco2eq" not in gs:
             return self.fold_proxy(rec, gs, start)  # type: ignore[attr-defined]  # a v1.0 line
         co2 = gs.get("co2", _EMPTY)
         if type(co2) is not dict:
@@ -50,7 +51,6 @@ class PlainRuntime:
         hosts = gs.get("hosts", _ABSENT)
         if type(total) is not dict or hosts is not _ABSENT and hosts != []:
             return None
-        energy = gs.get("per_service_energy_kwh", _EMPTY)
         carbon = gs.get("per_service_carbon_kgco2eq", _EMPTY)
         requests = gs.get("per_service_requests", _EMPTY)
         regions = gs.get("per_service_region", _EMPTY)

@@ -146,7 +146,7 @@ def load(raw: bytes) -> dict:
     return rec
 
 
-_SIXTY = {f"{i:02d}": i for i in range(60)}
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}": m * 60 + s for m in range(60) for s in range(60)}
 _HOURS: dict[str, float] = {}
 
 
@@ -170,13 +170,14 @@ def window_start(rec: dict) -> float:
         raise Malformed("report.window.start is missing or not a string")
     # the usual form, YYYY-MM-DDTHH:MM:SSZ: the hour's epoch is parsed once and cached, and
     # minutes and seconds are added exactly (whole seconds), which is what to_epoch gives
-    if len(start) == 20 and start[10] == "T" and start[13] == ":" and start[16] == ":" and start[19] == "Z":
-        hour = _HOURS.get(start[:14])
-        mm, ss = _SIXTY.get(start[14:16]), _SIXTY.get(start[17:19])
-        if hour is None and mm is not None and ss is not None:
-            hour = _hour(start[:14])
-        if hour is not None and mm is not None and ss is not None:
-            return hour + (mm * 60 + ss)
+    if len(start) == 20 and start[10] == "T" and start[13] == ":" and start[19] == "Z":
+        offset = _MINUTE_SECOND.get(start[14:19])  # "MM:SS" -> seconds into the hour, or None
+        if offset is not None:
+            hour = _HOURS.get(start[:14])
+            if hour is None:
+                hour = _hour(start[:14])
+            if hour is not None:
+                return hour + offset
     try:
         return to_epoch(start)
     except ValueError:

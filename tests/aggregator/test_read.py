@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import fsspec
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aggregator import synth
 from aggregator.engines import run_local
 from aggregator.files import discover
-from aggregator.read import Period
+from aggregator.read import Malformed, Period, to_epoch, window_start
 from aggregator.report import build_report, report_bytes
 from aggregator.sanitize import MAX_FIGURE, Tally, clean_count, clean_float, clean_tag
 
@@ -180,3 +180,21 @@ def test_period_errors_say_what_to_write():
         Period.parse("last tuesday", "2026-11-30")
     with pytest.raises(ValueError, match="must be after"):
         Period.parse("2026-11-30", "2026-11-01")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(st.integers(2020, 2030), st.integers(1, 12), st.integers(1, 28), st.integers(0, 23),
+                 st.sampled_from(["00", "07", "59", "60", "99", "5:", " 5"]),
+                 st.sampled_from(["00", "30", "59", "60", "ab"]), st.sampled_from([":", "-"])))
+def test_the_cached_window_start_equals_a_full_rfc3339_parse(parts):
+    y, mo, d, h, mm, ss, sep = parts
+    text = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mm}{sep}{ss}Z"
+    try:
+        expected: float | None = to_epoch(text)
+    except ValueError:
+        expected = None
+    try:
+        got: float | None = window_start({"report": {"window": {"start": text}}})
+    except Malformed:
+        got = None
+    assert got == expected  # the "MM:SS" cache never accepts what the full parser refuses
