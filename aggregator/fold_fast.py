@@ -16,7 +16,7 @@ lines both ways and asserts byte-identical reports (tests/aggregator/test_fold_f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE
 
@@ -25,6 +25,73 @@ if TYPE_CHECKING:
 
 _EMPTY: dict = {}
 _ABSENT = object()
+
+
+class Figures(NamedTuple):
+    """A line's window-level figures, each one the sanitiser would pass unchanged."""
+
+    total: dict
+    traces: int
+    io_ops: int
+    kwh: float
+    operational: float
+    mid: float
+    embodied: float
+    database: float
+    messaging: float
+    rows: list | tuple
+
+
+def clean_figures(report: dict, gs: dict) -> Figures | None:  # noqa: C901 - one flat check list
+    """The window-level figures of a host-less line if every one is clean (inline: hot), else
+    ``None``; shared by ``fold_plain`` and ``fold_proxy``, which change nothing on ``None``."""
+    co2 = gs.get("co2", _EMPTY)
+    if type(co2) is not dict:
+        return None
+    total = co2.get("total", _EMPTY)
+    hosts = gs.get("hosts", _ABSENT)
+    if type(total) is not dict or hosts is not _ABSENT and hosts != []:
+        return None
+    window = report["window"]
+    traces, io_ops = window.get("traces", 0), gs.get("total_io_ops", 0)
+    embodied, database, messaging = (co2.get("embodied_gco2", 0.0), co2.get("database_gco2", 0.0),
+                                     co2.get("messaging_gco2", 0.0))
+    kwh, operational, mid = gs.get("energy_kwh", 0.0), co2.get("operational_gco2", 0.0), total.get("mid", 0.0)
+    if not (type(kwh) is float and 0.0 <= kwh <= MAX_FIGURE
+            and type(operational) is float and 0.0 <= operational <= MAX_FIGURE
+            and type(embodied) is float and 0.0 <= embodied <= MAX_FIGURE
+            and type(database) is float and 0.0 <= database <= MAX_FIGURE
+            and type(messaging) is float and 0.0 <= messaging <= MAX_FIGURE
+            and type(mid) is float and 0.0 <= mid <= MAX_FIGURE
+            and type(traces) is int and 0 <= traces <= MAX_COUNT
+            and type(io_ops) is int and 0 <= io_ops <= MAX_COUNT):
+        return None
+    rows = gs.get("regions", ())
+    if type(rows) is not list and rows != ():
+        return None
+    for row in rows:
+        if type(row) is not dict:
+            return None
+    return Figures(total, traces, io_ops, kwh, operational, mid, embodied, database, messaging, rows)
+
+
+def finish_window(state: Any, start: float, f: Figures, meta: object, line_hash: object) -> str:
+    """The additions both fast paths end a recognised window with, in process_window's order;
+    returns the line's hash (``""`` when unusable, as on the general path)."""
+    state.windows += 1
+    if start < state.first_start:
+        state.first_start = start
+    if start > state.last_start:
+        state.last_start = start
+    state.host_energy += 0.0  # no host rows on a fast path
+    state.embodied_kg += f.embodied / 1000.0
+    state.database_kg += f.database / 1000.0
+    state.messaging_kg += f.messaging / 1000.0
+    if f.rows:
+        state._regions(f.rows)
+    if type(meta) is dict and meta:
+        state._note_methodology(meta)
+    return line_hash if type(line_hash) is str and len(line_hash) <= 128 else ""
 
 
 class PlainRuntime:
@@ -44,13 +111,6 @@ class PlainRuntime:
         energy = gs.get("per_service_energy_kwh", _ABSENT)
         if energy is _ABSENT and "per_service_carbon_kgco2eq" not in gs:
             return self.fold_proxy(rec, gs, start)  # type: ignore[attr-defined]  # a v1.0 line
-        co2 = gs.get("co2", _EMPTY)
-        if type(co2) is not dict:
-            return None
-        total = co2.get("total", _EMPTY)
-        hosts = gs.get("hosts", _ABSENT)
-        if type(total) is not dict or hosts is not _ABSENT and hosts != []:
-            return None
         carbon = gs.get("per_service_carbon_kgco2eq", _EMPTY)
         requests = gs.get("per_service_requests", _EMPTY)
         regions = gs.get("per_service_region", _EMPTY)
@@ -65,27 +125,9 @@ class PlainRuntime:
         layout, last = self._last_layout, self._last_key  # last = (names, tags, host names)
         if layout is None or not layout.simple or layout.unknown or names != last[0] or tags != last[1] or last[2]:
             return None
-        window = report["window"]
-        traces, io_ops = window.get("traces", 0), gs.get("total_io_ops", 0)
-        embodied, database, messaging = (co2.get("embodied_gco2", 0.0), co2.get("database_gco2", 0.0),
-                                         co2.get("messaging_gco2", 0.0))
-        kwh, operational, mid = gs.get("energy_kwh", 0.0), co2.get("operational_gco2", 0.0), total.get("mid", 0.0)
-        # the window-level figures must be ones the sanitiser passes unchanged (inline: hot)
-        if not (type(kwh) is float and 0.0 <= kwh <= MAX_FIGURE
-                and type(operational) is float and 0.0 <= operational <= MAX_FIGURE
-                and type(embodied) is float and 0.0 <= embodied <= MAX_FIGURE
-                and type(database) is float and 0.0 <= database <= MAX_FIGURE
-                and type(messaging) is float and 0.0 <= messaging <= MAX_FIGURE
-                and type(mid) is float and 0.0 <= mid <= MAX_FIGURE
-                and type(traces) is int and 0 <= traces <= MAX_COUNT
-                and type(io_ops) is int and 0 <= io_ops <= MAX_COUNT):
+        figures = clean_figures(report, gs)
+        if figures is None:
             return None
-        rows = gs.get("regions", ())
-        if type(rows) is not list and rows != ():
-            return None
-        for row in rows:
-            if type(row) is not dict:
-                return None
         meta = report.get("methodology", _EMPTY)
         line_hash = rec.get("hash")
         # -- recognised: fold it (the order of process_window and _runtime) -------------------
@@ -97,18 +139,5 @@ class PlainRuntime:
             layout, energy.values(), carbon.values(), requests.values() if requests else None)
         self.energy += app_energy + 0.0  # type: ignore[attr-defined]  # + host energy, none here
         self.operational_kg += app_carbon  # type: ignore[attr-defined]
-        self.requests += app_requests if app_requests else traces  # type: ignore[attr-defined]
-        self.windows += 1  # type: ignore[attr-defined]
-        if start < self.first_start:  # type: ignore[attr-defined,has-type]
-            self.first_start = start
-        if start > self.last_start:  # type: ignore[attr-defined,has-type]
-            self.last_start = start
-        self.host_energy += 0.0  # type: ignore[attr-defined]
-        self.embodied_kg += embodied / 1000.0  # type: ignore[attr-defined]
-        self.database_kg += database / 1000.0  # type: ignore[attr-defined]
-        self.messaging_kg += messaging / 1000.0  # type: ignore[attr-defined]
-        if rows:
-            self._regions(rows)  # type: ignore[attr-defined]
-        if type(meta) is dict and meta:
-            self._note_methodology(meta)  # type: ignore[attr-defined]
-        return line_hash if type(line_hash) is str and len(line_hash) <= 128 else ""
+        self.requests += app_requests if app_requests else figures.traces  # type: ignore[attr-defined]
+        return finish_window(self, start, figures, meta, line_hash)
