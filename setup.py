@@ -1,19 +1,30 @@
 """Build hook for carbonspan's C accelerator (everything else is in pyproject.toml).
 
-``agent.otlp._wire`` is the fast OTLP protobuf decoder. It is optional so that a machine
-without a C compiler still installs carbonspan (``agent.otlp`` then falls back to the
-reference decoder); ``tests/otlp`` asserts that it is built, so CI never runs slowly unnoticed.
+``agent.otlp._wire`` is the fast OTLP protobuf decoder and ``aggregator._fold`` the
+aggregator's per-window fold. Both are optional so that a machine without a C compiler still
+installs carbonspan (``agent.otlp`` then falls back to the reference decoder, the aggregator to
+its Python fast path); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
+CI never runs slowly unnoticed.
 """
 
 from setuptools import Extension, setup
+
+FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(
     ext_modules=[
         Extension(
             "agent.otlp._wire",
             sources=["agent/otlp/_wire.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=FLAGS,
             optional=True,
-        )
+        ),
+        # gnu11: unsigned __int128 for exact counts; no -ffast-math: the sums must be IEEE exact
+        Extension(
+            "aggregator._fold",
+            sources=["aggregator/_fold.c"],
+            extra_compile_args=[*FLAGS[:1], "-std=gnu11", *FLAGS[2:]],
+            optional=True,
+        ),
     ]
 )

@@ -4,23 +4,60 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aggregator.fold_fast import FAST
+
 MAX_METHOD_KEYS = 32
 MAX_METHOD_VALUES = 8
 MAX_METHOD_VALUE_BYTES = 2048
 
+if FAST is not None:  # the running sums live in C structs that aggregator._fold adds to directly
+    ServiceSums, RegionSums = FAST.ServiceSums, FAST.RegionSums
+else:  # no C build: the same fields as Python slots
 
-class ServiceAcc:
-    """Running totals of one service (or of the ``_unattributed`` bucket)."""
+    class ServiceSums:  # type: ignore[no-redef]
+        __slots__ = ("energy", "carbon", "requests", "windows")
 
-    __slots__ = ("energy", "carbon", "requests", "windows", "region", "models")
+        def __init__(self) -> None:
+            self.energy = 0.0
+            self.carbon = 0.0
+            self.requests = 0
+            self.windows = 0
+
+    class RegionSums:  # type: ignore[no-redef]
+        __slots__ = ("energy", "carbon", "io_ops", "rows")
+
+        def __init__(self) -> None:
+            self.energy = 0.0
+            self.carbon = 0.0
+            self.io_ops = 0
+            self.rows = 0
+
+
+def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int) -> ServiceAcc:
+    acc = ServiceAcc(region)
+    acc.models, acc.energy, acc.carbon, acc.requests, acc.windows = models, energy, carbon, requests, windows
+    return acc
+
+
+def _region_acc(fixed: tuple, energy: float, carbon: float, io_ops: int, rows: int) -> RegionAcc:
+    acc = RegionAcc(*fixed)
+    acc.energy, acc.carbon, acc.io_ops, acc.rows = energy, carbon, io_ops, rows
+    return acc
+
+
+class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
+    """Running totals of one service (or of the ``_unattributed`` bucket): energy (kWh),
+    carbon (kg), requests, windows from the base; the first known region and the tags here."""
+
+    __slots__ = ("region", "models")
 
     def __init__(self, region: str) -> None:
-        self.energy = 0.0
-        self.carbon = 0.0
-        self.requests = 0
-        self.windows = 0
+        super().__init__()
         self.region = region
         self.models: dict[str, None] = {}
+
+    def __reduce__(self) -> tuple:  # the C fields are not slots: pickle (Dask) names them
+        return _service_acc, (self.region, self.models, self.energy, self.carbon, self.requests, self.windows)
 
     def add(self, other: ServiceAcc, models: dict[str, int]) -> None:
         if self.region == "unknown":
@@ -50,15 +87,19 @@ class _Layout:
 _HOST = object()  # a layout target: the entry is a host, never a service
 
 
-class RegionAcc:
-    __slots__ = ("status", "intensity", "pue", "source", "rows", "io_ops", "energy", "carbon")
+class RegionAcc(RegionSums):  # type: ignore[misc,valid-type]
+    """One grid region: rows, I/O ops, energy (kWh), carbon (kg) from the base; the first
+    row's status, intensity, PUE and intensity source here."""
+
+    __slots__ = ("status", "intensity", "pue", "source")
 
     def __init__(self, status: str, intensity: float, pue: float, source: str) -> None:
+        super().__init__()
         self.status, self.intensity, self.pue, self.source = status, intensity, pue, source
-        self.rows = 0
-        self.io_ops = 0
-        self.energy = 0.0
-        self.carbon = 0.0  # kg
+
+    def __reduce__(self) -> tuple:
+        return _region_acc, ((self.status, self.intensity, self.pue, self.source),
+                             self.energy, self.carbon, self.io_ops, self.rows)
 
 
 @dataclass

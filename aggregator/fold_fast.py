@@ -16,12 +16,29 @@ lines both ways and asserts byte-identical reports (tests/aggregator/test_fold_f
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE
 
 if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
+
+#: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
+FOLD_VERSION = 1
+
+
+def _c_fold() -> ModuleType | None:
+    """``aggregator._fold`` (the C ``fold_plain``), or None when not built or built by other
+    rules (then the Python ``fold_plain`` below does the same work, slower)."""
+    try:
+        from aggregator import _fold  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _fold if getattr(_fold, "FOLD_VERSION", None) == FOLD_VERSION else None
+
+
+FAST = _c_fold()
 
 _EMPTY: dict = {}
 _ABSENT = object()

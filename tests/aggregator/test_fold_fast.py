@@ -1,16 +1,23 @@
-"""The plain-line fast path (AggregateState.fold_plain) gives exactly the general path's fold:
-byte-identical reports on hostile archives, and it is really taken on plain lines."""
+"""The plain-line fast paths - the C ``aggregator._fold.fold_plain`` and the Python
+``AggregateState.fold_plain`` it replaces when built - give exactly the general path's fold:
+byte-identical reports on hostile archives, and they are really taken on plain lines."""
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aggregator.accumulators import RegionAcc, ServiceAcc
 from aggregator.engines import fold_lines
 from aggregator.fold import AggregateState
+from aggregator.fold_fast import FAST, FOLD_VERSION
 from aggregator.read import Period, window_start
 from aggregator.report import build_report, report_bytes
 from schema.chain import seal
@@ -111,22 +118,40 @@ def archive(draw) -> list[bytes]:
     return lines
 
 
-def _fold(lines: list[bytes], plain: bool, **caps: int) -> tuple[bytes, AggregateState]:
+def _fold(lines: list[bytes], plain: bool, c_fold: bool = True, **caps: int) -> tuple[bytes, AggregateState]:
     state = AggregateState(**caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
     state.files.append(stat)
     return report_bytes(build_report(state, EVERYTHING)), state
 
 
+def test_the_c_fold_is_built_and_by_the_current_rules():
+    # make test builds it (setup.py); without it the aggregator is correct but slower, and the
+    # differential tests below would compare the Python fast path with itself
+    assert FAST is not None and FAST.FOLD_VERSION == FOLD_VERSION
+    assert issubclass(ServiceAcc, FAST.ServiceSums) and issubclass(RegionAcc, FAST.RegionSums)
+
+
 @settings(max_examples=500, deadline=None)
 @given(archive(), st.sampled_from([{}, {"max_services": 2, "max_models": 2, "max_regions": 1}]))
-def test_the_fast_path_folds_hostile_archives_exactly_as_the_general_path(lines, caps):
-    fast, fstate = _fold(lines, True, **caps)
+def test_the_fast_paths_fold_hostile_archives_exactly_as_the_general_path(lines, caps):
     general, gstate = _fold(lines, False, **caps)
-    assert fast == general  # byte-identical: same additions in the same order, same counters
-    assert fstate.chains == gstate.chains and fstate.malformed_samples == gstate.malformed_samples
-    assert (fstate.tally.sanitised, fstate.tally.missing) == (gstate.tally.sanitised, gstate.tally.missing)
-    assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
+    for c_fold in (True, False):  # the C fold, then the Python fast path
+        fast, fstate = _fold(lines, True, c_fold=c_fold, **caps)
+        assert fast == general  # byte-identical: same additions in the same order, same counters
+        assert fstate.chains == gstate.chains and fstate.malformed_samples == gstate.malformed_samples
+        assert (fstate.tally.sanitised, fstate.tally.missing) == (gstate.tally.sanitised, gstate.tally.missing)
+        assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
+
+
+def _fast_paths() -> list[Callable[[AggregateState], Callable]]:
+    paths: list[Callable[[AggregateState], Callable]] = [lambda state: state.fold_plain]
+    if FAST is not None:
+        paths.append(lambda state: partial(FAST.fold_plain, state))
+    return paths
+
+
+FAST_PATHS = pytest.mark.parametrize("fast", _fast_paths(), ids=["python", "c"][: len(_fast_paths())])
 
 
 def _plain(i: int, energy: object = 0.25) -> dict:
@@ -139,39 +164,71 @@ def _plain(i: int, energy: object = 0.25) -> dict:
     return seal(None, i, report["window"]["start"], "report", report)
 
 
-def test_a_plain_line_after_one_of_the_same_layout_takes_the_fast_path_and_sums_exactly():
+@FAST_PATHS
+def test_a_plain_line_after_one_of_the_same_layout_takes_the_fast_path_and_sums_exactly(fast):
     state = AggregateState()
     fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
     rec = orjson.loads(orjson.dumps(_plain(1)))
-    assert state.fold_plain(rec, window_start(rec)) == rec["hash"]  # taken
+    assert fast(state)(rec, window_start(rec)) == rec["hash"]  # taken
     # two windows: a = 0.25 + 0.25, b = 0.25 + 0.25 kWh; 2 x (0.25 + 0.25) = 1.0 kWh in total
     assert state.services["a"].energy == 0.5 and state.energy == 1.0
     assert state.services["b"].requests == 4 and state.requests == 6  # (1 + 2) per window
     assert state.windows == 2 and state.models == {"scaphandre_rapl": 4}
 
 
-def test_the_fast_path_changes_nothing_when_it_declines_and_leaves_sanitising_counted():
+@FAST_PATHS
+def test_the_fast_path_changes_nothing_when_it_declines_and_leaves_sanitising_counted(fast):
     state = AggregateState()
     fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
-    hostile = orjson.loads(orjson.dumps(_plain(1)))
-    hostile["report"]["green_summary"]["energy_kwh"] = -1.0  # window-level: the general path counts it
     before = report_bytes(build_report(state, EVERYTHING))
-    assert state.fold_plain(hostile, window_start(hostile)) is None
-    assert report_bytes(build_report(state, EVERYTHING)) == before
+    for path, value in [(("green_summary", "energy_kwh"), -1.0),  # window-level: the general path counts it
+                        (("green_summary", "hosts"), [{"name": "pg"}]),  # a host row
+                        (("green_summary", "per_service_energy_model", "b"), "io_proxy_v1"),  # a new layout
+                        (("window", "traces"), True)]:  # a bool is not a count
+        hostile = orjson.loads(orjson.dumps(_plain(1)))
+        node = hostile["report"]
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        assert fast(state)(hostile, window_start(hostile)) is None, path
+        assert report_bytes(build_report(state, EVERYTHING)) == before
     # a per-service leaf is sanitised inline on the fast path, and counted, as on the general one
-    fold_lines([orjson.dumps(_plain(2, energy=-1.0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    rec = orjson.loads(orjson.dumps(_plain(2, energy=-1.0)))
+    assert fast(state)(rec, window_start(rec)) == rec["hash"]
     assert state.tally.sanitised == 1 and state.services["a"].energy == 0.25 and state.windows == 2
 
 
-def test_a_v1_line_takes_the_proxy_fast_path_and_splits_by_io_share():
+@FAST_PATHS
+def test_a_v1_line_takes_the_proxy_fast_path_and_splits_by_io_share(fast):
     report = {"window": {"start": "2026-11-10T00:00:00Z", "traces": 4},
               "green_summary": {"total_io_ops": 4, "energy_kwh": 0.5,
                                 "co2": {"operational_gco2": 2000.0, "total": {"mid": 2000.0, "model": "io_proxy_v1"}}},
               "per_endpoint_io_ops": [{"service": "a", "io_ops": 1}, {"service": "b", "io_ops": 3}]}
     rec = orjson.loads(orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report)))
     state = AggregateState()
-    assert state.fold_plain(rec, window_start(rec)) == rec["hash"]  # taken, not declined
+    assert fast(state)(rec, window_start(rec)) == rec["hash"]  # taken, not declined
     # a: 1/4 of 0.5 kWh = 0.125 kWh and of 2 kg = 0.5 kg; b: 3/4 -> 0.375 kWh, 1.5 kg
     assert (state.services["a"].energy, state.services["a"].carbon) == (0.125, 0.5)
     assert (state.services["b"].energy, state.services["b"].carbon) == (0.375, 1.5)
     assert state.fallback_windows == 1 and state.requests == 4 and state.models == {"io_proxy_v1": 2}
+
+
+def test_counts_are_exact_past_64_bits_and_accumulators_pickle_whole():
+    # requests and I/O ops are summed as exact integers (C: 128-bit), as Python ints would be
+    acc, region = ServiceAcc("pl"), RegionAcc("resolved", 590.8, 1.5, "annual")
+    for _ in range(3):
+        acc.requests += 2**63 + 1
+        region.io_ops += 2**62
+    acc.energy += 0.1
+    acc.energy += 0.2  # IEEE double addition, as on a Python float
+    acc.windows += 2
+    acc.models["scaphandre_rapl"] = None
+    assert acc.requests == 3 * (2**63 + 1) and region.io_ops == 3 * 2**62 and acc.energy == 0.1 + 0.2
+    back = pickle.loads(pickle.dumps(acc))  # how Dask ships a state
+    assert (back.region, back.models, back.energy, back.requests, back.windows) == (
+        "pl", {"scaphandre_rapl": None}, 0.1 + 0.2, 3 * (2**63 + 1), 2)
+    region.rows += 4
+    r = pickle.loads(pickle.dumps(region))
+    assert (r.status, r.intensity, r.pue, r.source, r.io_ops, r.rows) == ("resolved", 590.8, 1.5, "annual", 3 * 2**62, 4)
+    with pytest.raises(ValueError, match="negative"):
+        acc.requests = -1

@@ -1,0 +1,675 @@
+/* _fold.c -- the aggregator's hot loop: one plain runtime window line folded into the state.
+ *
+ * Why C: after orjson.loads, the Python fold of a plain line (aggregator/fold_fast.py,
+ * PlainRuntime.fold_plain) was about half of the aggregator's time: a few dozen type and
+ * range checks and four float/int additions per service, each a bytecode round trip. This
+ * does the same work on the loaded dict, with the per-service and per-region running sums
+ * kept in C structs (ServiceSums, RegionSums: the bases of accumulators.ServiceAcc and
+ * RegionAcc, whose fields Python code reads and writes as before).
+ *
+ * Contract (the same as fold_plain's, which stays the reference and the fallback when this
+ * module is not built): it first *checks* - the line's layout (service names and tags) is the
+ * previous window's cached one, every window-level figure is one the sanitiser would pass
+ * unchanged, no host rows - and returns None having changed nothing if anything differs; the
+ * caller then takes the general path. Once it has checked, it makes exactly the additions of
+ * fold_plain + finish_window, in the same order, with the same IEEE doubles (no fast-math), so
+ * the report is byte-identical. Per-service leaves that need the sanitiser, region rows that
+ * are not plain, and a new methodology block are handed to the same Python code the general
+ * path uses. A v1.0 line (no runtime maps) is handed to state.fold_proxy, as fold_plain does.
+ * tests/aggregator/test_fold_fast.py folds hostile archives through this, through the Python
+ * fast path and through the general path, and asserts byte-identical reports.
+ *
+ * Counts (requests, I/O ops) are exact: they are summed as unsigned 128-bit integers (each
+ * accepted count is at most 2**53, so no sum a real or hostile archive can reach overflows)
+ * and converted to Python ints on access.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <structmember.h>
+
+/* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
+ * a stale build is refused instead of silently folding by old rules. */
+#define FOLD_VERSION 1
+#define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
+#define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
+
+typedef unsigned __int128 u128;
+
+/* ---------------------------------------------------------------------- exact counts */
+
+typedef struct { uint64_t lo, hi; } Count; /* a u128 without its 16-byte alignment demand */
+
+static inline u128 count_get(const Count *c) { return ((u128)c->hi << 64) | c->lo; }
+static inline void count_set(Count *c, u128 v) { c->lo = (uint64_t)v; c->hi = (uint64_t)(v >> 64); }
+
+static PyObject *u128_to_py(u128 v) {
+    uint64_t hi = (uint64_t)(v >> 64), lo = (uint64_t)v;
+    if (hi == 0)
+        return PyLong_FromUnsignedLongLong(lo);
+    PyObject *h = PyLong_FromUnsignedLongLong(hi), *l = PyLong_FromUnsignedLongLong(lo);
+    PyObject *shift = PyLong_FromLong(64), *hs = NULL, *out = NULL;
+    if (h && l && shift && (hs = PyNumber_Lshift(h, shift)))
+        out = PyNumber_Or(hs, l);
+    Py_XDECREF(h); Py_XDECREF(l); Py_XDECREF(shift); Py_XDECREF(hs);
+    return out;
+}
+
+static int py_to_u128(PyObject *v, u128 *out, const char *what) {
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (small == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow == 0) {
+        if (small < 0) {
+            PyErr_Format(PyExc_ValueError, "%s cannot be negative (got %lld)", what, small);
+            return -1;
+        }
+        *out = (u128)(unsigned long long)small;
+        return 0;
+    }
+    if (overflow < 0) {
+        PyErr_Format(PyExc_ValueError, "%s cannot be negative", what);
+        return -1;
+    }
+    PyObject *shift = PyLong_FromLong(64), *mask = PyLong_FromUnsignedLongLong(UINT64_MAX);
+    PyObject *hi = NULL, *lo = NULL;
+    int rc = -1;
+    if (shift && mask && (hi = PyNumber_Rshift(v, shift)) && (lo = PyNumber_And(v, mask))) {
+        unsigned long long h = PyLong_AsUnsignedLongLong(hi);
+        if (!(h == (unsigned long long)-1 && PyErr_Occurred())) {
+            *out = ((u128)h << 64) | (u128)PyLong_AsUnsignedLongLong(lo);
+            rc = 0;
+        } else {
+            PyErr_Format(PyExc_OverflowError, "%s does not fit in 128 bits", what);
+        }
+    }
+    Py_XDECREF(shift); Py_XDECREF(mask); Py_XDECREF(hi); Py_XDECREF(lo);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- Sums types */
+
+typedef struct {
+    PyObject_HEAD
+    double energy; /* kWh */
+    double carbon; /* kg CO2e */
+    Count count;   /* ServiceSums.requests / RegionSums.io_ops */
+    long long n;   /* ServiceSums.windows / RegionSums.rows */
+} Sums;
+
+static PyObject *sums_count_get(PyObject *self, void *closure) {
+    return u128_to_py(count_get(&((Sums *)self)->count));
+}
+
+static int sums_count_set(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
+        return -1;
+    }
+    u128 v;
+    if (py_to_u128(value, &v, (const char *)closure) < 0)
+        return -1;
+    count_set(&((Sums *)self)->count, v);
+    return 0;
+}
+
+static PyMemberDef service_members[] = {
+    {"energy", T_DOUBLE, offsetof(Sums, energy), 0, "energy (kWh) credited so far"},
+    {"carbon", T_DOUBLE, offsetof(Sums, carbon), 0, "operational carbon (kg CO2e) credited so far"},
+    {"windows", T_LONGLONG, offsetof(Sums, n), 0, "windows that credited this service"},
+    {NULL},
+};
+static PyGetSetDef service_getset[] = {
+    {"requests", sums_count_get, sums_count_set, "requests credited so far (exact int)", "requests"},
+    {NULL},
+};
+static PyMemberDef region_members[] = {
+    {"energy", T_DOUBLE, offsetof(Sums, energy), 0, "energy (kWh) of this grid region's rows"},
+    {"carbon", T_DOUBLE, offsetof(Sums, carbon), 0, "carbon (kg CO2e) of this grid region's rows"},
+    {"rows", T_LONGLONG, offsetof(Sums, n), 0, "region rows folded"},
+    {NULL},
+};
+static PyGetSetDef region_getset[] = {
+    {"io_ops", sums_count_get, sums_count_set, "I/O operations of the rows (exact int)", "io_ops"},
+    {NULL},
+};
+
+static PyTypeObject ServiceSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.ServiceSums",
+    .tp_doc = "Running sums of one service: energy, carbon, requests, windows (C fields).",
+    .tp_basicsize = sizeof(Sums),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = service_members,
+    .tp_getset = service_getset,
+};
+static PyTypeObject RegionSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.RegionSums",
+    .tp_doc = "Running sums of one grid region: energy, carbon, io_ops, rows (C fields).",
+    .tp_basicsize = sizeof(Sums),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = region_members,
+    .tp_getset = region_getset,
+};
+
+/* ---------------------------------------------------------------------- names */
+
+enum {
+    S_REPORT, S_GREEN_SUMMARY, S_ENERGY_MAP, S_CARBON_MAP, S_REQUESTS_MAP, S_REGION_MAP,
+    S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
+    S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
+    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2,
+    /* attributes of the state and its layout */
+    A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
+    A_FOLD_PROXY, A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
+    A_OPERATIONAL_KG, A_REQUESTS, A_WINDOWS, A_FIRST_START, A_LAST_START, A_HOST_ENERGY,
+    A_EMBODIED_KG, A_DATABASE_KG, A_MESSAGING_KG, A_REGIONS_METHOD, A_NOTE_METHODOLOGY,
+    A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, N_NAMES
+};
+static const char *const NAME_TEXT[N_NAMES] = {
+    "report", "green_summary", "per_service_energy_kwh", "per_service_carbon_kgco2eq",
+    "per_service_requests", "per_service_region", "per_service_energy_model", "co2", "total",
+    "hosts", "window", "traces", "total_io_ops", "energy_kwh", "operational_gco2",
+    "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
+    "region", "io_ops", "co2_gco2",
+    "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
+    "fold_proxy", "runtime_windows", "models", "rejected_models", "tally", "energy",
+    "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
+    "embodied_kg", "database_kg", "messaging_kg", "_regions", "_note_methodology", "_last_meta",
+    "clean_float", "clean_count",
+};
+static PyObject *N[N_NAMES];
+static PyObject *EMPTY_STR;
+static PyObject *sanitize_module; /* aggregator.sanitize, imported on first need */
+
+/* d[key] (borrowed) or NULL when absent; d must be a dict. */
+static inline PyObject *get(PyObject *d, int key) { return PyDict_GetItemWithError(d, N[key]); }
+
+/* A figure the sanitiser passes unchanged: an exact float in [0, MAX_FIGURE] (NaN fails);
+ * absent (NULL) is the default 0.0. */
+static inline int clean_figure(PyObject *v, double *out) {
+    if (v == NULL) {
+        *out = 0.0;
+        return 1;
+    }
+    if (!PyFloat_CheckExact(v))
+        return 0;
+    double d = PyFloat_AS_DOUBLE(v);
+    if (!(d >= 0.0 && d <= MAX_FIGURE))
+        return 0;
+    *out = d;
+    return 1;
+}
+
+/* A count the sanitiser passes unchanged: an exact int (not a bool) in [0, MAX_COUNT]. */
+static inline int clean_int(PyObject *v, long long *out) {
+    if (v == NULL) {
+        *out = 0;
+        return 1;
+    }
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < 0 || x > MAX_COUNT) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Does d list exactly the names of tuple `names`, in order? */
+static int same_keys(PyObject *d, PyObject *names) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyDict_GET_SIZE(d) != n)
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        PyObject *want = PyTuple_GET_ITEM(names, i++);
+        if (key != want) {
+            int eq = PyObject_RichCompareBool(key, want, Py_EQ);
+            if (eq <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A leaf that needs the sanitiser: aggregator.sanitize.clean_float / clean_count(value, tally),
+ * exactly as the Python fast path and the general path call them (they count it). */
+static PyObject *sanitise(int which, PyObject *value, PyObject *state) {
+    if (sanitize_module == NULL && (sanitize_module = PyImport_ImportModule("aggregator.sanitize")) == NULL)
+        return NULL;
+    PyObject *fn = PyObject_GetAttr(sanitize_module, N[which]);
+    PyObject *tally = fn ? PyObject_GetAttr(state, N[A_TALLY]) : NULL;
+    PyObject *out = tally ? PyObject_CallFunctionObjArgs(fn, value ? value : Py_None, tally, NULL) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(tally);
+    return out;
+}
+
+static int leaf_float(PyObject *v, PyObject *state, double *out) {
+    if (clean_figure(v, out))
+        return 0;
+    PyObject *clean = sanitise(A_CLEAN_FLOAT, v, state);
+    if (clean == NULL)
+        return -1;
+    *out = PyFloat_AsDouble(clean);
+    Py_DECREF(clean);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int leaf_count(PyObject *v, PyObject *state, long long *out) {
+    if (clean_int(v, out))
+        return 0;
+    PyObject *clean = sanitise(A_CLEAN_COUNT, v, state);
+    if (clean == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(clean);
+    Py_DECREF(clean);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* state.<attr> = state.<attr> + delta, for a float attribute (Python float addition). */
+static int add_float(PyObject *state, int attr, double delta) {
+    PyObject *old = PyObject_GetAttr(state, N[attr]);
+    if (old == NULL)
+        return -1;
+    double d = PyFloat_AsDouble(old);
+    Py_DECREF(old);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    PyObject *sum = PyFloat_FromDouble(d + delta);
+    if (sum == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(state, N[attr], sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+/* state.<attr> = state.<attr> + delta, for an int attribute (exact). */
+static int add_obj(PyObject *state, int attr, PyObject *delta) {
+    PyObject *old = PyObject_GetAttr(state, N[attr]);
+    if (old == NULL)
+        return -1;
+    PyObject *sum = PyNumber_Add(old, delta);
+    Py_DECREF(old);
+    if (sum == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(state, N[attr], sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+static int add_one(PyObject *state, int attr) {
+    PyObject *one = PyLong_FromLong(1);
+    int rc = add_obj(state, attr, one);
+    Py_DECREF(one);
+    return rc;
+}
+
+/* The truth of layout.<attr>; -1 on error. */
+static int layout_flag(PyObject *layout, int attr) {
+    PyObject *v = PyObject_GetAttr(layout, N[attr]);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* ---------------------------------------------------------------------- region rows */
+
+/* Fold a window's region rows: in C when every row is plain (a known region, all four fields
+ * present and clean), else by state._regions(rows), the general path's code. */
+static int fold_regions(PyObject *state, PyObject *rows) {
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *regions = PyObject_GetAttr(state, N[S_REGIONS]); /* state.regions */
+    if (regions == NULL)
+        return -1;
+    int plain = PyDict_CheckExact(regions);
+    for (Py_ssize_t i = 0; plain && i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *name, *acc;
+        double e;
+        long long io;
+        plain = PyDict_CheckExact(row) && (name = get(row, S_REGION)) != NULL && PyUnicode_CheckExact(name)
+                && (acc = PyDict_GetItemWithError(regions, name)) != NULL
+                && PyObject_TypeCheck(acc, &RegionSumsType)
+                && get(row, S_IO_OPS) && clean_int(get(row, S_IO_OPS), &io)
+                && get(row, S_ENERGY_KWH) && clean_figure(get(row, S_ENERGY_KWH), &e)
+                && get(row, S_CO2_GCO2) && clean_figure(get(row, S_CO2_GCO2), &e);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(regions);
+        return -1;
+    }
+    if (!plain) {
+        Py_DECREF(regions);
+        PyObject *r = PyObject_CallMethodOneArg(state, N[A_REGIONS_METHOD], rows);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        Sums *acc = (Sums *)PyDict_GetItemWithError(regions, get(row, S_REGION));
+        long long io = 0;
+        double energy = 0.0, co2 = 0.0; /* set: every row was checked plain above */
+        clean_int(get(row, S_IO_OPS), &io);
+        clean_figure(get(row, S_ENERGY_KWH), &energy);
+        clean_figure(get(row, S_CO2_GCO2), &co2);
+        acc->n += 1;
+        count_set(&acc->count, count_get(&acc->count) + (u128)io);
+        acc->energy += energy;
+        acc->carbon += co2 / 1000.0;
+    }
+    Py_DECREF(regions);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- fold_plain */
+
+typedef struct {
+    PyObject *energy, *carbon, *requests, *models; /* borrowed from the line (requests may be NULL) */
+    PyObject *layout, *key, *targets;              /* owned: state._last_layout, ._last_key, .targets */
+    PyObject *rows, *meta, *line_hash;             /* borrowed from the line, may be NULL */
+    PyObject *traces;                              /* borrowed, NULL when absent (0) */
+    double embodied, database, messaging;
+} Plain;
+
+/* 1: recognised (p filled); 0: decline; -1: error. Changes nothing. */
+static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObject *gs, Plain *p) {
+    PyObject *carbon = get(gs, S_CARBON_MAP), *requests = get(gs, S_REQUESTS_MAP);
+    PyObject *regmap = get(gs, S_REGION_MAP), *models = get(gs, S_MODEL_MAP);
+    if (PyErr_Occurred())
+        return -1;
+    if (!PyDict_CheckExact(p->energy) || PyDict_GET_SIZE(p->energy) == 0
+        || (carbon && !PyDict_CheckExact(carbon)) || (requests && !PyDict_CheckExact(requests))
+        || (regmap && !PyDict_CheckExact(regmap)) || (models && !PyDict_CheckExact(models)))
+        return 0;
+    /* the previous window's layout, and its key (names, tags, host names) */
+    PyObject *layout = p->layout = PyObject_GetAttr(state, N[A_LAST_LAYOUT]); /* owned by p */
+    if (layout == NULL)
+        return -1;
+    if (layout == Py_None)
+        return 0;
+    int simple = layout_flag(layout, A_SIMPLE), unknown = layout_flag(layout, A_UNKNOWN);
+    if (simple < 0 || unknown < 0)
+        return -1;
+    if (!simple || unknown)
+        return 0;
+    PyObject *key = p->key = PyObject_GetAttr(state, N[A_LAST_KEY]); /* owned by p */
+    if (key == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 3)
+        return 0;
+    PyObject *names = PyTuple_GET_ITEM(key, 0), *tags = PyTuple_GET_ITEM(key, 1);
+    int hosts = PyObject_IsTrue(PyTuple_GET_ITEM(key, 2));
+    if (hosts != 0 || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags))
+        return hosts < 0 ? -1 : 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(tags) != n || !same_keys(p->energy, names) || (carbon && !same_keys(carbon, names))
+        || (!carbon && n) || (requests && PyDict_GET_SIZE(requests) && !same_keys(requests, names)))
+        return 0;
+    /* the tags: the model map's values when it lists the names in order, else map.get(name) */
+    if (models && same_keys(models, names)) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(models, &pos, &k, &v)) {
+            int eq = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(tags, i++), Py_EQ);
+            if (eq <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = models ? PyDict_GetItemWithError(models, PyTuple_GET_ITEM(names, i)) : NULL;
+            if (v == NULL && PyErr_Occurred())
+                return -1;
+            int eq = PyObject_RichCompareBool(v ? v : Py_None, PyTuple_GET_ITEM(tags, i), Py_EQ);
+            if (eq <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    PyObject *targets = p->targets = PyObject_GetAttr(layout, N[A_TARGETS]); /* owned by p */
+    if (targets == NULL)
+        return -1;
+    if (!PyList_CheckExact(targets) || PyList_GET_SIZE(targets) != n)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyObject_TypeCheck(PyList_GET_ITEM(targets, i), &ServiceSumsType))
+            return 0;
+    /* the window-level figures (fold_fast.clean_figures): each one the sanitiser passes */
+    PyObject *co2 = get(gs, S_CO2), *total = NULL, *hosts_v = get(gs, S_HOSTS);
+    PyObject *window = get(report, S_WINDOW);
+    if (PyErr_Occurred())
+        return -1;
+    if ((co2 && !PyDict_CheckExact(co2)) || window == NULL || !PyDict_CheckExact(window))
+        return 0;
+    if (co2 && (total = get(co2, S_TOTAL)) != NULL && !PyDict_CheckExact(total))
+        return 0;
+    if (hosts_v && !(PyList_CheckExact(hosts_v) && PyList_GET_SIZE(hosts_v) == 0))
+        return 0;
+    double kwh, operational, mid;
+    long long traces, io_ops;
+    PyObject *traces_v = get(window, S_TRACES);
+    if (!(clean_int(traces_v, &traces) && clean_int(get(gs, S_TOTAL_IO_OPS), &io_ops)
+          && clean_figure(get(gs, S_ENERGY_KWH), &kwh)
+          && clean_figure(co2 ? get(co2, S_OPERATIONAL) : NULL, &operational)
+          && clean_figure(co2 ? get(co2, S_EMBODIED) : NULL, &p->embodied)
+          && clean_figure(co2 ? get(co2, S_DATABASE) : NULL, &p->database)
+          && clean_figure(co2 ? get(co2, S_MESSAGING) : NULL, &p->messaging)
+          && clean_figure(total ? get(total, S_MID) : NULL, &mid)))
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *rows = get(gs, S_REGIONS);
+    if (rows) {
+        if (!PyList_CheckExact(rows))
+            return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++)
+            if (!PyDict_CheckExact(PyList_GET_ITEM(rows, i)))
+                return 0;
+    }
+    p->carbon = carbon;
+    p->requests = requests && PyDict_GET_SIZE(requests) ? requests : NULL;
+    p->models = models;
+    p->rows = rows;
+    p->traces = traces_v;
+    p->meta = get(report, S_METHODOLOGY);
+    p->line_hash = get(rec, S_HASH);
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+/* The additions, in the order of fold_plain + _credit_raw + finish_window. */
+static PyObject *apply_plain(PyObject *state, double start, PyObject *start_obj, Plain *p) {
+    if (add_one(state, A_RUNTIME_WINDOWS) < 0)
+        return NULL;
+    PyObject *tag_counts = PyObject_GetAttr(p->layout, N[A_TAG_COUNTS]);
+    PyObject *models = tag_counts ? PyObject_GetAttr(state, N[A_MODELS]) : NULL;
+    if (models == NULL) {
+        Py_XDECREF(tag_counts);
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *tag, *count;
+    int rc = 0;
+    while (rc == 0 && PyDict_Next(tag_counts, &pos, &tag, &count)) {
+        PyObject *old = PyObject_GetItem(models, tag); /* KeyError, as models[tag] += count */
+        PyObject *sum = old ? PyNumber_Add(old, count) : NULL;
+        rc = sum ? PyObject_SetItem(models, tag, sum) : -1;
+        Py_XDECREF(old);
+        Py_XDECREF(sum);
+    }
+    Py_DECREF(tag_counts);
+    Py_DECREF(models);
+    PyObject *rejected = rc == 0 ? PyObject_GetAttr(p->layout, N[A_REJECTED]) : NULL;
+    if (rejected == NULL)
+        return NULL;
+    rc = add_obj(state, A_REJECTED_MODELS, rejected);
+    Py_DECREF(rejected);
+    if (rc < 0)
+        return NULL;
+    /* _credit_raw: every entry a known service; leaves sanitised inline */
+    double app_energy = 0.0, app_carbon = 0.0;
+    u128 app_requests = 0;
+    Py_ssize_t pe = 0, pc = 0, pr = 0, n = PyList_GET_SIZE(p->targets);
+    PyObject *k, *e_v, *c_v, *r_v;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Sums *acc = (Sums *)PyList_GET_ITEM(p->targets, i);
+        double e, c;
+        long long r = 0;
+        if (!PyDict_Next(p->energy, &pe, &k, &e_v) || !PyDict_Next(p->carbon, &pc, &k, &c_v))
+            break; /* sizes were checked; unreachable */
+        if (leaf_float(e_v, state, &e) < 0 || leaf_float(c_v, state, &c) < 0)
+            return NULL;
+        if (p->requests) {
+            if (!PyDict_Next(p->requests, &pr, &k, &r_v))
+                break;
+            if (leaf_count(r_v, state, &r) < 0)
+                return NULL;
+        }
+        acc->energy += e;
+        acc->carbon += c;
+        count_set(&acc->count, count_get(&acc->count) + (u128)r);
+        acc->n += 1;
+        app_energy += e;
+        app_carbon += c;
+        app_requests += (u128)r;
+    }
+    if (add_float(state, A_ENERGY, app_energy + 0.0) < 0 || add_float(state, A_OPERATIONAL_KG, app_carbon) < 0)
+        return NULL;
+    if (app_requests) {
+        PyObject *req = u128_to_py(app_requests);
+        rc = req ? add_obj(state, A_REQUESTS, req) : -1;
+        Py_XDECREF(req);
+    } else {
+        PyObject *zero = p->traces ? NULL : PyLong_FromLong(0);
+        rc = add_obj(state, A_REQUESTS, p->traces ? p->traces : zero);
+        Py_XDECREF(zero);
+    }
+    if (rc < 0)
+        return NULL;
+    /* finish_window */
+    if (add_one(state, A_WINDOWS) < 0)
+        return NULL;
+    for (int which = A_FIRST_START; which <= A_LAST_START; which++) {
+        PyObject *edge = PyObject_GetAttr(state, N[which]);
+        if (edge == NULL)
+            return NULL;
+        double d = PyFloat_AsDouble(edge);
+        Py_DECREF(edge);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        if ((which == A_FIRST_START ? start < d : start > d) && PyObject_SetAttr(state, N[which], start_obj) < 0)
+            return NULL;
+    }
+    if (add_float(state, A_HOST_ENERGY, 0.0) < 0 || add_float(state, A_EMBODIED_KG, p->embodied / 1000.0) < 0
+        || add_float(state, A_DATABASE_KG, p->database / 1000.0) < 0
+        || add_float(state, A_MESSAGING_KG, p->messaging / 1000.0) < 0)
+        return NULL;
+    if (p->rows && PyList_GET_SIZE(p->rows) && fold_regions(state, p->rows) < 0)
+        return NULL;
+    if (p->meta && PyDict_CheckExact(p->meta) && PyDict_GET_SIZE(p->meta)) {
+        PyObject *last = PyObject_GetAttr(state, N[A_LAST_META]);
+        if (last == NULL)
+            return NULL;
+        int same = p->meta == last ? 1 : PyObject_RichCompareBool(p->meta, last, Py_EQ);
+        Py_DECREF(last);
+        if (same < 0)
+            PyErr_Clear(); /* _note_methodology compares again and handles it */
+        if (same != 1) {
+            PyObject *r = PyObject_CallMethodOneArg(state, N[A_NOTE_METHODOLOGY], p->meta);
+            if (r == NULL)
+                return NULL;
+            Py_DECREF(r);
+        }
+    }
+    PyObject *h = p->line_hash;
+    if (h && PyUnicode_CheckExact(h) && PyUnicode_GET_LENGTH(h) <= 128)
+        return Py_NewRef(h);
+    return Py_NewRef(EMPTY_STR);
+}
+
+static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(state, rec, start) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *state = args[0], *rec = args[1];
+    double start = PyFloat_AsDouble(args[2]);
+    if (start == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!PyDict_CheckExact(rec))
+        Py_RETURN_NONE;
+    PyObject *report = get(rec, S_REPORT);
+    if (report == NULL || !PyDict_CheckExact(report))
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *gs = get(report, S_GREEN_SUMMARY);
+    if (gs == NULL || !PyDict_CheckExact(gs))
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Plain p = {0};
+    p.energy = get(gs, S_ENERGY_MAP);
+    if (p.energy == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        int has_carbon = PyDict_Contains(gs, N[S_CARBON_MAP]);
+        if (has_carbon < 0)
+            return NULL;
+        if (!has_carbon) /* a v1.0 line: the proxy fast path (Python), as fold_plain does */
+            return PyObject_CallMethodObjArgs(state, N[A_FOLD_PROXY], rec, gs, args[2], NULL);
+        Py_RETURN_NONE;
+    }
+    int ok = check_plain(state, rec, report, gs, &p);
+    PyObject *out = ok < 0 ? NULL : ok == 0 ? Py_NewRef(Py_None) : apply_plain(state, start, args[2], &p);
+    Py_XDECREF(p.layout);
+    Py_XDECREF(p.key);
+    Py_XDECREF(p.targets);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
+     "fold_plain(state, rec, start) -> str | None\n\n"
+     "Fold a loaded plain runtime line into the AggregateState `state` (see PlainRuntime.fold_plain):\n"
+     "its hash ('' when unusable) if folded, None having changed nothing otherwise."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_fold", "The aggregator's per-window fold in C (see _fold.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fold(void) {
+    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0)
+        return NULL;
+    for (int i = 0; i < N_NAMES; i++)
+        if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
+            return NULL;
+    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "FOLD_VERSION", FOLD_VERSION) < 0
+        || PyModule_AddObjectRef(m, "ServiceSums", (PyObject *)&ServiceSumsType) < 0
+        || PyModule_AddObjectRef(m, "RegionSums", (PyObject *)&RegionSumsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
