@@ -31,7 +31,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 1
+#define FOLD_VERSION 2
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -167,7 +167,7 @@ enum {
     S_REPORT, S_GREEN_SUMMARY, S_ENERGY_MAP, S_CARBON_MAP, S_REQUESTS_MAP, S_REGION_MAP,
     S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
     S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
-    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2,
+    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START,
     /* attributes of the state and its layout */
     A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
     A_FOLD_PROXY, A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
@@ -180,7 +180,7 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "per_service_requests", "per_service_region", "per_service_energy_model", "co2", "total",
     "hosts", "window", "traces", "total_io_ops", "energy_kwh", "operational_gco2",
     "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
-    "region", "io_ops", "co2_gco2",
+    "region", "io_ops", "co2_gco2", "start",
     "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
     "fold_proxy", "runtime_windows", "models", "rejected_models", "tally", "energy",
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
@@ -641,7 +641,68 @@ static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
+/* ---------------------------------------------------------------------- window_start */
+
+static PyObject *py_window_start; /* aggregator.read.window_start: every form but the usual one */
+
+static int two(const char *s) { return (s[0] - '0') * 10 + (s[1] - '0'); }
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
+ * Low-Level Date Algorithms", days_from_civil). */
+static long long days_from_civil(long long y, int m, int d) {
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Epoch seconds of "YYYY-MM-DDTHH:MM:SSZ" (ASCII digits, a real date and time), or -1 when
+ * the text is not exactly of that form (the caller then asks the Python parser). */
+static int usual_start(PyObject *text, double *out) {
+    if (!PyUnicode_IS_COMPACT_ASCII(text) || PyUnicode_GET_LENGTH(text) != 20)
+        return 0;
+    const char *s = (const char *)PyUnicode_DATA(text);
+    static const char shape[] = "0000-00-00T00:00:00Z";
+    for (int i = 0; i < 20; i++)
+        if (shape[i] == '0' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+            return 0;
+    int year = two(s) * 100 + two(s + 2), month = two(s + 5), day = two(s + 8);
+    int hour = two(s + 11), minute = two(s + 14), second = two(s + 17);
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > mdays[month - 1] + (month == 2 && leap)
+        || hour > 23 || minute > 59 || second > 59)
+        return 0;
+    *out = (double)(days_from_civil(year, month, day) * 86400LL + hour * 3600 + minute * 60 + second);
+    return 1;
+}
+
+static PyObject *window_start(PyObject *module, PyObject *rec) {
+    PyObject *report, *window, *start;
+    double epoch;
+    if (PyDict_CheckExact(rec) && (report = get(rec, S_REPORT)) && PyDict_CheckExact(report)
+        && (window = get(report, S_WINDOW)) && PyDict_CheckExact(window)
+        && (start = get(window, S_START)) && PyUnicode_CheckExact(start) && usual_start(start, &epoch))
+        return PyFloat_FromDouble(epoch);
+    if (PyErr_Occurred())
+        return NULL;
+    if (py_window_start == NULL) {
+        PyObject *read = PyImport_ImportModule("aggregator.read");
+        py_window_start = read ? PyObject_GetAttrString(read, "window_start") : NULL;
+        Py_XDECREF(read);
+        if (py_window_start == NULL)
+            return NULL;
+    }
+    return PyObject_CallOneArg(py_window_start, rec);
+}
+
 static PyMethodDef methods[] = {
+    {"window_start", (PyCFunction)window_start, METH_O,
+     "window_start(rec) -> float\n\n"
+     "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
+     "form but YYYY-MM-DDTHH:MM:SSZ, and which raises Malformed for a line without a usable start)."},
     {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
      "fold_plain(state, rec, start) -> str | None\n\n"
      "Fold a loaded plain runtime line into the AggregateState `state` (see PlainRuntime.fold_plain):\n"

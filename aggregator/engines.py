@@ -51,7 +51,9 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
     lo, hi = period.start, period.end
     tally, process, loads = state.tally, state.process_window, orjson.loads
-    fast = None if not plain else partial(FAST.fold_plain, state) if c_fold and FAST is not None else state.fold_plain
+    c = FAST if c_fold else None
+    fast = None if not plain else partial(c.fold_plain, state) if c is not None else state.fold_plain
+    start_of = c.window_start if c is not None else window_start
     chain: list | None = None  # this agent's [first, last, windows], once a window is in period
     in_period = 0
     lineno = 0
@@ -66,7 +68,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                     rec = load(raw)  # raises Malformed saying why
                 if type(rec) is not dict:
                     raise Malformed("not a JSON object")
-                start = window_start(rec)
+                start = start_of(rec)
                 if not lo <= start < hi:
                     state.windows_outside += 1
                     continue

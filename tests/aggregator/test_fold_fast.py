@@ -232,3 +232,33 @@ def test_counts_are_exact_past_64_bits_and_accumulators_pickle_whole():
     assert (r.status, r.intensity, r.pue, r.source, r.io_ops, r.rows) == ("resolved", 590.8, 1.5, "annual", 3 * 2**62, 4)
     with pytest.raises(ValueError, match="negative"):
         acc.requests = -1
+
+
+STARTS = st.one_of(
+    st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z"),  # mostly impossible dates
+    st.sampled_from(["2026-11-30T12:00:00+01:00", "2026-11-30T12:00:00.5Z", "2024-02-29T00:00:00Z",
+                     "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "0000-01-01T00:00:00Z", "2026-11-30t12:00:00Z",
+                     "２０２６-11-30T12:00:00Z", "2026-11-30T12:00:60Z", "2026-11-30"]),
+    st.text(max_size=24),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(STARTS)
+def test_the_c_window_start_equals_the_python_parser(text):
+    # the C parser takes the usual form only and hands every other text to the Python one
+    from aggregator.read import Malformed
+
+    assert FAST is not None
+
+    rec = {"report": {"window": {"start": text}}}
+    try:
+        want: object = window_start(rec)
+    except Malformed as exc:
+        want = str(exc)
+    try:
+        got: object = FAST.window_start(rec)
+    except Malformed as exc:
+        got = str(exc)
+    assert got == want and type(got) is type(want)
