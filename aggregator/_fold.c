@@ -14,8 +14,9 @@
  * caller then takes the general path. Once it has checked, it makes exactly the additions of
  * fold_plain + finish_window, in the same order, with the same IEEE doubles (no fast-math), so
  * the report is byte-identical. Per-service leaves that need the sanitiser, region rows that
- * are not plain, and a new methodology block are handed to the same Python code the general
- * path uses. A v1.0 line (no runtime maps) is handed to state.fold_proxy, as fold_plain does.
+ * are not plain, a new methodology block, and a proxy-split service not yet known are handed
+ * to the same Python code the general path uses. A v1.0 line (no runtime maps) is folded as
+ * fold_proxy (aggregator/fold_proxy.py) folds it, with the same checks first.
  * tests/aggregator/test_fold_fast.py folds hostile archives through this, through the Python
  * fast path and through the general path, and asserts byte-identical reports.
  *
@@ -31,7 +32,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 2
+#define FOLD_VERSION 3
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -167,28 +168,30 @@ enum {
     S_REPORT, S_GREEN_SUMMARY, S_ENERGY_MAP, S_CARBON_MAP, S_REQUESTS_MAP, S_REGION_MAP,
     S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
     S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
-    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START,
+    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START, S_PER_ENDPOINT, S_SERVICE, S_ENERGY_MODEL,
+    S_MODEL, S_UNKNOWN,
     /* attributes of the state and its layout */
     A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
-    A_FOLD_PROXY, A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
+    A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
     A_OPERATIONAL_KG, A_REQUESTS, A_WINDOWS, A_FIRST_START, A_LAST_START, A_HOST_ENERGY,
     A_EMBODIED_KG, A_DATABASE_KG, A_MESSAGING_KG, A_REGIONS_METHOD, A_NOTE_METHODOLOGY,
-    A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, N_NAMES
+    A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, A_FALLBACK_WINDOWS, A_SERVICES, A_CREDIT, N_NAMES
 };
 static const char *const NAME_TEXT[N_NAMES] = {
     "report", "green_summary", "per_service_energy_kwh", "per_service_carbon_kgco2eq",
     "per_service_requests", "per_service_region", "per_service_energy_model", "co2", "total",
     "hosts", "window", "traces", "total_io_ops", "energy_kwh", "operational_gco2",
     "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
-    "region", "io_ops", "co2_gco2", "start",
+    "region", "io_ops", "co2_gco2", "start", "per_endpoint_io_ops", "service", "energy_model",
+    "model", "unknown",
     "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
-    "fold_proxy", "runtime_windows", "models", "rejected_models", "tally", "energy",
+    "runtime_windows", "models", "rejected_models", "tally", "energy",
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
     "embodied_kg", "database_kg", "messaging_kg", "_regions", "_note_methodology", "_last_meta",
-    "clean_float", "clean_count",
+    "clean_float", "clean_count", "fallback_windows", "services", "_credit",
 };
 static PyObject *N[N_NAMES];
-static PyObject *EMPTY_STR;
+static PyObject *EMPTY_STR, *ONE;
 static PyObject *sanitize_module; /* aggregator.sanitize, imported on first need */
 
 /* d[key] (borrowed) or NULL when absent; d must be a dict. */
@@ -379,28 +382,113 @@ static int fold_regions(PyObject *state, PyObject *rows) {
     return 0;
 }
 
+/* ---------------------------------------------------------------------- window figures */
+
+/* A line's window-level figures (fold_fast.clean_figures), each one the sanitiser passes. */
+typedef struct {
+    PyObject *total;               /* green_summary.co2.total, borrowed, may be NULL */
+    PyObject *traces;              /* window.traces, borrowed, NULL when absent (0) */
+    PyObject *rows, *meta, *hash;  /* region rows, methodology, line hash: borrowed, may be NULL */
+    long long io_ops;
+    double kwh, operational, mid, embodied, database, messaging;
+} Figures;
+
+/* 1: every window-level figure is clean and there are no host rows (f filled); 0: decline. */
+static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures *f) {
+    PyObject *co2 = get(gs, S_CO2), *hosts = get(gs, S_HOSTS), *window = get(report, S_WINDOW);
+    if (PyErr_Occurred())
+        return -1;
+    f->total = NULL;
+    if ((co2 && !PyDict_CheckExact(co2)) || window == NULL || !PyDict_CheckExact(window))
+        return 0;
+    if (co2 && (f->total = get(co2, S_TOTAL)) != NULL && !PyDict_CheckExact(f->total))
+        return 0;
+    if (hosts && !(PyList_CheckExact(hosts) && PyList_GET_SIZE(hosts) == 0))
+        return 0;
+    long long traces;
+    f->traces = get(window, S_TRACES);
+    if (!(clean_int(f->traces, &traces) && clean_int(get(gs, S_TOTAL_IO_OPS), &f->io_ops)
+          && clean_figure(get(gs, S_ENERGY_KWH), &f->kwh)
+          && clean_figure(co2 ? get(co2, S_OPERATIONAL) : NULL, &f->operational)
+          && clean_figure(co2 ? get(co2, S_EMBODIED) : NULL, &f->embodied)
+          && clean_figure(co2 ? get(co2, S_DATABASE) : NULL, &f->database)
+          && clean_figure(co2 ? get(co2, S_MESSAGING) : NULL, &f->messaging)
+          && clean_figure(f->total ? get(f->total, S_MID) : NULL, &f->mid)))
+        return PyErr_Occurred() ? -1 : 0;
+    f->rows = get(gs, S_REGIONS);
+    if (f->rows) {
+        if (!PyList_CheckExact(f->rows))
+            return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f->rows); i++)
+            if (!PyDict_CheckExact(PyList_GET_ITEM(f->rows, i)))
+                return 0;
+    }
+    f->meta = get(report, S_METHODOLOGY);
+    f->hash = get(rec, S_HASH);
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+/* fold_fast.finish_window: the additions both fast paths end a window with, in
+ * process_window's order; returns the line's hash ("" when unusable). */
+static PyObject *finish_window(PyObject *state, double start, PyObject *start_obj, Figures *f) {
+    if (add_one(state, A_WINDOWS) < 0)
+        return NULL;
+    for (int which = A_FIRST_START; which <= A_LAST_START; which++) {
+        PyObject *edge = PyObject_GetAttr(state, N[which]);
+        if (edge == NULL)
+            return NULL;
+        double d = PyFloat_AsDouble(edge);
+        Py_DECREF(edge);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        if ((which == A_FIRST_START ? start < d : start > d) && PyObject_SetAttr(state, N[which], start_obj) < 0)
+            return NULL;
+    }
+    if (add_float(state, A_HOST_ENERGY, 0.0) < 0 || add_float(state, A_EMBODIED_KG, f->embodied / 1000.0) < 0
+        || add_float(state, A_DATABASE_KG, f->database / 1000.0) < 0
+        || add_float(state, A_MESSAGING_KG, f->messaging / 1000.0) < 0)
+        return NULL;
+    if (f->rows && PyList_GET_SIZE(f->rows) && fold_regions(state, f->rows) < 0)
+        return NULL;
+    if (f->meta && PyDict_CheckExact(f->meta) && PyDict_GET_SIZE(f->meta)) {
+        PyObject *last = PyObject_GetAttr(state, N[A_LAST_META]);
+        if (last == NULL)
+            return NULL;
+        int same = f->meta == last ? 1 : PyObject_RichCompareBool(f->meta, last, Py_EQ);
+        Py_DECREF(last);
+        if (same < 0)
+            PyErr_Clear(); /* _note_methodology compares again and handles it */
+        if (same != 1) {
+            PyObject *r = PyObject_CallMethodOneArg(state, N[A_NOTE_METHODOLOGY], f->meta);
+            if (r == NULL)
+                return NULL;
+            Py_DECREF(r);
+        }
+    }
+    if (f->hash && PyUnicode_CheckExact(f->hash) && PyUnicode_GET_LENGTH(f->hash) <= 128)
+        return Py_NewRef(f->hash);
+    return Py_NewRef(EMPTY_STR);
+}
+
 /* ---------------------------------------------------------------------- fold_plain */
 
 typedef struct {
-    PyObject *energy, *carbon, *requests, *models; /* borrowed from the line (requests may be NULL) */
-    PyObject *layout, *key, *targets;              /* owned: state._last_layout, ._last_key, .targets */
-    PyObject *rows, *meta, *line_hash;             /* borrowed from the line, may be NULL */
-    PyObject *traces;                              /* borrowed, NULL when absent (0) */
-    double embodied, database, messaging;
+    PyObject *energy, *carbon, *requests; /* borrowed from the line (requests NULL when empty) */
+    PyObject *layout, *key, *targets;     /* owned: state._last_layout, ._last_key, layout.targets */
 } Plain;
 
-/* 1: recognised (p filled); 0: decline; -1: error. Changes nothing. */
-static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObject *gs, Plain *p) {
+/* 1: a plain runtime line of the previous window's layout (p filled); 0: decline; -1: error. */
+static int check_plain(PyObject *state, PyObject *gs, Plain *p) {
     PyObject *carbon = get(gs, S_CARBON_MAP), *requests = get(gs, S_REQUESTS_MAP);
     PyObject *regmap = get(gs, S_REGION_MAP), *models = get(gs, S_MODEL_MAP);
     if (PyErr_Occurred())
         return -1;
-    if (!PyDict_CheckExact(p->energy) || PyDict_GET_SIZE(p->energy) == 0
-        || (carbon && !PyDict_CheckExact(carbon)) || (requests && !PyDict_CheckExact(requests))
+    if (!PyDict_CheckExact(p->energy) || PyDict_GET_SIZE(p->energy) == 0 || carbon == NULL
+        || !PyDict_CheckExact(carbon) || (requests && !PyDict_CheckExact(requests))
         || (regmap && !PyDict_CheckExact(regmap)) || (models && !PyDict_CheckExact(models)))
         return 0;
     /* the previous window's layout, and its key (names, tags, host names) */
-    PyObject *layout = p->layout = PyObject_GetAttr(state, N[A_LAST_LAYOUT]); /* owned by p */
+    PyObject *layout = p->layout = PyObject_GetAttr(state, N[A_LAST_LAYOUT]);
     if (layout == NULL)
         return -1;
     if (layout == Py_None)
@@ -410,7 +498,7 @@ static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObjec
         return -1;
     if (!simple || unknown)
         return 0;
-    PyObject *key = p->key = PyObject_GetAttr(state, N[A_LAST_KEY]); /* owned by p */
+    PyObject *key = p->key = PyObject_GetAttr(state, N[A_LAST_KEY]);
     if (key == NULL)
         return -1;
     if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 3)
@@ -420,8 +508,8 @@ static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObjec
     if (hosts != 0 || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags))
         return hosts < 0 ? -1 : 0;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
-    if (PyTuple_GET_SIZE(tags) != n || !same_keys(p->energy, names) || (carbon && !same_keys(carbon, names))
-        || (!carbon && n) || (requests && PyDict_GET_SIZE(requests) && !same_keys(requests, names)))
+    if (PyTuple_GET_SIZE(tags) != n || !same_keys(p->energy, names) || !same_keys(carbon, names)
+        || (requests && PyDict_GET_SIZE(requests) && !same_keys(requests, names)))
         return 0;
     /* the tags: the model map's values when it lists the names in order, else map.get(name) */
     if (models && same_keys(models, names)) {
@@ -446,7 +534,7 @@ static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObjec
             }
         }
     }
-    PyObject *targets = p->targets = PyObject_GetAttr(layout, N[A_TARGETS]); /* owned by p */
+    PyObject *targets = p->targets = PyObject_GetAttr(layout, N[A_TARGETS]);
     if (targets == NULL)
         return -1;
     if (!PyList_CheckExact(targets) || PyList_GET_SIZE(targets) != n)
@@ -454,55 +542,20 @@ static int check_plain(PyObject *state, PyObject *rec, PyObject *report, PyObjec
     for (Py_ssize_t i = 0; i < n; i++)
         if (!PyObject_TypeCheck(PyList_GET_ITEM(targets, i), &ServiceSumsType))
             return 0;
-    /* the window-level figures (fold_fast.clean_figures): each one the sanitiser passes */
-    PyObject *co2 = get(gs, S_CO2), *total = NULL, *hosts_v = get(gs, S_HOSTS);
-    PyObject *window = get(report, S_WINDOW);
-    if (PyErr_Occurred())
-        return -1;
-    if ((co2 && !PyDict_CheckExact(co2)) || window == NULL || !PyDict_CheckExact(window))
-        return 0;
-    if (co2 && (total = get(co2, S_TOTAL)) != NULL && !PyDict_CheckExact(total))
-        return 0;
-    if (hosts_v && !(PyList_CheckExact(hosts_v) && PyList_GET_SIZE(hosts_v) == 0))
-        return 0;
-    double kwh, operational, mid;
-    long long traces, io_ops;
-    PyObject *traces_v = get(window, S_TRACES);
-    if (!(clean_int(traces_v, &traces) && clean_int(get(gs, S_TOTAL_IO_OPS), &io_ops)
-          && clean_figure(get(gs, S_ENERGY_KWH), &kwh)
-          && clean_figure(co2 ? get(co2, S_OPERATIONAL) : NULL, &operational)
-          && clean_figure(co2 ? get(co2, S_EMBODIED) : NULL, &p->embodied)
-          && clean_figure(co2 ? get(co2, S_DATABASE) : NULL, &p->database)
-          && clean_figure(co2 ? get(co2, S_MESSAGING) : NULL, &p->messaging)
-          && clean_figure(total ? get(total, S_MID) : NULL, &mid)))
-        return PyErr_Occurred() ? -1 : 0;
-    PyObject *rows = get(gs, S_REGIONS);
-    if (rows) {
-        if (!PyList_CheckExact(rows))
-            return 0;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++)
-            if (!PyDict_CheckExact(PyList_GET_ITEM(rows, i)))
-                return 0;
-    }
     p->carbon = carbon;
     p->requests = requests && PyDict_GET_SIZE(requests) ? requests : NULL;
-    p->models = models;
-    p->rows = rows;
-    p->traces = traces_v;
-    p->meta = get(report, S_METHODOLOGY);
-    p->line_hash = get(rec, S_HASH);
-    return PyErr_Occurred() ? -1 : 1;
+    return 1;
 }
 
-/* The additions, in the order of fold_plain + _credit_raw + finish_window. */
-static PyObject *apply_plain(PyObject *state, double start, PyObject *start_obj, Plain *p) {
+/* The additions of fold_plain + _credit_raw, in their order. */
+static int apply_plain(PyObject *state, Plain *p, Figures *f) {
     if (add_one(state, A_RUNTIME_WINDOWS) < 0)
-        return NULL;
+        return -1;
     PyObject *tag_counts = PyObject_GetAttr(p->layout, N[A_TAG_COUNTS]);
     PyObject *models = tag_counts ? PyObject_GetAttr(state, N[A_MODELS]) : NULL;
     if (models == NULL) {
         Py_XDECREF(tag_counts);
-        return NULL;
+        return -1;
     }
     Py_ssize_t pos = 0;
     PyObject *tag, *count;
@@ -518,11 +571,11 @@ static PyObject *apply_plain(PyObject *state, double start, PyObject *start_obj,
     Py_DECREF(models);
     PyObject *rejected = rc == 0 ? PyObject_GetAttr(p->layout, N[A_REJECTED]) : NULL;
     if (rejected == NULL)
-        return NULL;
+        return -1;
     rc = add_obj(state, A_REJECTED_MODELS, rejected);
     Py_DECREF(rejected);
     if (rc < 0)
-        return NULL;
+        return -1;
     /* _credit_raw: every entry a known service; leaves sanitised inline */
     double app_energy = 0.0, app_carbon = 0.0;
     u128 app_requests = 0;
@@ -535,12 +588,12 @@ static PyObject *apply_plain(PyObject *state, double start, PyObject *start_obj,
         if (!PyDict_Next(p->energy, &pe, &k, &e_v) || !PyDict_Next(p->carbon, &pc, &k, &c_v))
             break; /* sizes were checked; unreachable */
         if (leaf_float(e_v, state, &e) < 0 || leaf_float(c_v, state, &c) < 0)
-            return NULL;
+            return -1;
         if (p->requests) {
             if (!PyDict_Next(p->requests, &pr, &k, &r_v))
                 break;
             if (leaf_count(r_v, state, &r) < 0)
-                return NULL;
+                return -1;
         }
         acc->energy += e;
         acc->carbon += c;
@@ -551,58 +604,182 @@ static PyObject *apply_plain(PyObject *state, double start, PyObject *start_obj,
         app_requests += (u128)r;
     }
     if (add_float(state, A_ENERGY, app_energy + 0.0) < 0 || add_float(state, A_OPERATIONAL_KG, app_carbon) < 0)
-        return NULL;
+        return -1;
     if (app_requests) {
         PyObject *req = u128_to_py(app_requests);
         rc = req ? add_obj(state, A_REQUESTS, req) : -1;
         Py_XDECREF(req);
-    } else {
-        PyObject *zero = p->traces ? NULL : PyLong_FromLong(0);
-        rc = add_obj(state, A_REQUESTS, p->traces ? p->traces : zero);
-        Py_XDECREF(zero);
+        return rc;
     }
-    if (rc < 0)
-        return NULL;
-    /* finish_window */
-    if (add_one(state, A_WINDOWS) < 0)
-        return NULL;
-    for (int which = A_FIRST_START; which <= A_LAST_START; which++) {
-        PyObject *edge = PyObject_GetAttr(state, N[which]);
-        if (edge == NULL)
-            return NULL;
-        double d = PyFloat_AsDouble(edge);
-        Py_DECREF(edge);
-        if (d == -1.0 && PyErr_Occurred())
-            return NULL;
-        if ((which == A_FIRST_START ? start < d : start > d) && PyObject_SetAttr(state, N[which], start_obj) < 0)
-            return NULL;
-    }
-    if (add_float(state, A_HOST_ENERGY, 0.0) < 0 || add_float(state, A_EMBODIED_KG, p->embodied / 1000.0) < 0
-        || add_float(state, A_DATABASE_KG, p->database / 1000.0) < 0
-        || add_float(state, A_MESSAGING_KG, p->messaging / 1000.0) < 0)
-        return NULL;
-    if (p->rows && PyList_GET_SIZE(p->rows) && fold_regions(state, p->rows) < 0)
-        return NULL;
-    if (p->meta && PyDict_CheckExact(p->meta) && PyDict_GET_SIZE(p->meta)) {
-        PyObject *last = PyObject_GetAttr(state, N[A_LAST_META]);
-        if (last == NULL)
-            return NULL;
-        int same = p->meta == last ? 1 : PyObject_RichCompareBool(p->meta, last, Py_EQ);
-        Py_DECREF(last);
-        if (same < 0)
-            PyErr_Clear(); /* _note_methodology compares again and handles it */
-        if (same != 1) {
-            PyObject *r = PyObject_CallMethodOneArg(state, N[A_NOTE_METHODOLOGY], p->meta);
-            if (r == NULL)
-                return NULL;
-            Py_DECREF(r);
+    PyObject *zero = f->traces ? NULL : PyLong_FromLong(0);
+    rc = add_obj(state, A_REQUESTS, f->traces ? f->traces : zero);
+    Py_XDECREF(zero);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- fold_proxy */
+
+static double energy_per_io_op = -1.0; /* schema.constants.ENERGY_PER_IO_OP_KWH, read once */
+
+static int load_energy_per_io_op(void) {
+    if (energy_per_io_op >= 0.0)
+        return 0;
+    PyObject *constants = PyImport_ImportModule("schema.constants");
+    PyObject *value = constants ? PyObject_GetAttrString(constants, "ENERGY_PER_IO_OP_KWH") : NULL;
+    double v = value ? PyFloat_AsDouble(value) : -1.0;
+    Py_XDECREF(constants);
+    Py_XDECREF(value);
+    if (v == -1.0 && PyErr_Occurred())
+        return -1;
+    energy_per_io_op = v;
+    return 0;
+}
+
+/* A string tag or NULL (fold_proxy._tag: a non-empty str). */
+static inline PyObject *tag_of(PyObject *v) {
+    return v && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) ? v : NULL;
+}
+
+/* fold_proxy's check of a v1.0 line's I/O rows: 1 with `split` (a new dict, service -> I/O
+ * ops, in row order) and its total when every row is plain and there is something to split
+ * by; 0: decline (nothing changed); -1: error. */
+static int check_proxy(PyObject *report, PyObject **split_out, unsigned long long *io_total_out) {
+    PyObject *endpoints = get(report, S_PER_ENDPOINT);
+    if (endpoints == NULL)
+        return PyErr_Occurred() ? -1 : 0; /* nothing to split by: the general path (strict may fail) */
+    if (!PyList_CheckExact(endpoints))
+        return 0;
+    PyObject *split = PyDict_New();
+    if (split == NULL)
+        return -1;
+    unsigned long long io_total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(endpoints); i++) {
+        PyObject *row = PyList_GET_ITEM(endpoints, i), *service;
+        long long ops;
+        if (!PyDict_CheckExact(row) || (service = get(row, S_SERVICE)) == NULL || !PyUnicode_CheckExact(service)
+            || !clean_int(get(row, S_IO_OPS), &ops) || PyErr_Occurred()) {
+            Py_DECREF(split);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        PyObject *old = PyDict_GetItemWithError(split, service);
+        long long before = 0;
+        if (old == NULL && PyErr_Occurred()) {
+            Py_DECREF(split);
+            return -1;
+        }
+        if (old)
+            before = PyLong_AsLongLong(old);
+        PyObject *sum = PyLong_FromLongLong(before + ops); /* each <= 2**53: no overflow for 1,000 rows */
+        if (sum == NULL || PyDict_SetItem(split, service, sum) < 0) {
+            Py_XDECREF(sum);
+            Py_DECREF(split);
+            return -1;
+        }
+        Py_DECREF(sum);
+        io_total += (unsigned long long)ops;
+        /* past 2**53 a count is no longer exact as a double: leave such a line to Python */
+        if (io_total > (unsigned long long)MAX_COUNT) {
+            Py_DECREF(split);
+            return 0;
         }
     }
-    PyObject *h = p->line_hash;
-    if (h && PyUnicode_CheckExact(h) && PyUnicode_GET_LENGTH(h) <= 128)
-        return Py_NewRef(h);
-    return Py_NewRef(EMPTY_STR);
+    if (io_total == 0) { /* nothing to split by: _unattributed, or an error under strict */
+        Py_DECREF(split);
+        return 0;
+    }
+    *split_out = split;
+    *io_total_out = io_total;
+    return 1;
 }
+
+/* The additions of fold_proxy + _split_proxy, in their order. */
+static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *split, unsigned long long io_total) {
+    if (load_energy_per_io_op() < 0 || add_one(state, A_FALLBACK_WINDOWS) < 0)
+        return -1;
+    PyObject *model = tag_of(get(gs, S_ENERGY_MODEL));
+    if (model == NULL && f->total)
+        model = tag_of(get(f->total, S_MODEL));
+    if (PyErr_Occurred())
+        return -1;
+    double app_energy;
+    if (f->kwh > 0.0) {
+        double x = f->kwh - 0.0;
+        app_energy = x > 0.0 ? x : 0.0; /* max(0.0, kwh - host energy); no host rows here */
+    } else {
+        /* (total_io_ops or io_total) * ENERGY_PER_IO_OP_KWH: both counts <= 2**53, exact */
+        app_energy = (double)(f->io_ops ? (unsigned long long)f->io_ops : io_total) * energy_per_io_op;
+    }
+    double app_g = f->operational;
+    if (app_g == 0.0) {
+        double x = f->mid - f->embodied - f->database - f->messaging;
+        app_g = x > 0.0 ? x : 0.0;
+    }
+    double app_kg = app_g / 1000.0;
+    PyObject *zero = f->traces ? NULL : PyLong_FromLong(0);
+    int rc = (add_float(state, A_ENERGY, app_energy + 0.0) < 0 || add_float(state, A_OPERATIONAL_KG, app_kg) < 0
+              || add_obj(state, A_REQUESTS, f->traces ? f->traces : zero) < 0) ? -1 : 0;
+    Py_XDECREF(zero);
+    if (rc < 0)
+        return -1;
+    /* _split_proxy: each service its share of I/O ops; the first entry and any service not yet
+     * known go through state._credit (the tag set's answer, the caps), the rest are added here */
+    PyObject *services = PyObject_GetAttr(state, N[A_SERVICES]);
+    PyObject *models = services ? PyObject_GetAttr(state, N[A_MODELS]) : NULL;
+    if (models == NULL) {
+        Py_XDECREF(services);
+        return -1;
+    }
+    PyObject *tag = NULL; /* owned; NULL = unset, Py_None = rejected or no model */
+    Py_ssize_t pos = 0;
+    PyObject *name, *ops;
+    while (rc == 0 && PyDict_Next(split, &pos, &name, &ops)) {
+        double share = (double)PyLong_AsLongLong(ops) / (double)io_total; /* ops / io_total, both exact */
+        PyObject *acc = PyDict_GetItemWithError(services, name);
+        if (acc == NULL && PyErr_Occurred()) {
+            rc = -1;
+            break;
+        }
+        if (acc == NULL || tag == NULL) {
+            PyObject *e = PyFloat_FromDouble(app_energy * share), *c = PyFloat_FromDouble(app_kg * share);
+            PyObject *z = PyLong_FromLong(0);
+            PyObject *answer = e && c && z ? PyObject_CallMethodObjArgs(state, N[A_CREDIT], name, N[S_UNKNOWN], e, c,
+                                                                        z, model ? model : Py_None, NULL)
+                                           : NULL;
+            Py_XDECREF(e); Py_XDECREF(c); Py_XDECREF(z);
+            if (answer == NULL)
+                rc = -1;
+            else if (tag == NULL)
+                tag = answer;
+            else
+                Py_DECREF(answer);
+            continue;
+        }
+        if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
+            PyErr_SetString(PyExc_TypeError, "AggregateState.services holds a non-ServiceAcc");
+            rc = -1;
+            break;
+        }
+        Sums *s = (Sums *)acc;
+        s->energy += app_energy * share;
+        s->carbon += app_kg * share;
+        s->n += 1;
+        if (tag != Py_None) {
+            PyObject *old = PyObject_GetItem(models, tag);
+            PyObject *sum = old ? PyNumber_Add(old, ONE) : NULL;
+            PyObject *tags = sum ? PyObject_GetAttr(acc, N[A_MODELS]) : NULL;
+            rc = tags && PyObject_SetItem(models, tag, sum) == 0 && PyObject_SetItem(tags, tag, Py_None) == 0 ? 0 : -1;
+            Py_XDECREF(old); Py_XDECREF(sum); Py_XDECREF(tags);
+        } else if (model) {
+            rc = add_one(state, A_REJECTED_MODELS);
+        }
+    }
+    Py_XDECREF(tag);
+    Py_DECREF(services);
+    Py_DECREF(models);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- the entry point */
 
 static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -621,20 +798,35 @@ static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *gs = get(report, S_GREEN_SUMMARY);
     if (gs == NULL || !PyDict_CheckExact(gs))
         return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Plain p = {0};
-    p.energy = get(gs, S_ENERGY_MAP);
-    if (p.energy == NULL) {
+    Figures f;
+    PyObject *energy = get(gs, S_ENERGY_MAP);
+    if (energy == NULL) {
         if (PyErr_Occurred())
             return NULL;
         int has_carbon = PyDict_Contains(gs, N[S_CARBON_MAP]);
-        if (has_carbon < 0)
-            return NULL;
-        if (!has_carbon) /* a v1.0 line: the proxy fast path (Python), as fold_plain does */
-            return PyObject_CallMethodObjArgs(state, N[A_FOLD_PROXY], rec, gs, args[2], NULL);
-        Py_RETURN_NONE;
+        if (has_carbon != 0)
+            return has_carbon < 0 ? NULL : Py_NewRef(Py_None);
+        /* a v1.0 line (no runtime maps): the proxy path */
+        PyObject *split = NULL;
+        unsigned long long io_total = 0;
+        int ok = check_figures(rec, report, gs, &f);
+        if (ok == 1)
+            ok = check_proxy(report, &split, &io_total);
+        if (ok <= 0)
+            return ok < 0 ? NULL : Py_NewRef(Py_None);
+        ok = apply_proxy(state, gs, &f, split, io_total);
+        Py_DECREF(split);
+        return ok < 0 ? NULL : finish_window(state, start, args[2], &f);
     }
-    int ok = check_plain(state, rec, report, gs, &p);
-    PyObject *out = ok < 0 ? NULL : ok == 0 ? Py_NewRef(Py_None) : apply_plain(state, start, args[2], &p);
+    Plain p = {.energy = energy};
+    int ok = check_plain(state, gs, &p);
+    if (ok == 1)
+        ok = check_figures(rec, report, gs, &f);
+    PyObject *out = NULL;
+    if (ok == 0)
+        out = Py_NewRef(Py_None);
+    else if (ok == 1 && apply_plain(state, &p, &f) == 0)
+        out = finish_window(state, start, args[2], &f);
     Py_XDECREF(p.layout);
     Py_XDECREF(p.key);
     Py_XDECREF(p.targets);
@@ -721,7 +913,7 @@ PyMODINIT_FUNC PyInit__fold(void) {
     for (int i = 0; i < N_NAMES; i++)
         if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
             return NULL;
-    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL)
+    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ONE = PyLong_FromLong(1)) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
 
 #: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
-FOLD_VERSION = 2
+FOLD_VERSION = 3
 
 
 def _c_fold() -> ModuleType | None:

@@ -262,3 +262,25 @@ def test_the_c_window_start_equals_the_python_parser(text):
     except Malformed as exc:
         got = str(exc)
     assert got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("c_fold", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize(("mid", "embodied", "energy_kwh", "io_ops", "want_kg"), [
+    (5000.0, 1000.0, 0.0, 3, 4.0),  # no operational figure: mid - embodied - database - messaging
+    (500.0, 1000.0, 0.25, 3, 0.0),  # ... never below zero
+])
+def test_a_v1_line_without_an_operational_figure_takes_it_from_mid_and_never_below_zero(
+        c_fold, mid, embodied, energy_kwh, io_ops, want_kg):
+    from schema.constants import ENERGY_PER_IO_OP_KWH
+
+    report = {"window": {"start": "2026-11-10T00:00:00Z", "traces": 1},
+              "green_summary": {"total_io_ops": io_ops, "energy_kwh": energy_kwh,
+                                "co2": {"operational_gco2": 0.0, "embodied_gco2": embodied,
+                                        "total": {"mid": mid, "model": "io_proxy_v1"}}},
+              "per_endpoint_io_ops": [{"service": "a", "io_ops": 1}, {"service": "a", "io_ops": 2}]}
+    line = orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report))
+    fast, state = _fold([line], True, c_fold=c_fold)
+    assert fast == _fold([line], False)[0] and state.fallback_windows == 1
+    assert state.services["a"].carbon == want_kg == state.operational_kg
+    # energy: energy_kwh when > 0, else total_io_ops x the per-op coefficient
+    assert state.services["a"].energy == (energy_kwh or io_ops * ENERGY_PER_IO_OP_KWH)
