@@ -154,32 +154,39 @@ CHUNK_GZIP = 1 << 16
 
 
 def iter_line_views(f: ArchiveFile) -> Iterator[memoryview]:
-    """Like :func:`iter_lines` but yields zero-copy views into large read chunks.
+    """Like :func:`iter_lines` but yields zero-copy views into one reused read buffer.
 
     The fold's hot path: orjson parses a memoryview directly, so no per-line bytes object is
-    allocated and copied. A view is valid until the next one is requested.
+    allocated and copied, and the buffer is read into again and again (``readinto``) instead
+    of a fresh megabyte per read, whose page faults cost about a tenth of the fold. A view is
+    valid until the next one is requested. A line longer than the buffer grows it.
     """
     fh, raw = _open_binary(f)
-    size = CHUNK_GZIP if f.gzipped else CHUNK_PLAIN
-    tail = b""
+    buf = bytearray(CHUNK_GZIP if f.gzipped else CHUNK_PLAIN)
+    view, kept = memoryview(buf), 0  # buf[:kept]: the start of a line the last read cut
     try:
         while True:
+            if kept == len(buf):  # one line fills the buffer: a bigger one, the line copied over
+                bigger = bytearray(2 * len(buf))
+                bigger[:kept] = buf[:kept]
+                buf, view = bigger, memoryview(bigger)
             try:
-                chunk = fh.read(size)
+                n = fh.readinto(view[kept:])
             except (EOFError, OSError, zlib.error) as exc:
                 raise ArchiveReadError(f"stream ended abnormally ({exc}); later lines lost") from exc
-            if not chunk:
+            if not n:
                 break
-            data = tail + chunk if tail else chunk
-            view, pos, find = memoryview(data), 0, data.find
-            end = find(b"\n", pos)
+            end_of_data, pos, find = kept + n, 0, buf.find
+            end = find(b"\n", 0, end_of_data)
             while end >= 0:
                 yield view[pos : end + 1]
                 pos = end + 1
-                end = find(b"\n", pos)
-            tail = data[pos:]
-        if tail:
-            yield memoryview(tail)
+                end = find(b"\n", pos, end_of_data)
+            kept = end_of_data - pos
+            if kept:
+                buf[:kept] = buf[pos:end_of_data]  # same length: allowed while views are out
+        if kept:
+            yield view[:kept]
     finally:
         fh.close()
         raw.close()

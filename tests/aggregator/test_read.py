@@ -198,3 +198,29 @@ def test_the_cached_window_start_equals_a_full_rfc3339_parse(parts):
     except Malformed:
         got = None
     assert got == expected  # the "MM:SS" cache never accepts what the full parser refuses
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=90).map(lambda b: b.replace(b"\n", b"")), max_size=12), st.booleans(),
+       st.booleans(), st.sampled_from([8, 16, 64]))
+def test_line_views_are_the_lines_whatever_the_buffer_size(tmp_path_factory, lines, newline_at_end, gz, chunk):
+    # lines cross read boundaries, and some are longer than the read buffer (which then grows)
+    import gzip
+
+    from aggregator import files
+
+    data = b"\n".join(lines) + (b"\n" if newline_at_end and lines else b"")
+    root = tmp_path_factory.mktemp("views") / "agent-a"
+    root.mkdir()
+    path = root / ("windows-20261130-000000.jsonl" + (".gz" if gz else ""))
+    path.write_bytes(gzip.compress(data) if gz else data)
+    (f,) = files.discover([str(root)])
+    saved = files.CHUNK_PLAIN, files.CHUNK_GZIP
+    files.CHUNK_PLAIN = files.CHUNK_GZIP = chunk
+    try:
+        views = [bytes(v) for v in files.iter_line_views(f)]
+    finally:
+        files.CHUNK_PLAIN, files.CHUNK_GZIP = saved
+    parts = data.split(b"\n")
+    want = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    assert views == want == list(files.iter_lines(f))
