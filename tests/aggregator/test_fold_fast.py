@@ -284,3 +284,32 @@ def test_a_v1_line_without_an_operational_figure_takes_it_from_mid_and_never_bel
     assert state.services["a"].carbon == want_kg == state.operational_kg
     # energy: energy_kwh when > 0, else total_io_ops x the per-op coefficient
     assert state.services["a"].energy == (energy_kwh or io_ops * ENERGY_PER_IO_OP_KWH)
+
+
+def test_without_the_c_build_the_python_paths_give_the_same_report(mixed_archive):
+    # a machine without a C compiler: aggregator._fold cannot be imported; the accumulators
+    # fall back to Python slots and the Python fast paths run - same report bytes
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from aggregator.engines import run_local
+    from aggregator.files import discover
+
+    script = (
+        "import sys; sys.modules['aggregator._fold'] = None\n"  # import of it raises ImportError
+        "from aggregator.fold_fast import FAST\n"
+        "from aggregator.accumulators import ServiceAcc\n"
+        "assert FAST is None and ServiceAcc.__mro__[1].__module__ == 'aggregator.accumulators'\n"
+        "from aggregator.engines import run_local\n"
+        "from aggregator.files import discover\n"
+        "from aggregator.read import Period\n"
+        "from aggregator.report import build_report, report_bytes\n"
+        "state = run_local(discover([sys.argv[1]]), Period.everything())\n"
+        "sys.stdout.buffer.write(report_bytes(build_report(state, Period.everything(), 'ACME')))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script, str(mixed_archive)], cwd=root, capture_output=True,
+                         timeout=120, check=True).stdout
+    here = report_bytes(build_report(run_local(discover([str(mixed_archive)]), EVERYTHING), EVERYTHING, "ACME"))
+    assert out == here
