@@ -16,6 +16,14 @@ setup(
         Extension(
             "agent.otlp._wire",
             sources=["agent/otlp/_wire.c"],
+            depends=["agent/otlp/_batch.h"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "agent.otlp._jsonwalk",
+            sources=["agent/otlp/_jsonwalk.c"],
+            depends=["agent/otlp/_batch.h"],
             extra_compile_args=FLAGS,
             optional=True,
         ),
