@@ -8,10 +8,9 @@
  *
  * It handles the well-formed common case and gives up (returns None) on anything else: a shape
  * jsonfmt would refuse, a snake_case field name, a duplicated field, ``resource`` after
- * ``scopeSpans``, a value before its attribute's key, a trace id that is neither 32 hex digits
- * nor 24 characters of base64 of 16 bytes, an integer beyond 64 bits, a float that could
- * overflow, a lone surrogate, nesting deeper than MAX_DEPTH, and any byte sequence that is not
- * strict JSON/UTF-8. Python then decodes the request with jsonfmt's walk, which gives today's
+ * ``scopeSpans``, a trace id that is neither 32 hex digits nor 24 characters of base64 of 16
+ * bytes, an integer beyond 64 bits, a float that could overflow, a lone surrogate, nesting
+ * deeper than MAX_DEPTH, and any byte sequence that is not strict JSON/UTF-8. Python then decodes the request with jsonfmt's walk, which gives today's
  * errors and counters. So a request this accepts is one that orjson accepts and that jsonfmt
  * decodes to the same batch; the differential tests in tests/otlp/test_json_fast.py hold it to
  * that. The scan creates no Python objects and runs without the GIL; strings that carry escapes
@@ -251,7 +250,7 @@ static int element(J *j, int *count) {
 }
 
 /* Any JSON value, checked and skipped. */
-static int skip(J *j, int depth) {
+static int skip_value(J *j, int depth) {
     Str s;
     Num n;
     int count = 0, more;
@@ -266,16 +265,25 @@ static int skip(J *j, int depth) {
         if (depth >= MAX_DEPTH) return -1;
         j->p++;
         while ((more = member(j, &count, &s)) == 1)
-            if (skip(j, depth + 1)) return -1;
+            if (skip_value(j, depth + 1)) return -1;
         return more;
     case '[':
         if (depth >= MAX_DEPTH) return -1;
         j->p++;
         while ((more = element(j, &count)) == 1)
-            if (skip(j, depth + 1)) return -1;
+            if (skip_value(j, depth + 1)) return -1;
         return more;
     default: return number(j, &n);
     }
+}
+
+/* skip_value, giving back the arena room its escaped strings took: the arena then never needs
+ * more than the input's length, even for a value read twice (see key_value). */
+static int skip(J *j, int depth) {
+    Py_ssize_t used = j->arena_used;
+    int rc = skip_value(j, depth);
+    j->arena_used = used;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the OTLP walk */
@@ -326,24 +334,35 @@ static int any_value(J *j, Val *v) {
 
 typedef struct { Val *slots; uint32_t *present; int for_span; } Attrs;
 
-/* A KeyValue: its value is stored when the rules read its key (the last of a repeated key wins). */
+/* A KeyValue: its value is stored when the rules read its key (the last of a repeated key wins).
+ * A missing key is "" (read by no rule); a value before its key is checked as JSON, then read
+ * again once the key says it is wanted. */
 static int key_value(J *j, void *arg) {
     Attrs *a = arg;
     Str k, key;
     Val v = {V_OTHER, {EMPTY, 0}, 0};
+    const uint8_t *value_at = NULL;
     int count = 0, more, slot = -1, have_key = 0, have_value = 0;
     while ((more = member(j, &count, &k)) == 1) {
         if (IS(k, "key")) {
-            if (have_key++ || have_value || string(j, &key)) return -1;
+            if (have_key++ || string(j, &key)) return -1;
             slot = wanted(key, a->for_span);
         } else if (IS(k, "value")) {
-            if (have_value++ || !have_key) return -1;
-            if (slot < 0 ? skip(j, 10) : !null(j) && any_value(j, &v)) return -1;
+            if (have_value++) return -1;
+            ws(j);
+            if (!have_key) value_at = j->p;
+            if (!have_key || slot < 0 ? skip(j, 10) : !null(j) && any_value(j, &v)) return -1;
         } else if (skip(j, 10)) {
             return -1;
         }
     }
     if (more == 0 && slot >= 0) {
+        if (value_at) {
+            const uint8_t *after = j->p;
+            j->p = value_at;
+            if (!null(j) && any_value(j, &v)) return -1;
+            j->p = after;
+        }
         a->slots[slot] = v;
         *a->present |= 1u << slot;
     }

@@ -1,0 +1,277 @@
+"""The C OTLP/JSON walker (``agent.otlp.jsonfast``) gives exactly the Python walk's answers.
+
+Well-formed requests are real protobuf requests turned into JSON by protobuf's own
+``MessageToDict`` (base64 or hex trace ids, ``SPAN_KIND_*`` names or numbers, int64s as strings
+or numbers, escaped or raw unicode); the C walker must decode every one of them itself. Hostile
+requests are those mutated: values swapped for values of the wrong type, huge numbers, odd trace
+ids, snake_case names, deleted or repeated fields, reordered members, nulls, duplicated JSON
+keys, lone surrogates. For each, ``decode_json`` (C first) must give the same batch, or the same
+exception and message, as ``decode_json_python`` (orjson + the Python walk), and whatever the C
+walker accepts on its own must equal the Python batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import orjson
+from google.protobuf.json_format import MessageToDict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from agent.otlp import jsonfast
+from agent.otlp.jsonfast import decode_json_fast
+from agent.otlp.jsonfmt import decode_json, decode_json_python
+from agent.otlp.rules import MAX_TIMESTAMP_NS
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# ---------------------------------------------------------------- well-formed requests
+
+SPAN_KEYS = ["cloud.region", "db.system", "db.system.name", "db.statement", "db.query.text",
+             "messaging.system", "http.url", "url.full", "server.address", "net.peer.name",
+             "http.method", "http.request.method", "http.response.body.size",
+             "http.response_content_length", "code.function", "service.name"]  # fmt: skip
+STRINGS = ["eu-west-3", "pl", "EU-West-3", "", "x" * 65, "eu wést", "postgresql", "kafka", "GET",
+           "https://a/b", 'SELECT "id" FROM "t"', "/* c */ INSERT", "-- x\nDELETE", "updaté",
+           "tab\there", "nul\x00byte", "emoji 😀", "back\\slash"]  # fmt: skip
+text = st.sampled_from(STRINGS) | st.text(max_size=6)
+values = st.one_of(
+    text.map(lambda s: AnyValue(string_value=s)),
+    (st.integers(-(2**63), 2**63 - 1) | st.sampled_from([0, -1, 20_480])).map(lambda i: AnyValue(int_value=i)),
+    st.sampled_from([AnyValue(bool_value=True), AnyValue(double_value=1.5), AnyValue(bytes_value=b"\x00\xff"),
+                     AnyValue(array_value=ArrayValue(values=[AnyValue(string_value="x")])), AnyValue()]),
+)  # fmt: skip
+
+
+@st.composite
+def key_values(draw: st.DrawFn, keys: list[str]) -> KeyValue:
+    key = draw(st.sampled_from(keys) | st.text(max_size=4))
+    return KeyValue(key=key) if draw(st.integers(0, 9)) == 0 else KeyValue(key=key, value=draw(values))
+
+
+timestamps = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, MAX_TIMESTAMP_NS - 1, MAX_TIMESTAMP_NS]) | st.integers(
+    1_700_000_000_000_000_000, 1_700_000_000_000_100_000
+)
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> Span:
+    return Span(
+        trace_id=draw(st.binary(min_size=16, max_size=16) | st.just(bytes(16)) | st.just(b"")),
+        span_id=draw(st.binary(min_size=8, max_size=8)),
+        name=draw(text),
+        kind=draw(st.integers(0, 5) | st.sampled_from([-1, 6, 2**31 - 1, -(2**31)])),
+        start_time_unix_nano=draw(timestamps),
+        end_time_unix_nano=draw(timestamps),
+        attributes=draw(st.lists(key_values(SPAN_KEYS), max_size=6)),
+    )
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
+    resource_keys = ["service.name", "cloud.region", "host.name"]
+    return ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource=Resource(attributes=draw(st.lists(key_values(resource_keys), max_size=4))),
+                scope_spans=[ScopeSpans(spans=draw(st.lists(spans(), max_size=4))) for _ in range(draw(st.integers(0, 2)))],
+            )
+            for _ in range(draw(st.integers(0, 3)))
+        ]
+    )
+
+
+def to_doc(request: ExportTraceServiceRequest, hex_ids: bool, enum_ints: bool, int_numbers: bool) -> dict:
+    """OTLP/JSON as protobuf writes it, with ids in hex and int64s as numbers when asked."""
+    doc = MessageToDict(request, use_integers_for_enums=enum_ints)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key == "traceId" and hex_ids:
+                    node[key] = base64.b64decode(value).hex()
+                elif key in ("startTimeUnixNano", "endTimeUnixNano", "intValue") and int_numbers:
+                    node[key] = int(value)
+                else:
+                    walk(value)
+
+    walk(doc)
+    return doc
+
+
+def dumps(doc: Any, escape: bool) -> bytes:
+    """JSON text of doc: raw UTF-8 (as orjson and JS write it) or every non-ASCII escaped."""
+    return json.dumps(doc, ensure_ascii=escape).encode("utf-8", "surrogatepass")
+
+
+def outcome(fn: Any, data: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", fn(data)
+    except Exception as exc:  # noqa: BLE001 -- the exception itself is what is compared
+        return type(exc).__name__, str(exc)
+
+
+def assert_agrees(data: bytes, assert_same: Any) -> bool:
+    """decode_json == decode_json_python (batch, or exception and message); True if C decoded it."""
+    fast = decode_json_fast(data)
+    want = outcome(decode_json_python, data)
+    got = outcome(decode_json, data)
+    assert got[0] == want[0], (got, want)
+    if want[0] == "ok":
+        assert_same(got[1], want[1])
+    else:
+        assert got[1] == want[1]
+    if fast is not None:
+        assert want[0] == "ok", f"the C walker accepted what the Python walk refuses: {want}"
+        assert_same(fast, want[1])
+    return fast is not None
+
+
+@SETTINGS
+@given(request=requests(), hex_ids=st.booleans(), enum_ints=st.booleans(), int_numbers=st.booleans(), escape=st.booleans())
+def test_well_formed_requests_are_decoded_in_c_and_agree(request, hex_ids, enum_ints, int_numbers, escape, assert_same):
+    data = dumps(to_doc(request, hex_ids, enum_ints, int_numbers), escape)
+    assert assert_agrees(data, assert_same), "the C walker gave up on a well-formed request"
+
+
+# ---------------------------------------------------------------- hostile requests
+
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([0, -1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 2**31, -(2**31) - 1]),
+    st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1e300, -0.0, 2.0]),
+    st.text(max_size=5),
+    st.sampled_from(["SPAN_KIND_SERVER", "SPAN_KIND_BOGUS", "123", "-5", "-0", "007", "1e3", " 1", "",
+                     "18446744073709551616", "99999999999999999999999", "0" * 32, "5a" * 16, "5A" * 16,
+                     "5a" * 15 + "zz", "AAAAAAAAAAAAAAAAAAAAAB==", "Ol5IQvq0KPdi5uKC5cFlfA==",
+                     "Ol5IQvq0KPdi5uKC5cFlfA", "Ol5IQvq0KPdi5uKC5cFlfA=", "-_" * 11 + "==", "+/" * 11 + "==",
+                     "Ol5IQvq0KPdi5uKC5cFl=A==", "Ol5IQvq0KPdi5uKC5cFlfA===", "é" * 16, "é" * 11 + "==",
+                     "AQEBAQEBAQEBAQEBAQEB", "AQEBAQEBAQEBAQEBAQEBAQEBAQ=="]),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.sampled_from([{}, {"stringValue": "eu-west-3"}, {"intValue": "12"}, {"intValue": 2**63},
+                     {"stringValue": None, "intValue": 7}, {"string_value": "x"}, {"int_value": 3},
+                     {"stringValue": 5}, {"intValue": 1.5}, {"boolValue": True}, {"a": {"b": [1, {}]}}]),
+)  # fmt: skip
+SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "traceId": "trace_id",
+         "startTimeUnixNano": "start_time_unix_nano", "endTimeUnixNano": "end_time_unix_nano",
+         "stringValue": "string_value", "intValue": "int_value"}  # fmt: skip
+
+
+def _slots(node: Any, out: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Every (container, key-or-index) of the document, depth first."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(items):
+        out.append((node, key))
+        _slots(value, out)
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: dict) -> dict:
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(doc, [])
+        if not slots:
+            break
+        node, key = draw(st.sampled_from(slots))
+        op = draw(st.integers(0, 5))
+        if op == 0:
+            node[key] = draw(ODD)
+        elif op == 1 and isinstance(node, dict):
+            node[SNAKE.get(key, key.lower())] = node.pop(key)
+        elif op == 2:
+            node.pop(key)
+        elif op == 3 and isinstance(node, list):
+            node.insert(draw(st.integers(0, len(node))), draw(st.sampled_from([node[key], None, {}, []])))
+        elif op == 4 and isinstance(node, dict):  # reorder members (resource after spans, value before key)
+            order = draw(st.permutations(list(node)))
+            items = [(k, node.pop(k)) for k in order]
+            node.update(items)
+        else:
+            node[key] = draw(ODD)
+    return doc
+
+
+TEXT_EDITS = [
+    (b'"name":', b'"name":"dup","name":'),  # a repeated JSON key (orjson keeps the last)
+    (b'"traceId":', b'"traceId":null,"traceId":'),
+    (b'"key":', b'"k\\u0065y":'),  # an escaped member name
+    (b'"stringValue":"', b'"stringValue":"\\ud800'),  # a lone surrogate: invalid for orjson
+    (b'"stringValue":"', b'"stringValue":"\\ud83d\\ude00\\"\\/\\b\\f\\n\\r\\t\\u00e9'),
+    (b'"name":"', b'"name":"\\u0000\\u20ac'),
+    (b'"resourceSpans":', b'"resourceSpans":null,"other":[[[[{}]]]],"resourceSpans":'),
+    (b"}", b"} "),
+    (b",", b" ,\n\t"),
+    (b"[", b"[1,"),
+    (b":", b":01"),
+]
+
+
+@SETTINGS
+@given(request=requests(), hex_ids=st.booleans(), int_numbers=st.booleans(), data=st.data())
+def test_hostile_requests_agree_with_the_python_walk(request, hex_ids, int_numbers, data, assert_same):
+    doc = data.draw(mutated(to_doc(request, hex_ids, False, int_numbers)))
+    text = dumps(doc, data.draw(st.booleans()))
+    for old, new in data.draw(st.lists(st.sampled_from(TEXT_EDITS), max_size=2)):
+        text = text.replace(old, new, 1)
+    assert_agrees(text, assert_same)
+
+
+def test_each_kind_of_oddity_takes_the_path_it_should(assert_same):
+    """Handled in C: escapes, unicode, ids in both encodings, big timestamps as strings, nulls.
+    Given up (Python decides): snake_case, repeated fields, odd ids, big numbers, bad JSON."""
+    span = {"traceId": "5a" * 16, "name": "GET", "kind": 3, "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": 1700000000000000500, "attributes": [{"key": "url.full", "value": {"stringValue": "https://x"}}]}  # fmt: skip
+
+    def request(**changes: Any) -> bytes:
+        body = {k: v for k, v in {**span, **changes}.items() if v is not ...}
+        return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+                                              "scopeSpans": [{"spans": [body]}]}]}).encode()  # fmt: skip
+
+    in_c = [request(), request(name="caf\\u00e9 \U0001f600"), request(traceId="Ol5IQvq0KPdi5uKC5cFlfA=="),
+            request(traceId="-_" * 11 + "=="), request(traceId=None), request(traceId=...), request(traceId=""),
+            request(traceId=7), request(traceId="zz" * 16), request(traceId="0" * 32), request(kind="SPAN_KIND_SERVER"),
+            request(startTimeUnixNano="99999999999999999999999"), request(endTimeUnixNano=-1), request(name=None),
+            request(attributes=None), request(kind=-(2**31)), request(startTimeUnixNano=2**64 - 1),
+            request(attributes=[{"value": {"intValue": 5}, "key": "url.full"}, {"value": "any"}])]  # fmt: skip
+    given_up = [request(trace_id="5a" * 16), request(traceId="AQEBAQEBAQEBAQEBAQEB"), request(kind="server"),
+                request(kind=2**31), request(kind=2.0), request(startTimeUnixNano=2**64), request(startTimeUnixNano=1.5),
+                request(name=3), request(attributes={}),
+                request(attributes=[{"key": "url.full", "value": {"string_value": "x"}}]),
+                request(attributes=[{"key": "http.response.body.size", "value": {"intValue": "9223372036854775808"}}]),
+                b'{"resourceSpans": []} x', b"\xef\xbb\xbf{}", b'{"a": "\\ud800"}', b'{"a": 1e400}', b"[]",
+                b'{"a": "\xed\xa0\x80"}', b'{"a": ' + b"[" * 200 + b"]" * 200 + b"}"]  # fmt: skip
+    for data in in_c:
+        assert assert_agrees(data, assert_same), data
+    for data in given_up:
+        assert not assert_agrees(data, assert_same), data
+    assert len(decode_json_fast(request())) == 1
+
+
+def test_strings_and_memoryviews_are_decoded_like_bytes(workload, assert_same):
+    data = orjson.dumps(MessageToDict(workload.make_request(16, 3)))
+    want = decode_json_python(data)
+    for form in (data.decode(), bytearray(data), memoryview(data)):
+        got = decode_json_fast(form)
+        assert got is not None
+        assert_same(got, want)
+    assert decode_json_fast('{"a": "\udc00"}') is None  # a str orjson refuses: Python reports it
+
+
+def test_the_json_extension_is_built_and_used(workload):
+    """A broken or stale build must fail here rather than silently decode at Python speed."""
+    assert jsonfast.FAST_JSON, "agent.otlp._jsonwalk is not built: `.venv/bin/pip install -e '.[test]'`"
+    data = orjson.dumps(MessageToDict(workload.make_request(512, 0)))
+    batch = decode_json_fast(data)
+    assert batch is not None and len(batch) + batch.rejected == 512
