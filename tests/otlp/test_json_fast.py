@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import json
+import random
+import tracemalloc
 from typing import Any
 
 import orjson
@@ -275,3 +277,89 @@ def test_the_json_extension_is_built_and_used(workload):
     data = orjson.dumps(MessageToDict(workload.make_request(512, 0)))
     batch = decode_json_fast(data)
     assert batch is not None and len(batch) + batch.rejected == 512
+
+
+# ---------------------------------------------------------------- fuzz: never a crash, never a difference
+
+VOCABULARY = ["resourceSpans", "scopeSpans", "spans", "resource", "attributes", "key", "value", "stringValue",
+              "intValue", "traceId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano", "trace_id", "x"]  # fmt: skip
+LEAVES = st.none() | st.booleans() | st.integers(-(2**65), 2**65) | st.floats(allow_nan=False, allow_infinity=False) | text
+KEYS = st.sampled_from(VOCABULARY + ["service.name", "cloud.region", "url.full", "db.system"])
+json_values = st.recursive(
+    LEAVES | st.sampled_from(["5a" * 16, "SPAN_KIND_CLIENT", "123", "Ol5IQvq0KPdi5uKC5cFlfA=="]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@SETTINGS
+@given(doc=st.dictionaries(st.sampled_from(VOCABULARY), json_values, max_size=3), escape=st.booleans())
+def test_random_json_in_otlp_words_agrees(doc, escape, assert_same):
+    assert_agrees(dumps(doc, escape), assert_same)
+
+
+@SETTINGS
+@given(data=st.binary(max_size=64) | st.sampled_from([b"", b"{", b'{"', b'{"resourceSpans":[{', b"{}\x00", b'"x"']))
+def test_random_bytes_agree(data, assert_same):
+    assert_agrees(data, assert_same)
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(buf) + 1)
+        op = rng.randrange(5)
+        if op == 0:
+            del buf[i:]
+        elif op == 1 and i < len(buf):
+            buf[i] ^= 1 << rng.randrange(8)
+        elif op == 2:
+            buf[i:i] = rng.choice([b'"', b"\\", b"\\u", b"{", b"]", b",", b":", b"-", b"0", b"\xc3", b"\xff", b"e9", b" "])
+        elif op == 3:
+            del buf[i : i + rng.randint(1, 12)]
+        else:
+            buf[i:i] = buf[i : i + rng.randint(1, 40)]
+    return bytes(buf)
+
+
+def test_mutated_real_requests_agree(workload, sdk_request_bytes, assert_same):
+    """2,000 byte-level mutations of real requests (the SDK's encoding and the bench workload)."""
+    seeds = [
+        orjson.dumps(MessageToDict(ExportTraceServiceRequest.FromString(sdk_request_bytes))),
+        dumps(to_doc(workload.make_request(6, 1), hex_ids=True, enum_ints=True, int_numbers=True), escape=True),
+    ]
+    rng = random.Random(20_260_310)
+    decoded_in_c = 0
+    for n in range(2000):
+        decoded_in_c += assert_agrees(_mutate(rng, seeds[n % 2]), assert_same)
+    assert decoded_in_c > 100  # mutations that stay well-formed (e.g. in a string) still take the C path
+
+
+def test_repeated_decoding_does_not_leak(workload):
+    """Accepted, given-up (after escapes filled the arena) and invalid requests, 300 times each:
+    the memory still held afterwards does not grow with the number of decodes."""
+    from agent.otlp import _jsonwalk
+
+    good = orjson.dumps(MessageToDict(workload.make_request(64, 2))).replace(b'"name":"', b'"name":"\\u00e9\\n')
+    given_up = good.replace(b'"name":', b'"name":1,"name":', 1)[:-40] + b'"trace_id": 5}]}]}]}'
+    inputs = [good, given_up, good[: len(good) // 2], b"\xff" * 100]
+
+    def run(times: int) -> None:
+        for _ in range(times):
+            for data in inputs:
+                _jsonwalk.decode(data)
+
+    run(20)
+    tracemalloc.start()
+    try:
+        run(10)
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        _jsonwalk.decode(good)
+        assert tracemalloc.get_traced_memory()[1] - before > len(good)  # the C allocations are seen
+        run(300)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert _jsonwalk.decode(good) is not None and _jsonwalk.decode(given_up) is None
+    assert after - before < 64 * 1024, f"{after - before} bytes still held after 1,200 more decodes"
