@@ -1,7 +1,7 @@
 """Build hook for carbonspan's C accelerator (everything else is in pyproject.toml).
 
-``agent.otlp._wire`` is the fast OTLP protobuf decoder and ``aggregator._fold`` the
-aggregator's per-window fold. Both are optional so that a machine without a C compiler still
+``agent.otlp._wire`` is the fast OTLP protobuf decoder, ``agent.otlp._jsonwalk`` the fast
+OTLP/JSON one, and ``aggregator._fold`` the aggregator's per-window fold. Both are optional so that a machine without a C compiler still
 installs carbonspan (``agent.otlp`` then falls back to the reference decoder, the aggregator to
 its Python fast path); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
 CI never runs slowly unnoticed.
@@ -23,7 +23,7 @@ setup(
         Extension(
             "agent.otlp._jsonwalk",
             sources=["agent/otlp/_jsonwalk.c"],
-            depends=["agent/otlp/_batch.h"],
+            depends=["agent/otlp/_batch.h", "agent/otlp/_jsonlex.h"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

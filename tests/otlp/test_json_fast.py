@@ -19,6 +19,7 @@ import tracemalloc
 from typing import Any
 
 import orjson
+import pytest
 from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -363,3 +364,28 @@ def test_repeated_decoding_does_not_leak(workload):
         tracemalloc.stop()
     assert _jsonwalk.decode(good) is not None and _jsonwalk.decode(given_up) is None
     assert after - before < 64 * 1024, f"{after - before} bytes still held after 1,200 more decodes"
+
+
+def test_trace_files_decode_as_one_builder_fed_every_line(tmp_path, workload, assert_same):
+    """read_trace_file (``carbonspan score``) takes the C walker per line and concatenates; that
+    equals the previous decoding, one BatchBuilder fed every parsed line, whatever path each took."""
+    from agent.otlp import OtlpDecodeError, read_trace_file
+    from agent.otlp.jsonfmt import decode_json_into, parse_json
+    from agent.otlp.rules import BatchBuilder
+
+    lines = [
+        orjson.dumps(MessageToDict(workload.make_request(8, 1))),
+        orjson.dumps(MessageToDict(workload.make_request(8, 2))).replace(b'"traceId"', b'"trace_id"'),  # Python
+        dumps(to_doc(workload.make_request(8, 3), True, True, True), escape=True).replace(b'"name":"', b'"name":"\\u00e9'),
+    ]
+    assert [decode_json_fast(line) is not None for line in lines] == [True, False, True]
+    builder = BatchBuilder()
+    for line in lines:
+        decode_json_into(builder, parse_json(line))
+    (tmp_path / "t.ndjson").write_bytes(b"\n".join(lines) + b"\n\n")
+    assert_same(read_trace_file(tmp_path / "t.ndjson"), builder.build())
+    (tmp_path / "one.json").write_bytes(lines[2])
+    assert_same(read_trace_file(tmp_path / "one.json"), decode_json_python(lines[2]))
+    (tmp_path / "bad.ndjson").write_bytes(lines[0] + b'\n{"resourceSpans": 5}\n')
+    with pytest.raises(OtlpDecodeError, match=r"bad\.ndjson, line 2: resourceSpans: expected a list, got 5$"):
+        read_trace_file(tmp_path / "bad.ndjson")
