@@ -389,3 +389,31 @@ def test_trace_files_decode_as_one_builder_fed_every_line(tmp_path, workload, as
     (tmp_path / "bad.ndjson").write_bytes(lines[0] + b'\n{"resourceSpans": 5}\n')
     with pytest.raises(OtlpDecodeError, match=r"bad\.ndjson, line 2: resourceSpans: expected a list, got 5$"):
         read_trace_file(tmp_path / "bad.ndjson")
+
+
+_WITHOUT_EXTENSION = """
+import sys, orjson
+class Unbuilt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "agent.otlp._jsonwalk":
+            raise ImportError("not built")
+sys.meta_path.insert(0, Unbuilt())
+from agent.otlp import decode_json, jsonfast
+batch = decode_json(sys.stdin.buffer.read())
+print(orjson.dumps([jsonfast.FAST_JSON, batch.services, batch.endpoints, batch.start_ns.tolist(),
+                    batch.op_class.tolist(), batch.counters, batch.rejected]).decode())
+"""
+
+
+def test_without_the_extension_the_python_walk_decodes_the_same(workload):
+    """A machine without a C compiler: ``decode_json`` falls back to the Python walk, same batch."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data = orjson.dumps(MessageToDict(workload.make_request(32, 4)))
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_EXTENSION], input=data, capture_output=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[2], check=True)  # fmt: skip
+    want = decode_json_fast(data)
+    assert orjson.loads(done.stdout) == [False, want.services, want.endpoints, want.start_ns.tolist(),
+                                         want.op_class.tolist(), want.counters, want.rejected]  # fmt: skip
