@@ -115,6 +115,14 @@ class ExportHandler:
         """Ready: recovered, not draining, and the WAL can still make acknowledgements true."""
         return self.ready and not self.pipeline.draining and not self.pipeline.wal.failed
 
+    def is_alive(self) -> bool:
+        """Live (``/healthz`` 200) unless the WAL failed: after a failed write or fsync nothing
+        more can be acknowledged until a restart (an fsync error may have dropped dirty pages,
+        so retrying it proves nothing - PostgreSQL restarts for the same reason), so the
+        orchestrator's liveness probe should restart the agent, and it keeps restarting it
+        until the disk is fixed."""
+        return not self.pipeline.wal.failed
+
     def state(self) -> str:
         """Why the agent is not ready (or ``ready``), for /readyz and refusals."""
         if self.pipeline.draining:

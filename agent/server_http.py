@@ -99,7 +99,12 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         h = self.server.handler
         if path == "/healthz":
-            self._reply(200, b"ok\n", "text/plain; charset=utf-8")
+            if h.is_alive():
+                self._reply(200, b"ok\n", "text/plain; charset=utf-8")
+            else:
+                self._reply(503, b"unhealthy: the write-ahead log failed, so nothing more can be "
+                                 b"acknowledged; fix the disk (see the agent's log) and restart the agent\n",
+                            "text/plain; charset=utf-8")
         elif path == "/readyz":
             ready = h.is_ready()
             self._reply(

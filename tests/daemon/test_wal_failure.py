@@ -57,6 +57,10 @@ def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_age
         urllib.request.urlopen(f"{agent.http_url}/readyz", timeout=5)
     assert ready.value.code == 503
     assert ready.value.read() == b"not ready: the agent is not writing its write-ahead log (see its log)\n"
+    # and it is no longer live: a liveness probe on /healthz restarts it (once the disk is fixed)
+    with pytest.raises(urllib.error.HTTPError) as live:
+        urllib.request.urlopen(f"{agent.http_url}/healthz", timeout=5)
+    assert live.value.code == 503 and b"restart the agent" in live.value.read()
     assert agent.metric("carbonspan_spans_accepted_total") == acked
     assert agent.stop() == 0
     assert _archived(agent) == acked  # the refused batches are not in the archived window
@@ -70,6 +74,8 @@ def test_failed_wal_write_is_not_counted_and_the_retry_is_counted_once(start_age
     # the disk is fixed, the agent restarts, and the client's retry lands exactly once
     fixed = start_agent("--window-seconds", "60", root=agent.root)
     assert "0 partials replayed" in fixed.startup_line
+    with urllib.request.urlopen(f"{fixed.http_url}/healthz", timeout=5) as resp:
+        assert resp.status == 200
     channel = grpc.insecure_channel(fixed.grpc_target)
     channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)(
         refused, timeout=10)
