@@ -3,22 +3,25 @@
 tests/aggregator/test_fold_fast.py mutates one field per line; here the lines are aimed at
 what a C mirror of Python code gets wrong: ``-0.0``, bools where ints belong, ints past 64
 bits (orjson yields them up to 2**64 - 1, then floats), figures at exactly the caps, duplicate
-JSON keys (orjson keeps the first position and the last value, so a duplicate reorders a map),
-maps whose keys are the layout's in another order, tags that are not strings (a cached
+JSON keys (orjson keeps the first position and the last value, so a duplicate can reorder a
+map), maps whose keys are the layout's in another order, tags that are not strings (a cached
 layout's tag ``1`` equals a later line's ``1.0`` and ``true``), empty and non-list host rows,
 region rows with fields missing, methodology blocks that are not objects, hashes around 128
 characters, ``_unattributed`` and unusable names in I/O rows, I/O totals past 2**53, tiny caps.
 
-Each archive is folded three ways: by the engine with the C fold, by the engine's general
-path, and by a driver that calls the C fold line by line and checks the contract itself -
-a line it declines (``None``) leaves the state exactly as it was - before handing the line
-to the general path. Every field of the resulting states is compared bit for bit (floats by
-their hex form, so ``-0.0`` is not ``0.0``).
+``edge_menu()`` lists every such edge once. The grid test puts each one, alone, into a line
+between plain lines of a cached layout (runtime and v1.0, string and non-string tags); the
+property test mixes them across archives. Each archive is folded three ways: by the engine
+with the C fold, by the engine's general path, and by a driver that calls the C fold line by
+line and checks the contract itself - a line it declines (``None``) leaves the state exactly
+as it was. Every field of the states is compared bit for bit (floats by their hex form, so
+``-0.0`` is not ``0.0``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -30,38 +33,36 @@ from aggregator.fold import AggregateState
 from aggregator.fold_fast import FAST
 from aggregator.read import Malformed, Period, parse_window
 from aggregator.report import build_report, report_bytes
-from schema.chain import seal
+from aggregator.sanitize import Tally
 
 T0 = datetime(2026, 11, 10, tzinfo=UTC)
 EVERYTHING = Period.everything()
 NAMES = ["a", "b", "c", "_unattributed", "é", "x" * 300, ""]
-REGIONS = ["pl", "eu-west-3", "r" * 300, ""]
 # JSON texts put where a figure or a count belongs
-EDGE = st.sampled_from([
-    "-0.0", "0.0", "-0", "1e15", "1.0000000000000002e15", "5e-324", "1e-400", "0.5",
-    "9007199254740992", "9007199254740993", "9223372036854775807", "9223372036854775808",
-    "18446744073709551615", "18446744073709551616", "-1", "-9223372036854775809",
-    "true", "false", "7", "7.0", "null", '"1"', "[]", "{}", "[1.5]",
-])
-TAG = st.sampled_from(['"scaphandre_rapl"', '"io_proxy_v1+cal"', '"+cal"', '""', '"' + "t" * 70 + '"',
-                       '"kepler_ebpf"', "1", "1.0", "true", "null", "[]", "{}", '["a"]'])
-HOSTS = st.sampled_from(["[]", "null", "{}", "[{}]", '"x"', '[{"name":"a","in_totals":false}]',
-                         '[{"name":"pg","energy_kwh":0.5}]'])
-METHOD = st.sampled_from(['{"intensity_vintage":"2024"}', '{"intensity_vintage":"2025"}', "{}", "[]", '"x"', "1",
-                          "null", '{"k":[1,{"a":2}]}', '{"k":"' + "v" * 3000 + '"}',
-                          "{" + ",".join(f'"k{i}":"v"' for i in range(40)) + "}"])
-HASH = st.sampled_from(['"' + "h" * 128 + '"', '"' + "h" * 129 + '"', "5", "null", '""', "[]"])
+EDGES = ["-0.0", "0.0", "-0", "1e15", "1.0000000000000002e15", "5e-324", "1e-400", "0.5", "3",
+         "9007199254740992", "9007199254740993", "9223372036854775807", "9223372036854775808",
+         "18446744073709551615", "18446744073709551616", "-1", "-9223372036854775809",
+         "true", "false", "7.0", "null", '"1"', "[]", "{}", "[1.5]"]
+TAGS = ['"scaphandre_rapl"', '"io_proxy_v1+cal"', '"+cal"', '""', '"' + "t" * 70 + '"', '"kepler_ebpf"',
+        "1", "1.0", "true", "null", "[]", "{}", '["a"]']
+HOSTS = ["[]", "null", "{}", "[{}]", '"x"', '[{"name":"a","in_totals":false}]', '[{"name":"pg","energy_kwh":0.5}]']
+METHODS = ['{"intensity_vintage":"2024"}', '{"intensity_vintage":"2025"}', "{}", "[]", '"x"', "1", "null",
+           '{"k":[1,{"a":2}]}', '{"k":"' + "v" * 3000 + '"}', "{" + ",".join(f'"k{i}":"v"' for i in range(40)) + "}"]
+HASHES = ['"' + "h" * 128 + '"', '"' + "h" * 129 + '"', "5", "null", '""', "[]"]
+STARTS = ["2026-11-10T00:00:00+00:00", "2026-11-10T00:00:00.5Z", "2026-11-10 00:00:00Z", "2026-02-30T00:00:00Z", "1"]
 WINDOW_PATHS = [
     ("green_summary", "energy_kwh"), ("green_summary", "total_io_ops"), ("window", "traces"),
     ("green_summary", "co2", "operational_gco2"), ("green_summary", "co2", "embodied_gco2"),
     ("green_summary", "co2", "database_gco2"), ("green_summary", "co2", "messaging_gco2"),
     ("green_summary", "co2", "total", "mid"), ("green_summary", "co2", "total"), ("green_summary", "co2"),
-    ("green_summary", "energy_model"), ("green_summary", "co2", "total", "model"),
-    ("green_summary", "regions"), ("per_endpoint_io_ops",), ("green_summary", "per_service_requests"),
-    ("green_summary", "per_service_region"), ("green_summary", "per_service_energy_model"),
+    ("green_summary", "energy_model"), ("green_summary", "co2", "total", "model"), ("green_summary", "regions"),
+    ("green_summary", "hosts"), ("per_endpoint_io_ops",), ("methodology",), ("green_summary",), ("window",),
 ]
 MAPS = ["per_service_energy_kwh", "per_service_carbon_kgco2eq", "per_service_requests",
         "per_service_energy_model", "per_service_region"]
+ROW_FIELDS = ["region", "io_ops", "energy_kwh", "co2_gco2", "status", "grid_intensity_gco2_kwh", "pue"]
+
+Edge = Callable[[dict, list], None]  # (rec, dups) -> None: changes rec, or lists a duplicate key to splice in
 
 
 class Raw:
@@ -71,124 +72,110 @@ class Raw:
         self.text = text
 
 
-@st.composite
-def region_rows(draw) -> list:
-    rows: list = []
-    for _ in range(draw(st.integers(0, 3))):
-        row: dict = {"region": draw(st.sampled_from(REGIONS[:2])) if draw(st.integers(0, 5)) else
-                     draw(st.sampled_from([*REGIONS[2:], Raw("5"), Raw("null")])),
-                     "status": "resolved", "io_ops": draw(st.integers(0, 9)), "energy_kwh": 0.25, "co2_gco2": 0.5}
-        if not draw(st.integers(0, 3)):
-            field = draw(st.sampled_from(["region", "io_ops", "energy_kwh", "co2_gco2", "status"]))
-            if draw(st.booleans()):
-                del row[field]
-            else:
-                row[field] = Raw(draw(EDGE))
-        rows.append(row if draw(st.integers(0, 12)) else Raw(draw(st.sampled_from(["null", "[]", "1"]))))
-    return rows
+def line(i: int, names: list[str], tags: dict[str, str], v1: bool = False) -> dict:
+    """A plain line: runtime (per-service maps, a different value per service and window) or
+    v1.0 (I/O rows only); one clean region row, no host rows."""
+    gs: dict = {"energy_kwh": 0.5 + i / 64, "total_io_ops": 4,
+                "co2": {"operational_gco2": 2.0, "embodied_gco2": 0.25, "database_gco2": 0.0625,
+                        "messaging_gco2": 0.125, "total": {"mid": 3.0, "model": "io_proxy_v1"}},
+                "regions": [{"region": "pl", "status": "resolved", "io_ops": 2, "energy_kwh": 0.25, "co2_gco2": 0.5}],
+                "hosts": []}
+    if not v1:
+        gs["per_service_energy_kwh"] = {n: 0.25 * (k + 1) + i / 128 for k, n in enumerate(names)}
+        gs["per_service_carbon_kgco2eq"] = {n: 0.5 * (k + 1) for k, n in enumerate(names)}
+        gs["per_service_requests"] = {n: k + 1 + i for k, n in enumerate(names)}
+        gs["per_service_region"] = {n: "pl" for n in names}
+        gs["per_service_energy_model"] = {n: Raw(tags[n]) for n in names}
+    report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "traces": 3},
+              "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
+              "per_endpoint_io_ops": [{"service": n, "io_ops": k + 1} for k, n in enumerate(names)]}
+    # the fold reads only report and hash (the chain is checked by `carbonspan verify`)
+    return {"ts": report["window"]["start"], "seq": i, "report": report, "hash": f"sha256:{i:064x}"}
 
 
-@st.composite
-def io_rows(draw, names: list[str]) -> list:
-    rows: list = [{"service": n, "io_ops": draw(st.integers(0, 5))} for n in names]
-    for _ in range(draw(st.integers(0, 3))):
-        row: dict = {"service": draw(st.sampled_from(NAMES)), "io_ops": draw(st.integers(0, 5))}
-        kind = draw(st.integers(0, 6))
-        if kind == 0:
-            row["io_ops"] = Raw(draw(EDGE))
-        elif kind == 1:
-            del row["io_ops"]
-        elif kind == 2:
-            row["service"] = Raw(draw(st.sampled_from(["5", "null", "[]"])))
-        elif kind == 3:
-            row["io_ops"] = 2**53 - draw(st.integers(0, 2))  # totals past 2**53
-        rows.append(row)
-    return rows
-
-
-def _at(rec: dict, path: tuple) -> tuple[dict, str] | None:
-    node = rec["report"]
-    for key in path[:-1]:
-        node = node.get(key)
-        if type(node) is not dict:
+def _node(rec: dict, path: tuple) -> object:
+    node: object = rec["report"]
+    for key in path:
+        if type(node) is dict and key in node or type(node) is list and type(key) is int and key < len(node):
+            node = node[key]  # type: ignore[index]
+        else:
             return None
-    return node, path[-1]
+    return node
 
 
-@st.composite
-def edge_archive(draw) -> list[bytes]:
-    """Lines that mostly keep one layout (so the C fold takes them), each with 0-3 edges."""
-    names = draw(st.lists(st.sampled_from(NAMES[:3]) if draw(st.integers(0, 2)) else st.sampled_from(NAMES),
-                          min_size=1, max_size=3, unique=True))
-    tags = {n: draw(TAG) if not draw(st.integers(0, 3)) else '"scaphandre_rapl"' for n in names}
-    lines = []
-    for i in range(draw(st.integers(1, 14))):
-        gs: dict = {"energy_kwh": 0.5, "total_io_ops": 4,
-                    "co2": {"operational_gco2": 2.0, "embodied_gco2": 0.25, "database_gco2": 0.0,
-                            "messaging_gco2": 0.125, "total": {"mid": 3.0, "model": "io_proxy_v1"}},
-                    "regions": draw(region_rows()), "hosts": []}
-        if draw(st.integers(0, 4)):
-            gs["per_service_energy_kwh"] = {n: draw(st.sampled_from([0.25, 0.5, 1e15, -0.0])) for n in names}
-            gs["per_service_carbon_kgco2eq"] = {n: 0.5 for n in names}
-            gs["per_service_requests"] = {n: draw(st.integers(0, 3)) for n in names}
-            gs["per_service_region"] = {n: "pl" for n in names}
-            gs["per_service_energy_model"] = {n: Raw(tags[n]) for n in names}
-        report: dict = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "traces": 3},
-                        "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
-                        "per_endpoint_io_ops": draw(io_rows(names))}
-        # the fold reads only report and hash (the chain is checked by `carbonspan verify`)
-        rec = {"ts": report["window"]["start"], "seq": i, "report": report, "hash": f"sha256:{i:064x}"}
-        dups: list[tuple[str, str]] = []
-        for _ in range(draw(st.integers(1, 3)) if not draw(st.integers(0, 2)) else 0):
-            _edge(draw, rec, names, dups)
-        lines.append(_dumps(rec, dups))
-    return lines
+def _set(path: tuple, text: str | None) -> Edge:
+    """Set the value at ``path`` (under report; "hash" is the line's) to a JSON text, or remove it."""
 
-
-def _edge(draw, rec: dict, names: list[str], dups: list[tuple[str, str]]) -> None:  # noqa: C901 - a menu
-    """One edge put into ``rec`` (or a duplicate key to splice into its text, in ``dups``)."""
-    gs = rec["report"]["green_summary"]
-    kind = draw(st.integers(0, 11))
-    if kind == 0:  # a window-level figure (or structure) set to an edge value or removed
-        at = _at(rec, draw(st.sampled_from(WINDOW_PATHS)))
-        if at is not None:
-            node, key = at
-            if draw(st.booleans()):
-                node[key] = Raw(draw(EDGE))
+    def edge(rec: dict, dups: list) -> None:
+        parent = rec if path == ("hash",) else _node(rec, path[:-1])
+        if type(parent) is dict:
+            if text is None:
+                parent.pop(path[-1], None)
             else:
-                node.pop(key, None)
-    elif kind == 1 and type(m := gs.get(draw(st.sampled_from(MAPS[:3])))) is dict:  # a per-service leaf
-        m[draw(st.sampled_from(names))] = Raw(draw(EDGE))
-    elif kind == 2:
-        if draw(st.integers(0, 3)):
-            gs["hosts"] = Raw(draw(HOSTS))
-        else:
-            gs.pop("hosts", None)
-    elif kind == 3:
-        rec["report"]["methodology"] = Raw(draw(METHOD))
-    elif kind == 4:
-        rec["hash"] = Raw(draw(HASH))
-    elif kind == 5 and type(gs.get(key := draw(st.sampled_from(MAPS)))) is dict:  # reordered, short, long
-        items = list(gs[key].items())
-        how = draw(st.integers(0, 3))
-        gs[key] = dict(items[::-1] if how == 0 else items[1:] if how == 1 else [*items, ("zz", 0.5)] if how == 2 else [])
-    elif kind == 6 and "per_service_energy_kwh" in gs:  # a duplicate key: first position, last value
-        dups.append((draw(st.sampled_from(MAPS[:4])), f'"{draw(st.sampled_from(names))}":{draw(EDGE)},'))
-    elif kind == 7:
-        dups.append(("green_summary", f'"{draw(st.sampled_from(["energy_kwh", "hosts", "co2"]))}":{draw(EDGE)},'))
-    elif kind == 8 and "per_service_energy_kwh" in gs:  # only one of the two runtime maps, or both empty
-        how = draw(st.integers(0, 2))
-        if how == 2:
-            gs["per_service_energy_kwh"], gs["per_service_carbon_kgco2eq"] = {}, {}
-        else:
-            gs.pop(MAPS[how], None)
-    elif kind == 9 and type(m := gs.get("per_service_energy_model")) is dict:  # a new tag, maybe not a str
-        m[draw(st.sampled_from(names))] = Raw(draw(TAG))
-    elif kind == 10:
-        rec["report"]["window"]["start"] = draw(st.sampled_from(
-            ["2026-11-10T00:00:00+00:00", "2026-11-10T00:00:00.5Z", "2026-11-10 00:00:00Z", "2026-02-30T00:00:00Z"]))
-    elif kind == 11:
-        gs["energy_model"] = Raw(draw(TAG))
+                parent[path[-1]] = Raw(text)
+        elif type(parent) is list and path[-1] < len(parent):
+            parent[path[-1]] = Raw("null" if text is None else text)
+
+    return edge
+
+
+def _reshape(key: str, how: str) -> Edge:
+    def edge(rec: dict, dups: list) -> None:
+        m = _node(rec, ("green_summary", key))
+        if type(m) is dict:
+            items = list(m.items())
+            shaped = {"reversed": items[::-1], "short": items[1:], "long": [*items, ("zz", 0.5)], "empty": [],
+                      "rotated": items[1:] + items[:1]}[how]
+            rec["report"]["green_summary"][key] = dict(shaped)
+
+    return edge
+
+
+def _dup(key: str, text: str) -> Edge:
+    return lambda rec, dups: dups.append((key, text))
+
+
+def edge_menu() -> list[tuple[str, Edge]]:
+    """Every edge, once: (label, edge)."""
+    menu: list[tuple[str, Edge]] = []
+    for path in WINDOW_PATHS:
+        menu += [(f"{path}={t}", _set(path, t)) for t in [*EDGES, None]]
+    for m in MAPS[:3]:
+        for n in ("a", "b", "zz"):
+            menu += [(f"{m}.{n}={t}", _set(("green_summary", m, n), t)) for t in [*EDGES, None]]
+    for m in MAPS:
+        menu += [(f"{m} {how}", _reshape(m, how)) for how in ("reversed", "short", "long", "empty", "rotated")]
+        menu += [(f"{m}={t}", _set(("green_summary", m), t)) for t in ("null", "[]", "5", None)]
+        menu += [(f"{m} dup {t}", _dup(m, t)) for t in ('"b":-1.0,', '"a":-1.0,', '"b":0.25,', '"a":true,', '"zz":1,')]
+    menu += [(f"gs dup {k}", _dup("green_summary", f'"{k}":-1.0,')) for k in ("energy_kwh", "hosts", "co2", "regions")]
+    for n in ("a", "b"):
+        menu += [(f"tag {n}={t}", _set(("green_summary", "per_service_energy_model", n), t)) for t in TAGS]
+    menu += [(f"energy_model={t}", _set(("green_summary", "energy_model"), t)) for t in TAGS]
+    menu += [(f"hosts={t}", _set(("green_summary", "hosts"), t)) for t in HOSTS]
+    menu += [(f"methodology={t[:20]}", _set(("methodology",), t)) for t in METHODS]
+    menu += [(f"hash={t[:10]}", _set(("hash",), t)) for t in HASHES]
+    menu += [(f"start={t}", _set(("window", "start"), f'"{t}"')) for t in STARTS]
+    row = ("green_summary", "regions", 0)
+    for f in ROW_FIELDS:
+        menu += [(f"region row {f}={t}", _set((*row, f), t)) for t in [*EDGES, None]]
+    menu += [(f"region={t[:12]}", _set((*row, "region"), t))
+             for t in ('"eu-west-3"', '""', '"' + "r" * 300 + '"', '"pl "', "5")]
+    menu += [(f"region row={t}", _set(row, t)) for t in ("null", "[]", "1")]
+    menu += [("two region rows", _set(("green_summary", "regions"),
+                                      '[{"region":"pl","io_ops":1,"energy_kwh":0.5,"co2_gco2":1.0},'
+                                      '{"region":"new","io_ops":1,"energy_kwh":0.5,"co2_gco2":1.0}]'))]
+    io = ("per_endpoint_io_ops", 0)
+    menu += [(f"io row io_ops={t}", _set((*io, "io_ops"), t)) for t in [*EDGES, None]]
+    menu += [(f"io row service={str(t)[:12]}", _set((*io, "service"), t))
+             for t in ['"_unattributed"', '""', '"' + "x" * 300 + '"', '"new"', "5", "null", "[]", None]]
+    menu += [(f"io row={t}", _set(io, t)) for t in ("null", "[]", "1")]
+    menu += [(f"io rows={t[:16]}", _set(("per_endpoint_io_ops",), t))
+             for t in ("[]", "{}", '[{"service":"a","io_ops":0}]', '[{"service":"a","io_ops":9007199254740992},'
+                       '{"service":"b","io_ops":9007199254740992}]', '[{"service":"b"},{"service":"a","io_ops":1}]')]
+    return menu
+
+
+MENU = edge_menu()
 
 
 def _dumps(rec: dict, dups: list[tuple[str, str]]) -> bytes:
@@ -266,9 +253,9 @@ def _driver(lines: list[bytes], caps: dict) -> tuple[AggregateState, int]:
             continue
         before = snapshot(state, engine=False)
         got = FAST.fold_plain(state, rec, start)
-        if got is not None:
+        if got is not None:  # taken: the general parser reads the line and its hash the same way
             taken += 1
-            assert type(got) is str
+            assert got == parse_window(rec, start, Tally()).line_hash
             continue
         assert snapshot(state, engine=False) == before, "declined, yet the state changed"
         try:
@@ -279,28 +266,65 @@ def _driver(lines: list[bytes], caps: dict) -> tuple[AggregateState, int]:
     return state, taken
 
 
-CAPS = st.sampled_from([{}, {"max_services": 1, "max_models": 1, "max_regions": 1}])
+CAPS = st.sampled_from([{}, {}, {}, {"max_services": 1, "max_models": 1, "max_regions": 1},
+                       {"max_services": 2, "max_models": 2, "max_regions": 2}])
 
 
-@settings(max_examples=250, deadline=None)
-@given(edge_archive(), CAPS)
-def test_the_c_fold_equals_the_general_path_at_the_edges(lines, caps):
-    assert FAST is not None
+def _check(lines: list[bytes], caps: dict) -> int:
+    """Fold ``lines`` the three ways and compare; returns how many lines the C fold took."""
     general = _engine(lines, False, caps)
     c = _engine(lines, True, caps)
     assert snapshot(c) == snapshot(general)
     assert report_bytes(build_report(c, EVERYTHING)) == report_bytes(build_report(general, EVERYTHING))
     driven, taken = _driver(lines, caps)
     assert snapshot(driven, engine=False) == snapshot(general, engine=False)
+    return taken
+
+
+BASES = {  # names, tags, v1.0: the layout the plain lines around an edge keep
+    "runtime": (["a", "b"], {"a": '"scaphandre_rapl"', "b": '"kepler_ebpf+cal"'}, False),
+    "non-string tags": (["a", "b"], {"a": "1", "b": "null"}, False),
+    "v1.0": (["a", "b"], {}, True),
+}
+
+
+def test_every_edge_alone_folds_by_c_exactly_as_by_the_general_path():
+    assert FAST is not None
+    failures, taken = [], 0
+    for base, (names, tags, v1) in BASES.items():
+        for label, edge in MENU:
+            recs = [line(i, names, tags, v1) for i in range(4)]
+            dups: list = []
+            edge(recs[2], dups)
+            lines = [_dumps(rec, dups if i == 2 else []) for i, rec in enumerate(recs)]
+            try:
+                taken += _check(lines, {})
+            except AssertionError as exc:
+                failures.append(f"{base}: {label}: {str(exc)[:300]}")
+    assert failures == []
+    # the plain lines around each edge are taken (1 or 3 per case): the grid tests the C fold
+    assert taken >= 2 * len(BASES) * len(MENU)
+
+
+@st.composite
+def edge_archive(draw) -> list[bytes]:
+    """Lines that mostly keep one layout (so the C fold takes them), some with edges."""
+    names = draw(st.lists(st.sampled_from(NAMES[:3]) if draw(st.integers(0, 3)) else st.sampled_from(NAMES),
+                          min_size=1, max_size=3, unique=True))
+    tags = {n: draw(st.sampled_from(TAGS)) if not draw(st.integers(0, 3)) else '"scaphandre_rapl"' for n in names}
+    lines = []
+    for i in range(draw(st.integers(1, 12))):
+        rec = line(i, names, tags, v1=not draw(st.integers(0, 4)))
+        dups: list = []
+        for _ in range(draw(st.integers(1, 3)) if not draw(st.integers(0, 2)) else 0):
+            draw(st.sampled_from(MENU))[1](rec, dups)
+        lines.append(_dumps(rec, dups))
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(edge_archive(), CAPS)
+def test_the_c_fold_equals_the_general_path_on_archives_mixing_the_edges(lines, caps):
+    assert FAST is not None
+    taken = _check(lines, caps)
     event(f"C fold took {min(taken, 3)}+ lines" if taken >= 3 else f"C fold took {taken} lines")
-
-
-def _line(i: int, **gs_extra: object) -> dict:
-    gs: dict = {"energy_kwh": 0.5, "co2": {"operational_gco2": 1.0, "total": {"mid": 1.0}},
-                "per_service_energy_kwh": {"a": 0.25, "b": 0.25}, "per_service_carbon_kgco2eq": {"a": 0.5, "b": 0.5},
-                "per_service_requests": {"a": 1, "b": 2},
-                "per_service_energy_model": {"a": "scaphandre_rapl", "b": "scaphandre_rapl"}}
-    gs.update(gs_extra)
-    report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "traces": 3},
-              "green_summary": gs, "methodology": {"intensity_vintage": "2024"}}
-    return seal(None, i, report["window"]["start"], "report", report)
