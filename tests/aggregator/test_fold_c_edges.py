@@ -11,11 +11,11 @@ characters, ``_unattributed`` and unusable names in I/O rows, I/O totals past 2*
 
 ``edge_menu()`` lists every such edge once. The grid test puts each one, alone, into a line
 between plain lines of a cached layout (runtime and v1.0, string and non-string tags); the
-property test mixes them across archives. Each archive is folded three ways: by the engine
-with the C fold, by the engine's general path, and by a driver that calls the C fold line by
-line and checks the contract itself - a line it declines (``None``) leaves the state exactly
-as it was. Every field of the states is compared bit for bit (floats by their hex form, so
-``-0.0`` is not ``0.0``).
+property test mixes them across archives. Each archive is folded by the engine with the C
+fold, with the Python fast path and by the general path alone, and by a driver that calls the
+C fold line by line and checks the contract itself - a line it declines (``None``) leaves the
+state exactly as it was; a line it takes gives the hash the general parser reads. Every field
+of the states is compared bit for bit (floats by their hex form, so ``-0.0`` is not ``0.0``).
 """
 
 from __future__ import annotations
@@ -231,9 +231,9 @@ def snapshot(state: AggregateState, engine: bool = True) -> dict:
     return out
 
 
-def _engine(lines: list[bytes], plain: bool, caps: dict) -> AggregateState:
+def _engine(lines: list[bytes], plain: bool, caps: dict, c_fold: bool = True) -> AggregateState:
     state = AggregateState(**caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=True)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
     state.files.append(stat)
     return state
 
@@ -271,10 +271,12 @@ CAPS = st.sampled_from([{}, {}, {}, {"max_services": 1, "max_models": 1, "max_re
 
 
 def _check(lines: list[bytes], caps: dict) -> int:
-    """Fold ``lines`` the three ways and compare; returns how many lines the C fold took."""
+    """Fold ``lines`` the three ways (and by the Python fast path) and compare; returns how
+    many lines the C fold took."""
     general = _engine(lines, False, caps)
     c = _engine(lines, True, caps)
     assert snapshot(c) == snapshot(general)
+    assert snapshot(_engine(lines, True, caps, c_fold=False)) == snapshot(general)
     assert report_bytes(build_report(c, EVERYTHING)) == report_bytes(build_report(general, EVERYTHING))
     driven, taken = _driver(lines, caps)
     assert snapshot(driven, engine=False) == snapshot(general, engine=False)
