@@ -191,7 +191,7 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "clean_float", "clean_count", "fallback_windows", "services", "_credit",
 };
 static PyObject *N[N_NAMES];
-static PyObject *EMPTY_STR, *ONE;
+static PyObject *EMPTY_STR, *ZERO, *ONE;
 static PyObject *sanitize_module; /* aggregator.sanitize, imported on first need */
 
 /* d[key] (borrowed) or NULL when absent; d must be a dict. */
@@ -222,11 +222,9 @@ static inline int clean_int(PyObject *v, long long *out) {
     if (!PyLong_CheckExact(v))
         return 0;
     int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || x < 0 || x > MAX_COUNT) {
-        PyErr_Clear();
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow); /* cannot fail on an exact int */
+    if (overflow || x < 0 || x > MAX_COUNT)
         return 0;
-    }
     *out = x;
     return 1;
 }
@@ -317,12 +315,7 @@ static int add_obj(PyObject *state, int attr, PyObject *delta) {
     return rc;
 }
 
-static int add_one(PyObject *state, int attr) {
-    PyObject *one = PyLong_FromLong(1);
-    int rc = add_obj(state, attr, one);
-    Py_DECREF(one);
-    return rc;
-}
+static int add_one(PyObject *state, int attr) { return add_obj(state, attr, ONE); }
 
 /* The truth of layout.<attr>; -1 on error. */
 static int layout_flag(PyObject *layout, int attr) {
@@ -456,8 +449,8 @@ static PyObject *finish_window(PyObject *state, double start, PyObject *start_ob
             return NULL;
         int same = f->meta == last ? 1 : PyObject_RichCompareBool(f->meta, last, Py_EQ);
         Py_DECREF(last);
-        if (same < 0)
-            PyErr_Clear(); /* _note_methodology compares again and handles it */
+        if (same < 0) /* e.g. RecursionError on a deeply nested block: _note_methodology */
+            PyErr_Clear(); /* compares again and does what the general path does with it */
         if (same != 1) {
             PyObject *r = PyObject_CallMethodOneArg(state, N[A_NOTE_METHODOLOGY], f->meta);
             if (r == NULL)
@@ -611,10 +604,7 @@ static int apply_plain(PyObject *state, Plain *p, Figures *f) {
         Py_XDECREF(req);
         return rc;
     }
-    PyObject *zero = f->traces ? NULL : PyLong_FromLong(0);
-    rc = add_obj(state, A_REQUESTS, f->traces ? f->traces : zero);
-    Py_XDECREF(zero);
-    return rc;
+    return add_obj(state, A_REQUESTS, f->traces ? f->traces : ZERO); /* window.get("traces", 0) */
 }
 
 /* ---------------------------------------------------------------------- fold_proxy */
@@ -715,10 +705,8 @@ static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *spli
         app_g = x > 0.0 ? x : 0.0;
     }
     double app_kg = app_g / 1000.0;
-    PyObject *zero = f->traces ? NULL : PyLong_FromLong(0);
     int rc = (add_float(state, A_ENERGY, app_energy + 0.0) < 0 || add_float(state, A_OPERATIONAL_KG, app_kg) < 0
-              || add_obj(state, A_REQUESTS, f->traces ? f->traces : zero) < 0) ? -1 : 0;
-    Py_XDECREF(zero);
+              || add_obj(state, A_REQUESTS, f->traces ? f->traces : ZERO) < 0) ? -1 : 0;
     if (rc < 0)
         return -1;
     /* _split_proxy: each service its share of I/O ops; the first entry and any service not yet
@@ -741,11 +729,10 @@ static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *spli
         }
         if (acc == NULL || tag == NULL) {
             PyObject *e = PyFloat_FromDouble(app_energy * share), *c = PyFloat_FromDouble(app_kg * share);
-            PyObject *z = PyLong_FromLong(0);
-            PyObject *answer = e && c && z ? PyObject_CallMethodObjArgs(state, N[A_CREDIT], name, N[S_UNKNOWN], e, c,
-                                                                        z, model ? model : Py_None, NULL)
-                                           : NULL;
-            Py_XDECREF(e); Py_XDECREF(c); Py_XDECREF(z);
+            PyObject *answer = e && c ? PyObject_CallMethodObjArgs(state, N[A_CREDIT], name, N[S_UNKNOWN], e, c,
+                                                                   ZERO, model ? model : Py_None, NULL)
+                                      : NULL;
+            Py_XDECREF(e); Py_XDECREF(c);
             if (answer == NULL)
                 rc = -1;
             else if (tag == NULL)
@@ -913,7 +900,8 @@ PyMODINIT_FUNC PyInit__fold(void) {
     for (int i = 0; i < N_NAMES; i++)
         if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
             return NULL;
-    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ONE = PyLong_FromLong(1)) == NULL)
+    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ZERO = PyLong_FromLong(0)) == NULL
+        || (ONE = PyLong_FromLong(1)) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
