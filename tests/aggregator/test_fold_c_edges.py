@@ -74,9 +74,10 @@ class Raw:
         self.text = text
 
 
-def line(i: int, names: list[str], tags: dict[str, str], v1: bool = False) -> dict:
-    """A plain line: runtime (per-service maps, a different value per service and window) or
-    v1.0 (I/O rows only); one clean region row, no host rows."""
+def line(i: int, names: list[str], tags: dict[str, str], v1: bool = False, zones: bool = True) -> dict:
+    """A plain line: runtime (per-service maps, a different value per service and window; the
+    services' region map unless not ``zones``) or v1.0 (I/O rows only); one clean region row,
+    no host rows."""
     gs: dict = {"energy_kwh": 0.5 + i / 64, "total_io_ops": 4,
                 "co2": {"operational_gco2": 2.0, "embodied_gco2": 0.25, "database_gco2": 0.0625,
                         "messaging_gco2": 0.125, "total": {"mid": 3.0, "model": "io_proxy_v1"}},
@@ -86,7 +87,8 @@ def line(i: int, names: list[str], tags: dict[str, str], v1: bool = False) -> di
         gs["per_service_energy_kwh"] = {n: 0.25 * (k + 1) + i / 128 for k, n in enumerate(names)}
         gs["per_service_carbon_kgco2eq"] = {n: 0.5 * (k + 1) for k, n in enumerate(names)}
         gs["per_service_requests"] = {n: k + 1 + i for k, n in enumerate(names)}
-        gs["per_service_region"] = {n: "pl" for n in names}
+        if zones:  # a zone per window: the first known one must stick
+            gs["per_service_region"] = {n: f"zone-{i}" for n in names}
         gs["per_service_energy_model"] = {n: Raw(tags[n]) for n in names}
     report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"), "traces": 3},
               "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
@@ -296,8 +298,12 @@ def _check(lines: list[bytes], caps: dict, report: bool = True) -> int:
     return taken
 
 
-BASES = {  # names, tags, v1.0, caps: the layout the plain lines around an edge keep, and the state
+# names, tags, v1.0 (None: runtime without a region map in line 0), caps: the layout the plain
+# lines around an edge keep, and the state they are folded into
+BASES = {
     "runtime": (["a", "b"], TAGS_AB, False, {}),
+    # no region map in the first line: the layout waits for a known region (the general path)
+    "runtime, regions known from the second line": (["a", "b"], TAGS_AB, None, {}),
     "runtime, one tag and one region allowed": (["a", "b"], TAGS_AB, False, {"max_models": 1, "max_regions": 1}),
     "runtime, seeded": (["a", "b"], TAGS_AB, False, {"seed": SEED}),
     "non-string tags": (["a", "b"], {"a": "1", "b": "null"}, False, {}),
@@ -312,7 +318,7 @@ def test_every_edge_alone_folds_by_c_exactly_as_by_the_general_path():
     failures, taken = [], 0
     for base, (names, tags, v1, caps) in BASES.items():
         for label, edge in MENU:
-            recs = [line(i, names, tags, v1) for i in range(4)]
+            recs = [line(i, names, tags, bool(v1), zones=v1 is not None or i > 0) for i in range(4)]
             dups: list = []
             edge(recs[2], dups)
             lines = [_dumps(rec, dups if i == 2 else []) for i, rec in enumerate(recs)]
@@ -331,9 +337,9 @@ def edge_archive(draw) -> list[bytes]:
     names = draw(st.lists(st.sampled_from(NAMES[:3]) if draw(st.integers(0, 3)) else st.sampled_from(NAMES),
                           min_size=1, max_size=3, unique=True))
     tags = {n: draw(st.sampled_from(TAGS)) if not draw(st.integers(0, 3)) else '"scaphandre_rapl"' for n in names}
-    lines = []
+    lines, zones_from = [], draw(st.integers(0, 3)) if draw(st.booleans()) else 0
     for i in range(draw(st.integers(1, 12))):
-        rec = line(i, names, tags, v1=not draw(st.integers(0, 4)))
+        rec = line(i, names, tags, v1=not draw(st.integers(0, 4)), zones=i >= zones_from)
         dups: list = []
         for _ in range(draw(st.integers(1, 3)) if not draw(st.integers(0, 2)) else 0):
             draw(st.sampled_from(MENU))[1](rec, dups)
