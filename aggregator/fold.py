@@ -185,8 +185,11 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
 
     def _note_methodology(self, meta: dict) -> None:
         """Record a window's methodology block; a block seen before adds nothing."""
-        if meta == self._last_meta:  # the usual case: the same block as the previous window
-            return
+        try:
+            if meta == self._last_meta:  # the usual case: the same block as the previous window
+                return
+        except RecursionError:  # a hostile block nested past the recursion limit: add it anew
+            pass  # (add_methodology gives the same result when a block is added again)
         self._last_meta = meta
         try:
             seen = tuple(meta.items())

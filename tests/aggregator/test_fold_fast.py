@@ -409,3 +409,20 @@ def test_the_c_window_start_equals_the_python_parser_whatever_the_line_shape(rec
         except Malformed as exc:
             outcomes.append(str(exc))
     assert outcomes[0] == outcomes[1] and type(outcomes[0]) is type(outcomes[1])
+
+
+@pytest.mark.parametrize("depth", [10, 990, 1000, 1020])
+def test_a_deeply_nested_methodology_block_is_folded_not_fatal(depth):
+    # comparing two such blocks with == passes Python's recursion limit; every path must go on
+    block = b'{"vintage":"2024","k":' + b"[" * depth + b"]" * depth + b"}"
+    lines = [orjson.dumps({"report": {"window": {"start": f"2026-11-10T00:0{i}:00Z", "traces": 1},
+                                      "green_summary": {"per_service_energy_kwh": {"a": 0.25},
+                                                        "per_service_carbon_kgco2eq": {"a": 0.5}},
+                                      "methodology": "@M"}}).replace(b'"@M"', block) for i in range(3)]
+    reports = set()
+    for plain, c_fold in ((False, True), (True, False), (True, True)):
+        state = AggregateState()
+        fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
+        assert state.windows == 3 and state.methodology == {"vintage": ["2024"]}
+        reports.add(report_bytes(build_report(state, EVERYTHING)))
+    assert len(reports) == 1
