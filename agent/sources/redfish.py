@@ -14,10 +14,20 @@ against ``ca_file`` or the system store. The chassis' energy over the interval i
 W x interval_s; its services share it by their I/O ops, so every one of them gets
 
     kWh/op = W x interval_s / 3.6e6 / (sum of the services' ops).
+
+EnvironmentMetrics v1.1 (Redfish 2020.4) adds ``EnergykWh`` ("The energy consumption (kWh)"),
+a cumulative counter at the chassis. Where the resource carries a numeric
+``EnergykWh.Reading`` the interval's energy is the counter's increase between two successive
+polls, ``(kWh_now - kWh_prev) x 3.6e6`` J, which also counts a burst between polls that one
+power sample per interval misses. The first reading is only a baseline (PowerWatts x
+interval_s is used for that interval when present); a counter that goes backwards, or a
+reading that is negative or implies more than ``MAX_METER_WATTS``, starts a new baseline and
+is counted. A missing or non-numeric counter means the source works on PowerWatts as before.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import ssl
@@ -26,9 +36,11 @@ from pathlib import Path
 import orjson
 
 from agent.sources.config import RedfishConfig
-from agent.sources.energy import EnergySource, Reading
+from agent.sources.energy import J_PER_KWH, MAX_METER_WATTS, EnergySource, Reading
 from agent.sources.errors import ConfigError, SourceError, SourceNotFound
 from agent.sources.http import basic_auth, http_get, tls_context
+
+log = logging.getLogger(__name__)
 
 
 class RedfishSource(EnergySource):
@@ -44,6 +56,9 @@ class RedfishSource(EnergySource):
         self.url = f"{self.chassis_url}/{'EnvironmentMetrics' if env_metrics else 'Power'}"
         self._headers = {"Accept": "application/json"}
         self._tls: ssl.SSLContext | None = None
+        self.counter = KwhCounter(name)
+        # provenance, in health(): 1 while the last interval's energy came from EnergykWh
+        self.stats.update(self.counter.stats())
 
     def start(self) -> None:
         cfg = self.settings
@@ -75,13 +90,24 @@ class RedfishSource(EnergySource):
 
     def read(self, elapsed_s: float | None) -> Reading | None:
         try:
-            watts = self._read_watts(self.url)
+            sample = self._read_sample(self.url)
         except SourceNotFound:
             if self.settings.resource != "auto" or self.url.endswith("/EnvironmentMetrics"):
                 raise
             self.url = self._environment_metrics_url()
-            watts = self._read_watts(self.url)
+            sample = self._read_sample(self.url)
+        watts, kwh = sample
+        joules = self.counter.step(kwh, elapsed_s)  # always: the first poll sets the baseline
+        if joules == 0.0 and watts:
+            # the counter did not move while the BMC reports power: its resolution is coarser
+            # than one interval's energy (the sum over time stays exact; shorter spans do not)
+            self.counter.count("stalled", f"EnergykWh.Reading stayed at {kwh} kWh at {watts} W")
+        self.stats.update(self.counter.stats())
         if elapsed_s is None:
+            return None
+        if joules is not None:
+            return Reading(shared_joules=joules, total_watts=joules / elapsed_s)
+        if watts is None:  # a counter baseline and no PowerWatts: nothing to publish yet
             return None
         return Reading(shared_joules=watts * elapsed_s, total_watts=watts)
 
@@ -90,10 +116,11 @@ class RedfishSource(EnergySource):
             url, timeout_s=self.settings.timeout_s, headers=self._headers, context=self._tls
         )
 
-    def _read_watts(self, url: str) -> float:
+    def _read_sample(self, url: str) -> tuple[float | None, float | None]:
+        """(watts, EnergykWh.Reading); the counter is None on a ``Power`` resource."""
         if url.endswith("/EnvironmentMetrics"):
-            return parse_environment_metrics(self._get(url), url)
-        return parse_power(self._get(url), url)
+            return parse_environment_metrics_sample(self._get(url), url)
+        return parse_power(self._get(url), url), None
 
     def _environment_metrics_url(self) -> str:
         """The chassis has no ``Power`` resource: follow its ``EnvironmentMetrics`` link."""
@@ -119,10 +146,40 @@ class RedfishSource(EnergySource):
 
 def parse_environment_metrics(body: bytes, where: str) -> float:
     """``PowerWatts.Reading`` of a Redfish EnvironmentMetrics resource, or SourceError."""
+    return _power_watts(_json_object(body, where), where)
+
+
+def parse_environment_metrics_sample(body: bytes, where: str) -> tuple[float | None, float | None]:
+    """(``PowerWatts.Reading``, ``EnergykWh.Reading``) of an EnvironmentMetrics resource.
+
+    Without a numeric counter PowerWatts is required, exactly as before the counter was read;
+    with one, a missing or unusable PowerWatts is None (the counter carries the energy).
+    """
+    doc = _json_object(body, where)
+    energy = doc.get("EnergykWh")
+    kwh = energy.get("Reading") if isinstance(energy, dict) else None
+    if isinstance(kwh, bool) or not isinstance(kwh, int | float):
+        return _power_watts(doc, where), None
     try:
-        value = orjson.loads(body)["PowerWatts"]["Reading"]
+        watts: float | None = _power_watts(doc, where)
+    except SourceError:
+        watts = None
+    return watts, float(kwh)
+
+
+def _json_object(body: bytes, where: str) -> dict:
+    try:
+        doc = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise SourceError(f"redfish {where}: the body is not JSON") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"redfish {where}: the body is not a JSON object")
+    return doc
+
+
+def _power_watts(doc: dict, where: str) -> float:
+    try:
+        value = doc["PowerWatts"]["Reading"]
     except (KeyError, TypeError):
         raise SourceError(
             f"redfish {where}: no PowerWatts.Reading in the EnvironmentMetrics resource"
@@ -153,3 +210,62 @@ def _watts_value(value: object, name: str, where: str) -> float:
     ):
         raise SourceError(f"redfish {where}: {name} is {value!r}, not a non-negative number")
     return float(value)
+
+
+class KwhCounter:
+    """Successive ``EnergykWh.Reading`` values -> joules per interval, never negative or huge.
+
+    ``step`` returns the increase since the previous poll in joules (1 kWh = 3.6e6 J), or
+    None when there is no usable pair: the first reading, a counter that went backwards (a
+    BMC reset or wrap: ``resets``), a negative or non-finite value or an increase implying
+    more than ``MAX_METER_WATTS`` (``rejected``). Each of those starts a new baseline (an
+    unusable value leaves none) and is logged once per source; later ones are only counted.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.last: float | None = None
+        self.used = False  # the last step produced the interval's energy
+        self.resets = 0
+        self.rejected = 0
+        self.stalled = 0  # zero increases while PowerWatts > 0: a coarse counter
+        self._logged: set[str] = set()
+
+    def step(self, kwh: float | None, elapsed_s: float | None) -> float | None:
+        prev, self.last, self.used = self.last, kwh, False
+        if kwh is None:  # absent: PowerWatts carries the energy; a later counter starts afresh
+            return None
+        if not math.isfinite(kwh) or kwh < 0:
+            self.last = None
+            self.count("rejected", f"EnergykWh.Reading is {kwh!r}, not a non-negative number")
+            return None
+        if prev is None or elapsed_s is None:
+            return None
+        delta = kwh - prev
+        if delta < 0:
+            self.count("resets", f"EnergykWh.Reading went back from {prev} to {kwh} kWh "
+                       "(a BMC reset or wrap?); a new baseline starts there")
+            return None
+        joules = delta * J_PER_KWH
+        if joules / elapsed_s > MAX_METER_WATTS:
+            self.count("rejected", f"EnergykWh.Reading rose by {delta:.6g} kWh in {elapsed_s:.3g} s")
+            return None
+        self.used = True
+        return joules
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "energy_counter": int(self.used),
+            "counter_resets": self.resets,
+            "counter_rejected": self.rejected,
+            "counter_stalled": self.stalled,
+        }
+
+    def count(self, what: str, message: str) -> None:
+        setattr(self, what, getattr(self, what) + 1)
+        if what not in self._logged:
+            self._logged.add(what)
+            log.warning(
+                "redfish %s: %s (further cases are only counted in health() counter_%s)",
+                self.name, message, what,
+            )

@@ -133,14 +133,22 @@ def chassis_doc(links: bool = True) -> bytes:
     return orjson.dumps(doc)
 
 
-def env_doc(watts: object) -> bytes:
-    return orjson.dumps({
+ABSENT = object()
+
+
+def env_doc(watts: object = ABSENT, kwh: object = ABSENT) -> bytes:
+    """EnvironmentMetrics as DMTF's public-rackmount1 mockup shows it; ``EnergykWh`` (schema
+    v1.1+, "The energy consumption (kWh)") and ``PowerWatts`` only when given."""
+    doc: dict = {
         "@odata.id": ENV_PATH, "@odata.type": "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics",
         "Id": "EnvironmentMetrics", "Name": "Chassis Environment Metrics",
         "TemperatureCelsius": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/AmbientTemp", "Reading": 22.5},
-        "PowerWatts": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalPower", "Reading": watts},
-        "EnergykWh": {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalEnergy", "Reading": 325.675},
-    })
+    }
+    if watts is not ABSENT:
+        doc["PowerWatts"] = {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalPower", "Reading": watts}
+    if kwh is not ABSENT:
+        doc["EnergykWh"] = {"DataSourceUri": f"{CHASSIS_PATH}/Sensors/TotalEnergy", "Reading": kwh}
+    return orjson.dumps(doc)
 
 
 def test_newer_bmc_without_power_is_read_through_environment_metrics(endpoint, clock, monkeypatch):
@@ -211,3 +219,149 @@ def test_credentials_follow_a_redirect_only_within_the_same_origin(endpoint, clo
     with pytest.raises(SourceError, match="redirected .*another origin; credentials are not sent there"):
         src.poll()
     assert len(endpoint.requests) == before + 1  # only the request that was redirected
+
+
+# -- EnergykWh: the chassis' cumulative energy counter ------------------------------------
+
+
+def pinned_env_source(endpoint, clock, monkeypatch, ops: OpCounter) -> RedfishSource:
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    cfg = parse_sources(table(endpoint.base, resource="EnvironmentMetrics")).redfish[0]
+    src = RedfishSource("bmc", cfg, ops, clock=clock, monotonic=clock)
+    src.start()
+    return src
+
+
+def poll_at(src: RedfishSource, endpoint, clock, ops: OpCounter, kwh: object, watts: object = 300,
+            ops_in: int = 3_000, advance: float = 30.0) -> tuple[float | None, float | None]:
+    """One interval: ops counted, the BMC's counter set, 30 s pass, one poll; -> (kWh/op, W)."""
+    endpoint.set(ENV_PATH, env_doc(watts, kwh), content_type="application/json")
+    ops.add({"checkout": ops_in * 2 // 3, "orders": ops_in - ops_in * 2 // 3})
+    clock.advance(advance)
+    src.poll()
+    rates, w = src.snapshot(clock())
+    return (rates["checkout"].kwh_per_op if "checkout" in rates else None), w
+
+
+def test_energy_is_the_counters_increase_between_polls(endpoint, clock, monkeypatch, caplog):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(300, 325.675), content_type="application/json")
+    src.poll()  # baseline: 325.675 kWh
+    assert src.snapshot(clock()) == ({}, None)
+    # 325.675 -> 325.679 kWh: 0.004 kWh x 3.6e6 = 14,400 J in 30 s = 480 W (PowerWatts says 300:
+    # the counter, which saw a burst between the samples, wins); 14,400 / 3.6e6 / 3,000 ops = 1.3333e-6
+    per_op, w = poll_at(src, endpoint, clock, ops, 325.679)
+    assert w == pytest.approx(480.0) and per_op == pytest.approx(1.3333e-6, rel=1e-4)
+    assert src.stats["energy_counter"] == 1
+    # 325.679 -> 325.6815 kWh: 0.0025 kWh = 9,000 J in 30 s = 300 W; over 6,000 ops 4.1667e-7 kWh/op
+    per_op, w = poll_at(src, endpoint, clock, ops, 325.6815, ops_in=6_000)
+    assert w == pytest.approx(300.0) and per_op == pytest.approx(4.1667e-7, rel=1e-4)
+    # counter and no PowerWatts at all: the counter alone carries the energy
+    # 325.6815 -> 325.6845 kWh: 0.003 kWh = 10,800 J in 30 s = 360 W
+    per_op, w = poll_at(src, endpoint, clock, ops, 325.6845, watts=ABSENT)
+    assert w == pytest.approx(360.0) and per_op == pytest.approx(1.0e-6, rel=1e-4)
+    health = src.stats
+    assert (health["counter_resets"], health["counter_rejected"], health["counter_stalled"]) == (0, 0, 0)
+    assert not caplog.records
+
+
+def test_first_poll_is_a_baseline_and_power_watts_carries_that_interval(endpoint, clock, monkeypatch):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(300), content_type="application/json")
+    src.poll()
+    # no counter yet: 300 W x 30 s = 9,000 J over 3,000 ops = 8.3333e-7 kWh/op
+    per_op, w = poll_at(src, endpoint, clock, ops, ABSENT)
+    assert (w, src.stats["energy_counter"]) == (300.0, 0) and per_op == pytest.approx(8.3333e-7, rel=1e-4)
+    # the counter appears (e.g. after a firmware update): its first value is only a baseline,
+    # PowerWatts carries this interval: 420 W x 30 s = 12,600 J / 3.6e6 / 3,000 = 1.1667e-6
+    per_op, w = poll_at(src, endpoint, clock, ops, 1000.0, watts=420)
+    assert (w, src.stats["energy_counter"]) == (420.0, 0) and per_op == pytest.approx(1.1667e-6, rel=1e-4)
+    # then the increase: 1000.0 -> 1000.0025 kWh = 9,000 J = 300 W although PowerWatts says 420
+    per_op, w = poll_at(src, endpoint, clock, ops, 1000.0025, watts=420)
+    assert (w, src.stats["energy_counter"]) == (pytest.approx(300.0), 1)
+    # a baseline with no PowerWatts publishes nothing new: the previous value stays
+    src2 = pinned_env_source(endpoint, clock, monkeypatch, OpCounter())
+    endpoint.set(ENV_PATH, env_doc(kwh=5.0), content_type="application/json")
+    src2.poll()
+    assert src2.snapshot(clock()) == ({}, None)
+
+
+def test_a_counter_going_backwards_starts_a_new_baseline_and_is_counted(endpoint, clock, monkeypatch, caplog):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(300, 500.0), content_type="application/json")
+    src.poll()
+    per_op, w = poll_at(src, endpoint, clock, ops, 500.003)  # 0.003 kWh in 30 s = 360 W
+    assert w == pytest.approx(360.0)
+    # BMC reset: 500.003 -> 0.001 kWh. No negative energy: PowerWatts 250 W carries the interval
+    per_op, w = poll_at(src, endpoint, clock, ops, 0.001, watts=250)
+    assert (w, src.stats["energy_counter"], src.stats["counter_resets"]) == (250.0, 0, 1)
+    assert per_op == pytest.approx(250 * 30 / 3.6e6 / 3_000, rel=1e-9)  # 6.9444e-7, positive
+    # from the new baseline: 0.001 -> 0.0035 kWh = 9,000 J in 30 s = 300 W
+    per_op, w = poll_at(src, endpoint, clock, ops, 0.0035, watts=250)
+    assert (w, src.stats["energy_counter"]) == (pytest.approx(300.0), 1)
+    # a second reset is counted, but logged only once
+    poll_at(src, endpoint, clock, ops, 0.0, watts=250)
+    assert src.stats["counter_resets"] == 2
+    warnings = [r for r in caplog.records if "went back" in r.getMessage()]
+    assert len(warnings) == 1 and "bmc" in warnings[0].getMessage()
+
+
+def test_negative_or_absurd_counter_values_never_become_energy(endpoint, clock, monkeypatch):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(300, 10.0), content_type="application/json")
+    src.poll()
+    # a negative reading: no baseline from it, PowerWatts carries the interval
+    per_op, w = poll_at(src, endpoint, clock, ops, -4.0, watts=310)
+    assert (w, src.stats["counter_rejected"], src.stats["energy_counter"]) == (310.0, 1, 0)
+    per_op, w = poll_at(src, endpoint, clock, ops, 10.01, watts=320)  # new baseline only
+    assert (w, src.stats["energy_counter"]) == (320.0, 0)
+    # 10.01 -> 1e9 kWh in 30 s would be ~1.2e14 W (> MAX_METER_WATTS 1e6): rejected, new baseline
+    per_op, w = poll_at(src, endpoint, clock, ops, 1e9, watts=330)
+    assert (w, src.stats["counter_rejected"]) == (330.0, 2)
+    # from 1e9 kWh: +0.003 kWh = 360 W. (At 1e9 a double still resolves 0.003 kWh to ~1e-7 kWh.)
+    per_op, w = poll_at(src, endpoint, clock, ops, 1e9 + 0.003, watts=330)
+    assert w == pytest.approx(360.0, rel=1e-4) and src.stats["energy_counter"] == 1
+    assert 0 < per_op < 1e-5
+
+
+@pytest.mark.parametrize("kwh", ["325.675", None, True, {"value": 1}, [1.0]])
+def test_a_non_numeric_counter_is_treated_as_absent(endpoint, clock, monkeypatch, kwh):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(300, kwh), content_type="application/json")
+    src.poll()
+    # PowerWatts as before: 300 W x 30 s = 9,000 J over 3,000 ops = 8.3333e-7 kWh/op
+    per_op, w = poll_at(src, endpoint, clock, ops, kwh)
+    assert (w, src.stats["energy_counter"]) == (300.0, 0) and per_op == pytest.approx(8.3333e-7, rel=1e-4)
+    # and without PowerWatts that is today's error, naming what is missing
+    endpoint.set(ENV_PATH, env_doc(kwh=kwh))
+    with pytest.raises(SourceError, match=r"no PowerWatts\.Reading"):
+        src.poll()
+
+
+def test_a_counter_coarser_than_an_interval_is_counted_as_stalled(endpoint, clock, monkeypatch):
+    ops = OpCounter()
+    src = pinned_env_source(endpoint, clock, monkeypatch, ops)
+    endpoint.set(ENV_PATH, env_doc(374, 325.675), content_type="application/json")
+    src.poll()
+    per_op, w = poll_at(src, endpoint, clock, ops, 325.675, watts=374)  # did not move at 374 W
+    assert (w, src.stats["counter_stalled"], src.stats["energy_counter"]) == (0.0, 1, 1)
+
+
+def test_counter_in_use_shows_in_health_and_auto_finds_it(endpoint, clock, monkeypatch):
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    endpoint.set(CHASSIS_PATH, chassis_doc(), content_type="application/json")
+    endpoint.set(ENV_PATH, env_doc(300, 42.0), content_type="application/json")
+    mgr = SourceManager(parse_sources(table(endpoint.base, name="rack7-bmc")), clock=clock, monotonic=clock)
+    mgr.poll_all()  # Power answers 404: EnvironmentMetrics, counter baseline 42.0
+    assert mgr.health()["rack7-bmc"]["energy_counter"] == 0
+    endpoint.set(ENV_PATH, env_doc(300, 42.003), content_type="application/json")
+    clock.advance(30.0)
+    mgr.poll_all()  # 0.003 kWh in 30 s = 360 W
+    assert mgr.current().host_watts == {} and mgr.energy[0].snapshot(clock())[1] == pytest.approx(360.0)
+    health = mgr.health()["rack7-bmc"]
+    assert health["ok"] and health["energy_counter"] == 1 and health["counter_resets"] == 0
