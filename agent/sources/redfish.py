@@ -21,8 +21,8 @@ a cumulative counter at the chassis. Where the resource carries a numeric
 polls, ``(kWh_now - kWh_prev) x 3.6e6`` J, which also counts a burst between polls that one
 power sample per interval misses. The first reading is only a baseline (PowerWatts x
 interval_s is used for that interval when present); a counter that goes backwards, or a
-reading that is negative or implies more than ``MAX_METER_WATTS``, starts a new baseline and
-is counted. A missing or non-numeric counter means the source works on PowerWatts as before.
+reading that is negative or implies more than ``MAX_METER_WATTS``, is never energy: it is
+counted and a new baseline starts (PowerWatts again carries that interval). A missing or non-numeric counter means the source works on PowerWatts as before.
 """
 
 from __future__ import annotations
