@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.config import GreenConfig, HostConfig
 from agent.sources.config import parse_sources
+from agent.sources.energy import MAX_METER_WATTS
 from agent.sources.errors import ConfigError, SourceError, SourceStartError
 from agent.sources.http import basic_auth
 from agent.sources.manager import SourceManager
 from agent.sources.opcounter import OpCounter
-from agent.sources.redfish import RedfishSource
+from agent.sources.redfish import KwhCounter, RedfishSource
 
 POWER_PATH = "/redfish/v1/Chassis/1U/Power"
 
@@ -365,3 +368,38 @@ def test_counter_in_use_shows_in_health_and_auto_finds_it(endpoint, clock, monke
     assert mgr.current().host_watts == {} and mgr.energy[0].snapshot(clock())[1] == pytest.approx(360.0)
     health = mgr.health()["rack7-bmc"]
     assert health["ok"] and health["energy_counter"] == 1 and health["counter_resets"] == 0
+
+
+readings = st.one_of(
+    st.none(),
+    st.floats(min_value=-1e3, max_value=1e12, allow_nan=False),
+    st.sampled_from([float("inf"), float("-inf"), float("nan")]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(readings, st.floats(min_value=0.001, max_value=3_600)), max_size=40))
+def test_counter_energy_is_never_negative_or_huge(steps):
+    counter = KwhCounter("prop")
+    counter.step(steps[0][0] if steps else None, None)
+    for kwh, elapsed in steps[1:]:
+        joules = counter.step(kwh, elapsed)
+        assert joules is None or 0.0 <= joules <= MAX_METER_WATTS * elapsed
+        assert counter.used == (joules is not None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=0, max_value=1e6), st.lists(st.floats(min_value=0, max_value=5.0), min_size=1, max_size=30))
+def test_a_rising_counter_is_integrated_exactly(start, increases):
+    """Summed interval energies equal the counter's whole rise (each 30 s step <= 5 kWh = 600 kW)."""
+    counter = KwhCounter("prop")
+    value = start
+    counter.step(value, None)
+    total = 0.0
+    for inc in increases:
+        before, value = value, value + inc
+        joules = counter.step(value, 30.0)
+        assert joules is not None and joules == (value - before) * 3.6e6
+        total += joules
+    assert total == pytest.approx((value - start) * 3.6e6, rel=1e-9, abs=1e-3)
+    assert (counter.resets, counter.rejected) == (0, 0)
