@@ -100,6 +100,17 @@ class AgentMetrics:
         self.source_failures = Gauge(
             "carbonspan_source_failures", "Failed polls of the source so far", ["source"], registry=r
         )
+        self.source_energy_counter = Gauge(
+            "carbonspan_source_energy_counter",
+            "1 when the source's last interval of energy came from a cumulative energy counter "
+            "(Redfish EnergykWh) rather than a power sample", ["source"], registry=r,
+        )
+        self.source_counter_events = Gauge(
+            "carbonspan_source_counter_events",
+            "Energy-counter readings not used as energy so far: resets (went backwards), "
+            "rejected (negative, non-finite, implausible), stalled (no rise while drawing power)",
+            ["source", "event"], registry=r,
+        )
         self._lock = threading.Lock()
 
     def set_gauge_functions(
@@ -138,12 +149,19 @@ class AgentMetrics:
                 self.source_up.labels("live_intensity", key).set(max(0.0, now - taken))
 
     def record_source_health(self, health: Mapping[str, Mapping[str, object]]) -> None:
-        """Per source: up (last poll ok) and failures, from ``SourceManager.health()``."""
+        """Per source: up (last poll ok) and failures, and for counter sources whether the
+        counter carries the energy, from ``SourceManager.health()``."""
         with self._lock:
             for name, h in health.items():
                 self.source_ok.labels(name).set(1.0 if h.get("ok") else 0.0)
                 failures = h.get("failures", 0)
                 self.source_failures.labels(name).set(float(failures) if isinstance(failures, int | float) else 0.0)
+                if "energy_counter" in h:  # sources that read a cumulative counter (Redfish)
+                    self.source_energy_counter.labels(name).set(1.0 if h["energy_counter"] else 0.0)
+                    for event in ("resets", "rejected", "stalled"):
+                        n = h.get(f"counter_{event}", 0)
+                        self.source_counter_events.labels(name, event).set(
+                            float(n) if isinstance(n, int | float) else 0.0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -45,3 +45,26 @@ def test_any_service_names_keep_the_totals_and_the_cap(energy: dict[str, float])
     e = _samples(m, "carbonspan_last_window_energy_kwh")
     assert len(e) <= MAX_SERVICE_LABELS + 1
     assert sum(e.values()) == pytest.approx(sum(energy.values()), rel=1e-9, abs=1e-9)
+
+
+def test_a_counter_source_shows_in_metrics_whether_its_counter_carries_the_energy() -> None:
+    from agent.sources.redfish import KwhCounter
+
+    def families(m: AgentMetrics) -> dict[tuple[str, tuple], float]:
+        text = m.exposition().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text) for s in f.samples}
+
+    counter, m = KwhCounter("bmc"), AgentMetrics()
+    counter.step(1.0, None)  # baseline
+    assert counter.step(1.001, 30.0) == pytest.approx(3600.0)  # 0.001 kWh = 3,600 J
+    m.record_source_health({"bmc": {"ok": True, "failures": 0, **counter.stats()},
+                            "scaph": {"ok": True, "failures": 0}})
+    got = families(m)
+    assert got[("carbonspan_source_energy_counter", (("source", "bmc"),))] == 1.0
+    assert not any(k[0] == "carbonspan_source_energy_counter" and ("source", "scaph") in k[1] for k in got)
+    assert counter.step(0.5, 30.0) is None  # went backwards: a BMC reset, counted, not energy
+    m.record_source_health({"bmc": {"ok": True, "failures": 0, **counter.stats()}})
+    got = families(m)
+    assert got[("carbonspan_source_energy_counter", (("source", "bmc"),))] == 0.0
+    assert got[("carbonspan_source_counter_events", (("event", "resets"), ("source", "bmc")))] == 1.0
