@@ -6,8 +6,9 @@ includes PSU losses, fans, disks and NICs that RAPL does not see. Redfish 2020.4
 ``Power`` in favour of ``PowerSubsystem`` (power supplies) and ``EnvironmentMetrics``, whose
 ``PowerWatts.Reading`` is the chassis' power (DMTF's "Power and Thermal Model Transition"
 guidance maps ``PowerConsumedWatts`` to it). With ``resource = "auto"`` (the default) the
-source reads ``Power`` and, on a BMC that answers 404 there, follows the Chassis resource's
-``EnvironmentMetrics`` link; ``resource`` can also pin either one.
+first poll looks for the ``EnergykWh`` counter below (Chassis -> its ``EnvironmentMetrics``
+link) and reads EnvironmentMetrics when it has one; otherwise the source reads ``Power`` and,
+on a BMC that answers 404 there, EnvironmentMetrics. ``resource`` can also pin either one.
 
 Basic auth (password from an environment variable or a file, never the TOML), TLS verified
 against ``ca_file`` or the system store. The chassis' energy over the interval is
@@ -56,6 +57,8 @@ class RedfishSource(EnergySource):
         self.url = f"{self.chassis_url}/{'EnvironmentMetrics' if env_metrics else 'Power'}"
         self._headers = {"Accept": "application/json"}
         self._tls: ssl.SSLContext | None = None
+        self._probe = settings.resource == "auto"  # look for the counter at the first poll
+        self._env_url: str | None = None  # the chassis' EnvironmentMetrics link, once followed
         self.counter = KwhCounter(name)
         # provenance, in health(): 1 while the last interval's energy came from EnergykWh
         self.stats.update(self.counter.stats())
@@ -89,6 +92,9 @@ class RedfishSource(EnergySource):
         return value
 
     def read(self, elapsed_s: float | None) -> Reading | None:
+        if self._probe:
+            self._probe = False
+            self.url = self._counter_url() or self.url
         try:
             sample = self._read_sample(self.url)
         except SourceNotFound:
@@ -122,8 +128,29 @@ class RedfishSource(EnergySource):
             return parse_environment_metrics_sample(self._get(url), url)
         return parse_power(self._get(url), url), None
 
+    def _counter_url(self) -> str | None:
+        """``resource = "auto"``: the EnvironmentMetrics URL when it carries a numeric
+        ``EnergykWh.Reading``, even if ``Power`` still answers (many BMCs serve both, and the
+        counter is the better measure); None otherwise, or when anything on the way fails -
+        the poll then goes on exactly as without the probe, and reports its own errors."""
+        try:
+            url = self._environment_metrics_url()
+            _, kwh = parse_environment_metrics_sample(self._get(url), url)
+        except SourceError:  # includes SourceNotFound: no chassis, no link, no PowerWatts, ...
+            return None
+        if kwh is None:
+            return None
+        log.info("redfish %s: the chassis reports a cumulative energy counter (EnergykWh); "
+                 "reading %s", self.name, url)
+        return url
+
     def _environment_metrics_url(self) -> str:
         """The chassis has no ``Power`` resource: follow its ``EnvironmentMetrics`` link."""
+        if self._env_url is None:
+            self._env_url = self._follow_environment_metrics_link()
+        return self._env_url
+
+    def _follow_environment_metrics_link(self) -> str:
         cid = self.settings.chassis_id
         try:
             chassis = orjson.loads(self._get(self.chassis_url))

@@ -171,7 +171,9 @@ def test_newer_bmc_without_power_is_read_through_environment_metrics(endpoint, c
     assert watts == 374.0
     assert rates["checkout"].kwh_per_op == pytest.approx(1.0389e-6, rel=1e-4) == rates["orders"].kwh_per_op
     paths = [p for p, _ in endpoint.requests]
-    assert paths == [POWER_PATH, CHASSIS_PATH, ENV_PATH, ENV_PATH]  # found once, then read directly
+    # the first poll looks for an energy counter (Chassis -> EnvironmentMetrics: none here),
+    # reads Power (404), then EnvironmentMetrics through the link already followed; then directly
+    assert paths == [CHASSIS_PATH, ENV_PATH, POWER_PATH, ENV_PATH, ENV_PATH]
 
 
 def test_environment_metrics_can_be_pinned(endpoint, clock, monkeypatch):
@@ -403,3 +405,25 @@ def test_a_rising_counter_is_integrated_exactly(start, increases):
         total += joules
     assert total == pytest.approx((value - start) * 3.6e6, rel=1e-9, abs=1e-3)
     assert (counter.resets, counter.rejected) == (0, 0)
+
+
+def test_auto_prefers_the_energy_counter_even_where_power_still_answers(endpoint, clock, monkeypatch):
+    # many BMCs serve the deprecated Power resource beside EnvironmentMetrics: with a counter
+    # there, auto reads the counter; without one it stays on Power (the tests above)
+    monkeypatch.setenv("TEST_BMC_PASSWORD", "calvin")
+    endpoint.set(POWER_PATH, power_doc(999), content_type="application/json")
+    endpoint.set(CHASSIS_PATH, chassis_doc(), content_type="application/json")
+    endpoint.set(ENV_PATH, env_doc(300, 42.0), content_type="application/json")
+    ops = OpCounter()
+    src = RedfishSource("bmc", parse_sources(table(endpoint.base)).redfish[0], ops, clock=clock, monotonic=clock)
+    src.start()
+    src.poll()  # probe finds EnergykWh; this poll is the counter's baseline (42.0 kWh)
+    endpoint.set(ENV_PATH, env_doc(300, 42.003), content_type="application/json")
+    ops.add({"checkout": 2_000, "orders": 1_000})
+    clock.advance(30.0)
+    src.poll()
+    # 42.0 -> 42.003 kWh: 0.003 kWh x 3.6e6 = 10,800 J in 30 s = 360 W (Power says 999: not read)
+    # 10,800 J / 3.6e6 / 3,000 ops = 1.0e-6 kWh/op
+    rates, watts = src.snapshot(clock())
+    assert watts == pytest.approx(360.0) and rates["checkout"].kwh_per_op == pytest.approx(1.0e-6, rel=1e-9)
+    assert src.stats["energy_counter"] == 1 and POWER_PATH not in [p for p, _ in endpoint.requests]
