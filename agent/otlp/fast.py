@@ -7,12 +7,10 @@ columns are ordinary arrays) and turns the C error into ``OtlpDecodeError``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from agent.batch import SpanBatch
 from agent.otlp import _wire
 from agent.otlp.errors import OtlpDecodeError
-from agent.otlp.rules import COUNTER_NAMES, MAX_TIMESTAMP_NS, RULES_VERSION
+from agent.otlp.rules import MAX_TIMESTAMP_NS, RULES_VERSION, batch_from_columns
 
 # The C mirror of rules.py must agree: a stale build would decode by old rules.
 if (
@@ -25,23 +23,10 @@ if (
         "rebuild it with `.venv/bin/pip install -e '.[test]'`"
     )
 
-_DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
-
-
 def decode_protobuf_fast(data: bytes | bytearray | memoryview) -> SpanBatch:
     """Decode a serialized ``ExportTraceServiceRequest`` straight from the wire format."""
     try:
         out = _wire.decode(data)
     except _wire.WireError as exc:
         raise OtlpDecodeError(f"malformed OTLP ExportTraceServiceRequest: {exc}") from None
-    services, regions, endpoints = out[0], out[1], out[2]
-    cols = [np.frombuffer(buf, dtype) for buf, dtype in zip(out[3:12], _DTYPES, strict=True)]
-    counts, rejected = out[12], out[13]
-    return SpanBatch(
-        services,
-        regions,
-        endpoints,
-        *cols,
-        counters={name: n for name, n in zip(COUNTER_NAMES, counts, strict=True) if n},
-        rejected=rejected,
-    )
+    return batch_from_columns(out)

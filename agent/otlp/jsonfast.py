@@ -11,10 +11,8 @@ whether the extension is in use (a test asserts it, so a broken build fails loud
 
 from __future__ import annotations
 
-import numpy as np
-
 from agent.batch import SpanBatch
-from agent.otlp.rules import COUNTER_NAMES, MAX_TIMESTAMP_NS, RULES_VERSION
+from agent.otlp.rules import MAX_TIMESTAMP_NS, RULES_VERSION, batch_from_columns
 
 try:
     from agent.otlp import _jsonwalk
@@ -27,8 +25,6 @@ FAST_JSON = (
     and getattr(_jsonwalk, "RULES_VERSION", None) == RULES_VERSION
     and _jsonwalk.MAX_TIMESTAMP_NS == MAX_TIMESTAMP_NS
 )
-
-_DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
 
 
 def decode_json_fast(data: bytes | bytearray | memoryview | str) -> SpanBatch | None:
@@ -44,14 +40,4 @@ def decode_json_fast(data: bytes | bytearray | memoryview | str) -> SpanBatch | 
     if out is None:
         return None
     cols, out_of_range = out
-    counters = {name: n for name, n in zip(COUNTER_NAMES, cols[12], strict=True) if n}
-    if out_of_range:
-        counters["timestamp_out_of_range"] = out_of_range
-    return SpanBatch(
-        cols[0],
-        cols[1],
-        cols[2],
-        *(np.frombuffer(buf, dtype) for buf, dtype in zip(cols[3:12], _DTYPES, strict=True)),
-        counters=counters,
-        rejected=cols[13],
-    )
+    return batch_from_columns(cols, {"timestamp_out_of_range": out_of_range} if out_of_range else None)

@@ -285,3 +285,22 @@ class BatchBuilder:
             counters=dict(self.counters),
             rejected=self.rejected,
         )
+
+
+_C_DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
+
+
+def batch_from_columns(out: tuple, extra_counters: dict[str, int] | None = None) -> SpanBatch:
+    """The SpanBatch of a C decoder's output (``_wire.decode``, ``_jsonwalk.decode``): the three
+    string tables, one bytearray per column (wrapped as numpy arrays without copying), the
+    counts in ``COUNTER_NAMES`` order and the rejected count."""
+    counters = {name: n for name, n in zip(COUNTER_NAMES, out[12], strict=True) if n}
+    counters.update(extra_counters or {})
+    return SpanBatch(
+        out[0],
+        out[1],
+        out[2],
+        *(np.frombuffer(buf, dtype) for buf, dtype in zip(out[3:12], _C_DTYPES, strict=True)),
+        counters=counters,
+        rejected=out[13],
+    )
