@@ -82,7 +82,7 @@ def main() -> None:
     requests = [make_request(N_SPANS, seed) for seed in range(N_REQUESTS)]
     payloads = [r.SerializeToString() for r in requests]
     json_payloads = [orjson.dumps(MessageToDict(r)) for r in requests[:20]]
-    spec_payloads = [orjson.dumps(_spec_json(MessageToDict(r, use_integers_for_enums=True))) for r in requests[:20]]
+    spec_payloads = [orjson.dumps(spec_json(MessageToDict(r, use_integers_for_enums=True))) for r in requests[:20]]
     size = sum(map(len, payloads)) / len(payloads)
     print(f"mean request: {size / 1024:.0f} KiB, {size / N_SPANS:.0f} B/span; fast decoder built: {FAST_DECODER}")
     base = _rate(_parse, payloads, rounds=5)
@@ -124,7 +124,7 @@ def main() -> None:
         print(f"  fast decode + score {_peak(scorer, payloads[0]) / 1024:8.1f} KiB")
 
 
-def _spec_json(doc: dict) -> dict:
+def spec_json(doc: dict) -> dict:
     """OTLP/JSON as the spec asks: trace ids in hex rather than protobuf's base64."""
     for rs in doc.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):

@@ -63,34 +63,22 @@ class _JsonSender:
         if resp.status != 200:
             raise _Refused(f"HTTP {resp.status}")
 
-    def close(self) -> None:
-        pass
-
 
 class _Refused(Exception):
     pass
 
 
 def _json_bodies() -> list[bytes]:
-    """The gRPC bodies as OTLP/JSON as the spec writes it (hex trace ids, integer kinds)."""
-    import base64
-
+    """The gRPC bodies as OTLP/JSON as the spec writes it (hex trace ids, integer kinds): the
+    bench decode module's spec payloads."""
     import orjson
     from google.protobuf.json_format import MessageToDict
 
+    from bench.bench_decode import spec_json
     from bench.workload import make_request
 
-    out = []
-    for seed in range(16):
-        doc = MessageToDict(make_request(SPANS, seed=seed), use_integers_for_enums=True)
-        for rs in doc.get("resourceSpans", []):
-            for ss in rs.get("scopeSpans", []):
-                for span in ss.get("spans", []):
-                    span["traceId"] = base64.b64decode(span["traceId"]).hex()
-                    span.pop("spanId", None)
-                    span.pop("parentSpanId", None)
-        out.append(orjson.dumps(doc))
-    return out
+    return [orjson.dumps(spec_json(MessageToDict(make_request(SPANS, seed=seed), use_integers_for_enums=True)))
+            for seed in range(16)]
 
 
 def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json: bool = False) -> dict:
