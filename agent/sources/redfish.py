@@ -92,16 +92,18 @@ class RedfishSource(EnergySource):
         return value
 
     def read(self, elapsed_s: float | None) -> Reading | None:
+        sample = None
         if self._probe:
             self._probe = False
-            self.url = self._counter_url() or self.url
-        try:
-            sample = self._read_sample(self.url)
-        except SourceNotFound:
-            if self.settings.resource != "auto" or self.url.endswith("/EnvironmentMetrics"):
-                raise
-            self.url = self._environment_metrics_url()
-            sample = self._read_sample(self.url)
+            sample = self._probe_counter()  # this poll's sample when the counter is there
+        if sample is None:
+            try:
+                sample = self._read_sample(self.url)
+            except SourceNotFound:
+                if self.settings.resource != "auto" or self.url.endswith("/EnvironmentMetrics"):
+                    raise
+                self.url = self._environment_metrics_url()
+                sample = self._read_sample(self.url)
         watts, kwh = sample
         joules = self.counter.step(kwh, elapsed_s)  # always: the first poll sets the baseline
         if joules == 0.0 and watts:
@@ -128,21 +130,23 @@ class RedfishSource(EnergySource):
             return parse_environment_metrics_sample(self._get(url), url)
         return parse_power(self._get(url), url), None
 
-    def _counter_url(self) -> str | None:
-        """``resource = "auto"``: the EnvironmentMetrics URL when it carries a numeric
-        ``EnergykWh.Reading``, even if ``Power`` still answers (many BMCs serve both, and the
-        counter is the better measure); None otherwise, or when anything on the way fails -
-        the poll then goes on exactly as without the probe, and reports its own errors."""
+    def _probe_counter(self) -> tuple[float | None, float | None] | None:
+        """``resource = "auto"``, first poll: when the Chassis' EnvironmentMetrics carries a
+        numeric ``EnergykWh.Reading`` - even if ``Power`` still answers (many BMCs serve both,
+        and the counter is the better measure) - read EnvironmentMetrics from now on and return
+        the sample just fetched; None otherwise, or when anything on the way fails - the poll
+        then goes on exactly as without the probe, and reports its own errors."""
         try:
             url = self._environment_metrics_url()
-            _, kwh = parse_environment_metrics_sample(self._get(url), url)
+            sample = parse_environment_metrics_sample(self._get(url), url)
         except SourceError:  # includes SourceNotFound: no chassis, no link, no PowerWatts, ...
             return None
-        if kwh is None:
+        if sample[1] is None:
             return None
         log.info("redfish %s: the chassis reports a cumulative energy counter (EnergykWh); "
                  "reading %s", self.name, url)
-        return url
+        self.url = url
+        return sample
 
     def _environment_metrics_url(self) -> str:
         """The chassis has no ``Power`` resource: follow its ``EnvironmentMetrics`` link."""

@@ -426,4 +426,6 @@ def test_auto_prefers_the_energy_counter_even_where_power_still_answers(endpoint
     # 10,800 J / 3.6e6 / 3,000 ops = 1.0e-6 kWh/op
     rates, watts = src.snapshot(clock())
     assert watts == pytest.approx(360.0) and rates["checkout"].kwh_per_op == pytest.approx(1.0e-6, rel=1e-9)
-    assert src.stats["energy_counter"] == 1 and POWER_PATH not in [p for p, _ in endpoint.requests]
+    assert src.stats["energy_counter"] == 1
+    # the probe's fetch is the first poll's sample: one GET per poll after finding the link
+    assert [p for p, _ in endpoint.requests] == [CHASSIS_PATH, ENV_PATH, ENV_PATH]
