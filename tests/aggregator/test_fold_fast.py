@@ -144,14 +144,15 @@ def test_the_fast_paths_fold_hostile_archives_exactly_as_the_general_path(lines,
         assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
 
 
-def _fast_paths() -> list[Callable[[AggregateState], Callable]]:
-    paths: list[Callable[[AggregateState], Callable]] = [lambda state: state.fold_plain]
+def _fast_paths() -> dict[str, Callable[[AggregateState], Callable]]:
+    paths: dict[str, Callable[[AggregateState], Callable]] = {"python": lambda state: state.fold_plain}
     if FAST is not None:
-        paths.append(lambda state: partial(FAST.fold_plain, state))
+        paths["c"] = lambda state: partial(FAST.fold_plain, state)
     return paths
 
 
-FAST_PATHS = pytest.mark.parametrize("fast", _fast_paths(), ids=["python", "c"][: len(_fast_paths())])
+_PATHS = _fast_paths()
+FAST_PATHS = pytest.mark.parametrize("fast", list(_PATHS.values()), ids=list(_PATHS))
 
 
 def _plain(i: int, energy: object = 0.25) -> dict:
