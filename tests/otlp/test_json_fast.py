@@ -13,6 +13,7 @@ walker accepts on its own must equal the Python batch.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import random
 import tracemalloc
@@ -189,20 +190,23 @@ def mutated(draw: st.DrawFn, doc: dict) -> dict:
             break
         node, key = draw(st.sampled_from(slots))
         op = draw(st.integers(0, 5))
+        # Every value put into the document is a fresh copy: ODD's sample dicts are shared
+        # between test cases, and a later mutation must not edit them (that made generation
+        # depend on earlier cases, and could nest a dict inside itself -> RecursionError).
         if op == 0:
-            node[key] = draw(ODD)
+            node[key] = copy.deepcopy(draw(ODD))
         elif op == 1 and isinstance(node, dict):
             node[SNAKE.get(key, key.lower())] = node.pop(key)
         elif op == 2:
             node.pop(key)
         elif op == 3 and isinstance(node, list):
-            node.insert(draw(st.integers(0, len(node))), draw(st.sampled_from([node[key], None, {}, []])))
+            node.insert(draw(st.integers(0, len(node))), copy.deepcopy(draw(st.sampled_from([node[key], None, {}, []]))))
         elif op == 4 and isinstance(node, dict):  # reorder members (resource after spans, value before key)
             order = draw(st.permutations(list(node)))
             items = [(k, node.pop(k)) for k in order]
             node.update(items)
         else:
-            node[key] = draw(ODD)
+            node[key] = copy.deepcopy(draw(ODD))
     return doc
 
 
