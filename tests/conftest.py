@@ -1,0 +1,17 @@
+"""Suite-wide test settings.
+
+Hypothesis profiles: ``dev`` (the default) explores new random examples on every run, which
+is how the property tests keep finding things; ``ci`` (``HYPOTHESIS_PROFILE=ci``, set by
+``.ci/run``) is derandomised, so a clean clone sees the same examples on every run and a
+landing is not decided by the draw. A failure found in ``dev`` prints its reproduction blob.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("dev", print_blob=True)
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
