@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import tracemalloc
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -33,6 +34,7 @@ from schema.chain import seal
 N_WINDOWS = int(os.environ.get("BENCH_AGGREGATE_WINDOWS", "100000"))
 AGENTS = 4
 FILES_PER_AGENT = 25
+FIRST = datetime(2026, 11, 1)  # one window a minute per agent from here; the period ends 2026-12-31
 
 
 def _generate(root: Path) -> int:
@@ -42,6 +44,9 @@ def _generate(root: Path) -> int:
         for r in synth.realistic(400, seed=11, v1_every=10)
     ]
     per_agent = N_WINDOWS // AGENTS
+    if per_agent > 61 * 1440:
+        raise SystemExit(f"BENCH_AGGREGATE_WINDOWS={N_WINDOWS}: at most {AGENTS * 61 * 1440:,} "
+                         "(one window a minute per agent inside the bench period)")
     per_file = per_agent // FILES_PER_AGENT
     size = 0
     for a in range(AGENTS):
@@ -52,8 +57,7 @@ def _generate(root: Path) -> int:
             out = bytearray()
             for _ in range(per_file):
                 body = templates[(seq + a) % len(templates)]
-                minute = seq
-                body["window"]["start"] = f"2026-11-{1 + minute // 1440:02d}T{minute // 60 % 24:02d}:{minute % 60:02d}:00Z"
+                body["window"]["start"] = (FIRST + timedelta(minutes=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
                 body["agent_id"] = agent
                 rec = seal(prev, seq, body["window"]["start"], "report", body)
                 out += orjson.dumps(rec) + b"\n"
