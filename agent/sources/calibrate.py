@@ -1,9 +1,17 @@
 """Calibration: measured energy over a period / the I/O ops archived for it, per service.
 
-The I/O proxy charges ``ENERGY_PER_IO_OP_KWH = 1e-7`` kWh per op. A team with a power meter
-can say what an op really costs on their hardware:
+The I/O proxy charges ``ENERGY_PER_IO_OP_KWH = 1e-7`` kWh per op, times the op's weight
+when ``per_operation_coefficients`` is on (0.5 for a SELECT ... 2.0 for a large response). A
+team with a power meter can say what an op really costs on their hardware:
 
     factor(service) = (measured kWh in the readings' time range / ops in that range) / 1e-7
+
+where "ops" are **weighted ops** (Σ weight(op), read back from the uncalibrated proxy energy
+the agent archived: ``per_service_energy_kwh / 1e-7``) whenever every window of the service in
+the range carries it, so that ``1e-7 × weight × factor`` summed over the range reproduces the
+meter whatever the mix of operations; and plain I/O ops (``per_endpoint_io_ops``) otherwise,
+i.e. when some window was already calibrated (``+cal``), measured, or is a v1.0 line without
+per-service energy. The output says which basis each factor has.
 
 Readings are a CSV with a header, one of:
 
@@ -34,6 +42,7 @@ import orjson
 
 from agent.config import MAX_CALIBRATION_FACTOR
 from schema.constants import ENERGY_PER_IO_OP_KWH  # the proxy's charge per I/O op
+from schema.tags import PROXY_TAGS
 
 WARN_ABOVE, WARN_BELOW = 10.0, 0.1
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -60,6 +69,8 @@ class Factor:
     end_s: float
     factor: float = math.nan
     warning: str = ""
+    weighted: bool = False  # ops are weighted ops (Σ weight), not plain I/O ops
+    note: str = ""  # why the basis is plain ops, when it could not be weighted
 
     @property
     def kwh_per_op(self) -> float:
@@ -69,6 +80,10 @@ class Factor:
 @dataclass
 class ArchiveScan:
     ops: dict[str, float] = field(default_factory=dict)
+    # Σ weight(op) in range, from windows whose service energy is the bare proxy
+    weighted_ops: dict[str, float] = field(default_factory=dict)
+    # windows in range whose service energy is not the bare proxy (+cal, measured, v1.0)
+    unweighable: dict[str, int] = field(default_factory=dict)
     files: int = 0
     windows: int = 0
     bad_lines: int = 0
@@ -177,7 +192,11 @@ def scan_archives(root: Path, ranges: dict[str, tuple[float, float]]) -> Archive
     """I/O ops per service inside its range, pro rata for windows that straddle an edge."""
     if not root.is_dir():
         raise CalibrationError(f"{root}: not a directory; give the archive root (e.g. archives/)")
-    scan = ArchiveScan(ops={s: 0.0 for s in ranges})
+    scan = ArchiveScan(
+        ops=dict.fromkeys(ranges, 0.0),
+        weighted_ops=dict.fromkeys(ranges, 0.0),
+        unweighable=dict.fromkeys(ranges, 0),
+    )
     for path in window_files(root):
         scan.files += 1
         opener = gzip.open if path.name.endswith(".gz") else open
@@ -203,6 +222,7 @@ def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: Archi
             ops = e["io_ops"]
             if isinstance(ops, int | float) and math.isfinite(ops) and ops > 0:
                 per_service[str(e["service"]).lower()] += ops
+        proxy_kwh = _bare_proxy_energy(report.get("green_summary"))
     except (
         orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OverflowError, CalibrationError
     ):
@@ -222,7 +242,40 @@ def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: Archi
             share = 1.0 if lo <= w_start <= hi else 0.0
         else:
             share = max(0.0, overlap) / length
+        if share <= 0.0:
+            continue
         scan.ops[service] += ops * share
+        kwh = proxy_kwh.get(service)
+        if kwh is None:
+            scan.unweighable[service] = scan.unweighable.get(service, 0) + 1
+        else:
+            weighted = scan.weighted_ops.get(service, 0.0) + kwh / ENERGY_PER_IO_OP_KWH * share
+            scan.weighted_ops[service] = weighted if math.isfinite(weighted) else math.inf
+
+
+def _bare_proxy_energy(summary: object) -> dict[str, float]:
+    """Lowercased service -> its window energy, for services whose energy is the bare I/O
+    proxy (tag ``io_proxy_v*`` without ``+cal``, nothing measured): 1e-7 × Σ weight(op)."""
+    if not isinstance(summary, dict):
+        return {}
+    energy, model, ratio = (
+        summary.get(k)
+        for k in ("per_service_energy_kwh", "per_service_energy_model", "per_service_measured_ratio")
+    )
+    if not isinstance(energy, dict) or not isinstance(model, dict):
+        return {}
+    ratio = ratio if isinstance(ratio, dict) else {}
+    out: dict[str, float] = {}
+    for name, kwh in energy.items():
+        if (
+            model.get(name) in PROXY_TAGS
+            and ratio.get(name, 0) == 0
+            and isinstance(kwh, int | float)
+            and math.isfinite(kwh)
+            and kwh >= 0
+        ):
+            out[str(name).lower()] = float(kwh)
+    return out
 
 
 def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Factor]:
@@ -230,6 +283,9 @@ def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Fa
     for service in sorted(measured):
         m = measured[service]
         f = Factor(service, m.kwh, scan.ops.get(service, 0.0), m.start_s, m.end_s)
+        weighted = scan.weighted_ops.get(service, 0.0)
+        if f.ops > 0 and scan.unweighable.get(service, 0) == 0 and 0 < weighted < math.inf:
+            f.ops, f.weighted = weighted, True
         if m.end_s <= m.start_s:
             f.warning = (
                 f"only {m.rows} reading(s) at one time: no time range to measure; "
@@ -250,6 +306,13 @@ def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Fa
                 out.append(f)
                 continue
             f.factor = factor
+            if f.ops > 0 and not f.weighted and scan.unweighable.get(service, 0):
+                f.note = (
+                    f"per plain I/O op: {scan.unweighable[service]} window(s) in range carry no "
+                    "bare-proxy energy (calibrated, measured or v1.0), so op weights are unknown; "
+                    "with per_operation_coefficients on, the calibrated proxy matches the meter "
+                    "only as closely as the mean op weight is to 1"
+                )
             if f.factor > WARN_ABOVE:
                 f.warning = f"factor {f.factor:.4g} is above {WARN_ABOVE:g}x: does the meter cover more than this service?"
             elif f.factor < WARN_BELOW:
@@ -259,7 +322,10 @@ def compute_factors(measured: dict[str, Measured], scan: ArchiveScan) -> list[Fa
 
 
 def to_toml(factors: list[Factor], note: str = "") -> str:
-    lines = ["# carbonspan calibrate: factor = (measured kWh / I/O ops) / 1e-7 kWh per op"]
+    lines = [
+        "# carbonspan calibrate: factor = (measured kWh / ops) / 1e-7 kWh per op; ops are weighted",
+        "# ops (what the uncalibrated proxy charged / 1e-7) where the archives carry them",
+    ]
     if note:
         lines.append(f"# {note}")
     lines.append("[green.calibration]")
@@ -268,8 +334,11 @@ def to_toml(factors: list[Factor], note: str = "") -> str:
             lines.append(f"# {f.service}: {f.warning}")
             continue
         key = f.service if _BARE_KEY.match(f.service) else orjson.dumps(f.service).decode()
-        comment = f"  # {f.kwh:.6g} kWh / {f.ops:.6g} ops = {f.kwh_per_op:.6g} kWh/op"
+        basis = "weighted ops" if f.weighted else "ops"
+        comment = f"  # {f.kwh:.6g} kWh / {f.ops:.6g} {basis} = {f.kwh_per_op:.6g} kWh/op"
         lines.append(f"{key} = {f.factor!r}{comment}")
+        if f.note:
+            lines.append(f"# note: {f.note}")
         if f.warning:
             lines.append(f"# warning: {f.warning}")
     return "\n".join(lines) + "\n"

@@ -19,7 +19,10 @@ example:
   # or energy per interval (each row: kWh since that service's previous row)
   timestamp,service,energy_kwh
 
-factor = (measured kWh / I/O ops archived in the readings' time range) / 1e-7 kWh per op.
+factor = (measured kWh / ops archived in the readings' time range) / 1e-7 kWh per op, where
+ops are weighted ops (Σ op weight: what the uncalibrated proxy charged / 1e-7) whenever the
+archived windows carry them, so the calibrated proxy reproduces the meter; plain I/O ops
+otherwise (windows already calibrated, measured, or v1.0), said per service.
 The output is a [green.calibration] table to paste into carbonspan.toml; the agent then
 scales the I/O proxy by it and tags the figures io_proxy_v*+cal. A measured source for the
 service (Scaphandre, Kepler, ...) wins over calibration.
@@ -80,12 +83,19 @@ def handle(args: argparse.Namespace) -> int:
         f"read {scan.windows} windows from {scan.files} files ({scan.bad_lines} unreadable lines skipped)",
         file=err,
     )
-    print(f"{'service':<24} {'kWh':>12} {'ops':>12} {'kWh/op':>12} {'factor':>10}", file=err)
+    print(
+        f"{'service':<24} {'kWh':>12} {'ops':>12} {'basis':>8} {'kWh/op':>12} {'factor':>10}",
+        file=err,
+    )
     for f in factors:
+        basis = "weighted" if f.weighted else "plain"
         print(
-            f"{f.service:<24} {f.kwh:>12.6g} {f.ops:>12.6g} {f.kwh_per_op:>12.6g} {f.factor:>10.4g}",
+            f"{f.service:<24} {f.kwh:>12.6g} {f.ops:>12.6g} {basis:>8} {f.kwh_per_op:>12.6g} "
+            f"{f.factor:>10.4g}",
             file=err,
         )
+        if f.note:
+            print(f"note: {f.service}: {f.note}", file=err)
         if f.warning:
             print(f"warning: {f.service}: {f.warning}", file=err)
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

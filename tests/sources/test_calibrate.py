@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import time
 import tomllib
 from datetime import UTC, datetime
 
@@ -186,8 +187,14 @@ _ts = st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e309", str(T0), str(T0 
 _entry = st.one_of(st.fixed_dictionaries({"service": st.sampled_from(["a", "A", "b"]),
                                           "io_ops": st.one_of(st.floats(0, 1e308), st.integers(0, 10**400), _leaf)}),
                    _leaf)
+_names = st.sampled_from(["a", "A", "b"])
+_summary = st.one_of(st.fixed_dictionaries(
+    {"per_service_energy_kwh": st.dictionaries(_names, st.one_of(st.floats(), st.sampled_from([1e308, -1.0, 0.0]), _leaf)),
+     "per_service_energy_model": st.dictionaries(_names, st.sampled_from(["io_proxy_v1", "io_proxy_v3+cal", "kepler"]) | _leaf)},
+    optional={"per_service_measured_ratio": st.dictionaries(_names, st.floats() | _leaf)}), _leaf)
 _report = st.one_of(st.fixed_dictionaries({"window": st.fixed_dictionaries({"start": _ts, "end": _ts}),
-                                           "per_endpoint_io_ops": st.lists(_entry, max_size=4)}), _leaf)
+                                           "per_endpoint_io_ops": st.lists(_entry, max_size=4)},
+                                          optional={"green_summary": _summary}), _leaf)
 _line = st.one_of(st.fixed_dictionaries({"report": _report}), st.binary(max_size=20), _leaf)
 
 
@@ -205,3 +212,83 @@ def test_hostile_archive_lines_are_skipped_and_never_poison_the_ops(lines):
     _count_line(good, {"a": (T0, T0 + 30)}, scan)
     assert math.isfinite(before) and before >= 0
     assert scan.ops["a"] == pytest.approx(before + 30)  # half of the good window is in range
+    weighted = scan.weighted_ops.get("a", 0.0)  # inf means "unusable": plain ops are used
+    assert weighted >= 0 and not math.isnan(weighted)
+    assert scan.unweighable["a"] >= 1  # the good line has no per-service energy
+
+
+# ---------------------------------------------------------------- weighted ops
+
+def _sql_request(now_ns: int, statements: list[str]) -> bytes:
+    """OTLP/JSON: SQL client spans of checkout (eu-west-3), one per statement."""
+    spans = [{"traceId": f"{1:016x}{i:016x}", "spanId": f"{i + 1:016x}", "name": stmt.split()[0], "kind": 3,
+              "startTimeUnixNano": str(now_ns - 10**9), "endTimeUnixNano": str(now_ns - 10**9 + 2_000_000),
+              "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}},
+                             {"key": "db.statement", "value": {"stringValue": stmt}}]}
+             for i, stmt in enumerate(statements)]
+    return orjson.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}},
+                                    {"key": "cloud.region", "value": {"stringValue": "eu-west-3"}}]},
+        "scopeSpans": [{"spans": spans}]}]})  # fmt: skip
+
+
+def _scored(statements: list[str], start: float, end: float, calibration: dict[str, float] | None = None):
+    """The real scorer's window report with per-operation weights on (the default)."""
+    from agent.config import parse_green
+    from agent.otlp import decode_json
+    from agent.score import ScoringContext, score_batch
+    from agent.window import build_report
+
+    green = parse_green({"use_hourly_profiles": False, "embodied_carbon_per_request_gco2": 0.0,
+                         "calibration": calibration or {}})  # fmt: skip
+    assert green.per_operation_coefficients
+    now_ns = int(end * 1e9)
+    ctx = ScoringContext.from_config(green, now_ns=now_ns)
+    return build_report(score_batch(decode_json(_sql_request(now_ns, statements)), ctx), ctx, int(start * 1e9), now_ns)
+
+
+def _archive(tmp_path, reports) -> None:
+    prev, out = None, b""
+    for seq, rep in enumerate(reports):
+        line = seal(prev, seq, rep.window.end, "report", rep.model_dump(mode="json"))
+        prev, out = line["hash"], out + orjson.dumps(line) + b"\n"
+    (tmp_path / "archives" / "a1").mkdir(parents=True)
+    (tmp_path / "archives" / "a1" / "windows-20251130-000000.jsonl").write_bytes(out)
+
+
+MIX = ["SELECT * FROM orders WHERE id = $1"] * 300 + ["INSERT INTO orders VALUES ($1)"] * 100
+
+
+def test_weighted_ops_make_the_calibrated_proxy_reproduce_the_meter(tmp_path, capsys):
+    """300 SELECTs (weight 0.5) + 100 INSERTs (1.5) = 400 ops but 300 weighted ops. A meter
+    reading 12 W over the 60 s window = 720 J = 2e-4 kWh. Per plain op the factor would be
+    2e-4 / 400 / 1e-7 = 5.0 and the calibrated proxy would charge 300 x 1e-7 x 5 = 1.5e-4 kWh
+    (75 % of the meter); per weighted op it is 2e-4 / 300 / 1e-7 = 6.6667 and the charge is
+    300 x 1e-7 x 6.6667 = 2e-4 kWh: the meter."""
+    t_end = float(int(time.time()))
+    t0 = t_end - 60
+    window = _scored(MIX, t0, t_end)
+    assert window.green_summary.per_service_energy_kwh["checkout"] == pytest.approx(3e-5, rel=1e-12)
+    _archive(tmp_path, [window])
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{t0},checkout,12\n{t_end},checkout,12\n", capsys)
+    assert code == 0
+    factor = tomllib.loads(out)["green"]["calibration"]["checkout"]
+    assert factor == pytest.approx(2e-4 / 300 / 1e-7, rel=1e-9)
+    assert "300 weighted ops" in out and "weighted" in err
+    again = _scored(MIX, t0, t_end, {"checkout": factor}).green_summary
+    assert again.per_service_energy_model["checkout"].endswith("+cal")
+    assert again.per_service_energy_kwh["checkout"] == pytest.approx(2e-4, rel=1e-9)  # the meter
+
+
+def test_a_window_already_calibrated_makes_the_basis_plain_ops_and_says_why(tmp_path, capsys):
+    """Two 30 s windows of the same 400 ops, the second already calibrated (x3, tag +cal):
+    its energy no longer says the ops' weights, so the factor is per plain op:
+    2e-4 kWh / 800 ops / 1e-7 = 2.5, with a note naming the one window."""
+    t_end = float(int(time.time()))
+    t0 = t_end - 60
+    _archive(tmp_path, [_scored(MIX, t0, t0 + 30), _scored(MIX, t0 + 30, t_end, {"checkout": 3.0})])
+    code, out, err = run(tmp_path, f"timestamp,service,power_watts\n{t0},checkout,12\n{t_end},checkout,12\n", capsys)
+    assert code == 0
+    assert tomllib.loads(out)["green"]["calibration"]["checkout"] == pytest.approx(2.5, rel=1e-12)
+    assert "800 ops" in out and "weighted ops" not in out.split("[green.calibration]")[1]
+    assert "1 window(s) in range carry no bare-proxy energy" in err
