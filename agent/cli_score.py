@@ -91,6 +91,13 @@ def handle(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    for path, one in zip(args.files, batches, strict=True):
+        if len(one) == 0 and not one.counters:  # valid OTLP, but nothing in it to score
+            print(
+                f"carbonspan score: warning: {path}: no spans in it (an OTLP trace export holds "
+                "them under resourceSpans[].scopeSpans[].spans[]; is this the right file?)",
+                file=sys.stderr,
+            )
     batch = concat_batches(batches)
     start_ns, end_ns = window_bounds(batch.start_ns, batch.duration_ns)
     ctx = ScoringContext.from_config(cfg, now_ns=end_ns or None)

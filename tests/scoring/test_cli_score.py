@@ -239,3 +239,14 @@ def test_the_agent_and_sources_tables_of_the_same_file_are_validated_too(tmp_pat
     assert proc.returncode == 2 and "bogus" in proc.stderr
     proc = run_with_config(tmp_path, '[agent]\nwindow_seconds = 60\n[green]\ndefault_region = "pl"\n')
     assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
+
+
+def test_a_file_with_no_spans_is_scored_as_zero_with_a_warning_naming_it(tmp_path):
+    """Valid OTLP/JSON but nothing to score (a wrong file, an empty export): the report is the
+    empty window (exit 0, as OTLP allows an empty request) and stderr names the file."""
+    empty, full = tmp_path / "empty.json", tmp_path / "full.json"
+    empty.write_text('{"x": 1}')
+    full.write_text(json.dumps(six_sql_request()))
+    proc = run(str(empty), str(full))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
+    assert f"warning: {empty}: no spans in it" in proc.stderr and str(full) not in proc.stderr
