@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from agent.config import ConfigError
 
-__all__ = ["ConfigError", "SourceAuthError", "SourceError", "SourceNotFound", "SourceStartError"]
+__all__ = [
+    "ConfigError",
+    "SourceAuthError",
+    "SourceError",
+    "SourceHTTPError",
+    "SourceNotFound",
+    "SourceStartError",
+]
 
 
 class SourceError(Exception):
@@ -19,6 +26,16 @@ class SourceError(Exception):
 
 class SourceAuthError(SourceError):
     """The endpoint refused our credentials (HTTP 401/403)."""
+
+
+class SourceHTTPError(SourceError):
+    """The endpoint answered another non-2xx status; ``body`` is the start of its answer
+    (at most ``http.MAX_ERROR_BODY_BYTES``), for APIs that explain errors in the body."""
+
+    def __init__(self, message: str, status: int, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
 
 
 class SourceNotFound(SourceError):

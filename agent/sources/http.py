@@ -17,9 +17,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
-from agent.sources.errors import SourceAuthError, SourceError, SourceNotFound
+from agent.sources.errors import SourceAuthError, SourceError, SourceHTTPError, SourceNotFound
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # Kepler with per-process metrics on a big node is tens of MB
+MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error answer, kept for APIs that explain errors in it
 _CHUNK = 64 * 1024
 
 
@@ -49,7 +50,8 @@ def http_get(
     """GET ``url`` and return the body of a 2xx answer, or raise ``SourceError``.
 
     401 and 403 raise ``SourceAuthError`` (credentials are wrong: retrying will not help);
-    404 raises ``SourceNotFound``.
+    404 raises ``SourceNotFound``; any other status ``SourceHTTPError`` with the start of the
+    answer's body (ENTSO-E explains a refused query in an XML document sent with HTTP 400).
     """
     deadline = time.monotonic() + timeout_s
     request = urllib.request.Request(url, headers=dict(headers or {}), method="GET")
@@ -60,14 +62,15 @@ def http_get(
         with opener.open(request, timeout=timeout_s) as resp:
             return _read_bounded(resp, url, deadline, max_bytes)
     except urllib.error.HTTPError as exc:
-        detail = _error_snippet(exc)
+        body = _error_body(exc)
+        detail = _snippet(body)
         if exc.code in (401, 403):
             raise SourceAuthError(
                 f"GET {url} was refused with HTTP {exc.code}{detail}: check the credentials"
             ) from None
         if exc.code == 404:
             raise SourceNotFound(f"GET {url} answered HTTP 404{detail}") from None
-        raise SourceError(f"GET {url} answered HTTP {exc.code}{detail}") from None
+        raise SourceHTTPError(f"GET {url} answered HTTP {exc.code}{detail}", exc.code, body) from None
     except urllib.error.URLError as exc:
         raise SourceError(f"GET {url} failed: {exc.reason}") from None
     except (TimeoutError, OSError, http.client.HTTPException) as exc:
@@ -116,9 +119,13 @@ def _read_bounded(
         parts.append(chunk)
 
 
-def _error_snippet(exc: urllib.error.HTTPError) -> str:
+def _error_body(exc: urllib.error.HTTPError) -> bytes:
     try:
-        text = exc.read(200).decode("utf-8", "replace").strip()
+        return exc.read(MAX_ERROR_BODY_BYTES) or b""
     except Exception:  # the error body is a courtesy; never let it mask the status
-        return ""
+        return b""
+
+
+def _snippet(body: bytes) -> str:
+    text = body[:200].decode("utf-8", "replace").strip()
     return f" ({text})" if text else ""
