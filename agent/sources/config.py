@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent.sources.entsoe_tables import BIDDING_ZONES, eic_is_valid, zone_by_name
 from agent.sources.errors import ConfigError
 from agent.sources.specpower_table import INSTANCE_POWER
 
@@ -172,11 +173,44 @@ class ElectricityMapsConfig(PollSettings):
     interval_s: float = Field(300.0, gt=0, le=86_400)
 
 
+ENTSOE_TOKEN_ENV = "ENTSOE_SECURITY_TOKEN"
+
+
 class GridOperatorConfig(PollSettings):
-    operator: Literal["gb_eso"] = "gb_eso"
+    """``[[sources.grid_operator]]``: one operator's API. ``gb_eso`` (GB, national),
+    ``rte_eco2mix`` (France) and ``entsoe`` (the European bidding zones, with a security
+    token read like the Electricity Maps key, and ``zone_map`` overrides)."""
+
+    operator: Literal["gb_eso", "entsoe", "rte_eco2mix"] = "gb_eso"
     base_url: str | None = Field(None, pattern=r"^https?://")
     regions: list[str] | None = None  # None: the operator's own cloud regions
     interval_s: float = Field(300.0, gt=0, le=86_400)
+    api_key_env: str | None = None  # entsoe: the security token; default ENTSOE_SECURITY_TOKEN
+    api_key_file: str | None = None
+    zone_map: dict[str, str] = Field(default_factory=dict)  # entsoe: region -> zone or EIC
+
+    @model_validator(mode="after")
+    def _check(self) -> GridOperatorConfig:
+        if self.operator != "entsoe":
+            extra = [k for k in ("api_key_env", "api_key_file") if getattr(self, k) is not None]
+            extra += ["zone_map"] if self.zone_map else []
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)}: only operator = 'entsoe' takes them "
+                    f"({self.operator!r} needs no key and covers one zone)"
+                )
+            return self
+        for region, zone in self.zone_map.items():
+            if zone_by_name(zone) is None and not eic_is_valid(zone):
+                known = ", ".join(z.key for z in BIDDING_ZONES)
+                raise ValueError(
+                    f"zone_map[{region!r}] = {zone!r} is neither a known bidding zone ({known}) "
+                    "nor a valid 16-character EIC code (e.g. '10YFR-RTE------C')"
+                )
+        return self
+
+    def token_env(self) -> str:
+        return self.api_key_env or ENTSOE_TOKEN_ENV
 
 
 class SourcesConfig(_Strict):

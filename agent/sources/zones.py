@@ -1,4 +1,5 @@
-"""Cloud region -> Electricity Maps zone, the defaults behind ``[sources.electricity_maps]``.
+"""Cloud region -> Electricity Maps zone, the defaults behind ``[sources.electricity_maps]``
+and, through ``entsoe_tables.BIDDING_ZONES``, behind the ENTSO-E bidding zones.
 
 Each cloud region is mapped to the Electricity Maps zone (the grid balancing area) that
 contains its published location: AWS, Google Cloud and Azure region locations as the
@@ -45,9 +46,11 @@ DEFAULT_ZONES: dict[str, str] = {
     "europe-west3": "DE",
     "europe-west4": "NL",
     "europe-west6": "CH",
+    "europe-west8": "IT-NO",
     "europe-west9": "FR",
     "europe-north1": "FI",
     "europe-central2": "PL",
+    "europe-southwest1": "ES",
     "asia-northeast1": "JP-TK",
     "asia-southeast1": "SG",
     "australia-southeast1": "AU-NSW",
@@ -62,10 +65,14 @@ DEFAULT_ZONES: dict[str, str] = {
     "uksouth": "GB",
     "ukwest": "GB",
     "francecentral": "FR",
+    "francesouth": "FR",
     "germanywestcentral": "DE",
     "swedencentral": "SE-SE3",
     "norwayeast": "NO-NO1",
     "switzerlandnorth": "CH",
+    "polandcentral": "PL",
+    "italynorth": "IT-NO",
+    "spaincentral": "ES",
     "japaneast": "JP-TK",
     "southeastasia": "SG",
     "australiaeast": "AU-NSW",

@@ -2,7 +2,9 @@
 
 ``endpoint`` is a ``ThreadingHTTPServer`` on 127.0.0.1 (port 0) in a thread. A test sets
 the answer per path (status, body, content type, required headers) and can make a path hang
-until released, to exercise timeouts without sleeping in the test.
+until released, to exercise timeouts without sleeping in the test. ``dispatch``, when set,
+answers first (a ``Route`` for the full request path, or ``None`` to use the routes), for
+APIs that answer by query parameters.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ class FakeEndpoint:
         self.routes: dict[str, Route] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.release = threading.Event()
+        self.dispatch: Callable[[str], Route | None] | None = None
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 endpoint.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-                route = endpoint.routes.get(self.path) or endpoint.routes.get(self.path.split("?")[0])
+                route = endpoint.dispatch(self.path) if endpoint.dispatch is not None else None
+                route = route or endpoint.routes.get(self.path) or endpoint.routes.get(self.path.split("?")[0])
                 if route is None:
                     return self._send(404, b"not found", "text/plain")
                 if route.hang:

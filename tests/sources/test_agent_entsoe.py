@@ -1,0 +1,131 @@
+"""A real `carbonspan agent` with `[[sources.grid_operator]] operator = "entsoe"` on loopback.
+
+The agent reads the security token from the environment, asks the loopback Transparency
+Platform for France's actual generation per production type, and scores spans in eu-west-3
+with the live value: the archived window's region row is ``real_time`` at the hand-computed
+intensity and the energy model is ``grid_operator_api``. The token is in the requests and
+nowhere in the agent's output.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from .conftest import Route
+
+REPO = Path(__file__).resolve().parents[2]
+LISTEN = re.compile(r"OTLP/HTTP [\d.]+:(\d+)")
+NS = "urn:iec62325.351:tc57wg16:451-6:generationloaddocument:3:0"
+FR = "10YFR-RTE------C"
+TOKEN = "0c4e7a9b-1d2f-4a6b-8c3d-5e7f9a1b3c5d"
+
+
+def ts(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def france_a75(start: float) -> bytes:
+    """Four quarter hours from ``start``, the last one just ended; one pumping series."""
+    rows = [("B14", "in", 45000), ("B11", "in", 5000), ("B12", "in", 2000), ("B04", "in", 3000),
+            ("B19", "in", 6000), ("B16", "in", 1000), ("B01", "in", 800), ("B10", "out", 1500)]
+    series = "".join(
+        f'<TimeSeries><mRID>{i}</mRID><businessType>A01</businessType><objectAggregation>A08</objectAggregation>'
+        f'<{d}BiddingZone_Domain.mRID codingScheme="A01">{FR}</{d}BiddingZone_Domain.mRID>'
+        f"<quantity_Measure_Unit.name>MAW</quantity_Measure_Unit.name><curveType>A01</curveType>"
+        f"<MktPSRType><psrType>{psr}</psrType></MktPSRType><Period><timeInterval><start>{ts(start)}</start>"
+        f"<end>{ts(start + 3600)}</end></timeInterval><resolution>PT15M</resolution>"
+        + "".join(f"<Point><position>{p}</position><quantity>{mw}</quantity></Point>" for p in range(1, 5))
+        + "</Period></TimeSeries>"
+        for i, (psr, d, mw) in enumerate(rows, 1))
+    return (f'<?xml version="1.0" encoding="UTF-8"?><GL_MarketDocument xmlns="{NS}"><type>A75</type>'
+            f"<process.processType>A16</process.processType>{series}</GL_MarketDocument>").encode()
+
+
+def otlp_json() -> bytes:
+    now = time.time_ns()
+    spans = [{"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "SELECT", "kind": 3,
+              "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now - 10**9 + 10**6),
+              "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}}]} for i in range(5)]
+    return orjson.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}}]},
+        "scopeSpans": [{"spans": spans}]}]})
+
+
+def test_agent_scores_eu_west_3_with_entsoe(tmp_path, endpoint):
+    quarter = int(time.time()) // 900 * 900
+    doc = france_a75(quarter - 3600)  # the value is for the quarter hour that just ended
+
+    def dispatch(path: str) -> Route | None:
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
+        if q.get("securityToken") != TOKEN:
+            return Route(b"<html><body>401 Unauthorized</body></html>", 401, "text/html")
+        return Route(doc, 200, "text/xml") if q.get("in_Domain") == FR else None
+
+    endpoint.dispatch = dispatch
+    cfg = tmp_path / "carbonspan.toml"
+    cfg.write_text(f"""
+[green]
+default_region = "eu-west-3"
+use_hourly_profiles = false
+[[sources.grid_operator]]
+operator = "entsoe"
+base_url = "{endpoint.base}"
+api_key_env = "TEST_ENTSOE_TOKEN"
+regions = ["eu-west-3"]
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
+    env["TEST_ENTSOE_TOKEN"] = TOKEN
+    cmd = [sys.executable, "-m", "carbonspan", "agent", "--config", str(cfg), "--archive-dir", str(tmp_path / "arch"),
+           "--agent-id", "a1", "--grpc-port", "0", "--http-port", "0", "--window-seconds", "60"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=lambda: [out.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            try:
+                seen.append(out.get(timeout=0.2))
+            except queue.Empty:
+                assert proc.poll() is None, f"agent exited: {proc.stderr.read()}"  # type: ignore[union-attr]
+                continue
+            m = LISTEN.search(seen[-1])
+            port = int(m.group(1)) if m else None
+        assert port is not None, "agent did not start"
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=otlp_json(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    stderr = proc.stderr.read()  # type: ignore[union-attr]
+    while not out.empty():
+        seen.append(out.get())
+    lines = [orjson.loads(x) for f in sorted((tmp_path / "arch/a1").glob("windows-*.jsonl"))
+             for x in f.read_bytes().splitlines() if x.strip()]
+    gs = lines[-1]["report"]["green_summary"]
+    assert gs["energy_model"] == "grid_operator_api"
+    row = gs["regions"][0]
+    assert row["region"] == "eu-west-3" and row["intensity_source"] == "real_time"
+    # nuclear 45000×12 + run-of-river 5000×24 + reservoir 2000×24 + gas 3000×490 + wind 6000×11
+    #   + solar 1000×48 + biomass 800×230 = 540,000 + 120,000 + 48,000 + 1,470,000 + 66,000 + 48,000
+    #   + 184,000 = 2,476,000 / 62,800 MW = 39.43 gCO2eq/kWh (the 1,500 MW of pumping is not generation)
+    assert abs(row["grid_intensity_gco2_kwh"] - 2_476_000 / 62_800) < 1e-9
+    assert row["intensity_estimated"] is False
+    assert any(f"securityToken={TOKEN}" in p and f"in_Domain={FR}" in p for p, _ in endpoint.requests)
+    assert TOKEN not in stderr and TOKEN not in "".join(seen)
