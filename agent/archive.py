@@ -60,6 +60,16 @@ def utc_rfc3339(ns: int | None = None) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _utc_day(ts: str) -> str:
+    """``YYYYMMDD`` of an RFC 3339 time in UTC (a time without offset is taken as UTC); the
+    current UTC day if ``ts`` is not such a time."""
+    try:
+        dt = datetime.fromisoformat(ts)
+    except ValueError:
+        return datetime.now(UTC).strftime("%Y%m%d")
+    return (dt if dt.tzinfo is None else dt.astimezone(UTC)).strftime("%Y%m%d")
+
+
 def window_files(directory: Path) -> list[Path]:
     """The window files of one agent directory, in write (= lexical) order."""
     if not directory.is_dir():
@@ -252,11 +262,16 @@ class ArchiveWriter:
 
     # -- writing -----------------------------------------------------------------------
     def append(self, report: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
-        """Seal ``report`` as the next record, write it whole and fsync. Returns the record."""
+        """Seal ``report`` as the next record, write it whole and fsync. Returns the record.
+
+        The line goes to the file of the UTC day of its ``ts`` (one clock read decides both),
+        so a line sealed just before midnight never lands in the next day's file.
+        """
         seq = 0 if self.last_seq is None else self.last_seq + 1
-        record = seal(self.last_hash, seq, ts or utc_rfc3339(), BODY_KEY, report)
+        ts = ts or utc_rfc3339()
+        record = seal(self.last_hash, seq, ts, BODY_KEY, report)
         line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
-        fd = self._file_for(len(line))
+        fd = self._file_for(len(line), _utc_day(ts))
         before = self._size
         try:
             view = memoryview(line)
@@ -272,9 +287,9 @@ class ArchiveWriter:
         self.last_seq, self.last_hash = seq, record["hash"]
         return record
 
-    def _file_for(self, nbytes: int) -> int:
-        """The descriptor to append ``nbytes`` to, rotating by size and/or UTC day first."""
-        today = datetime.now(UTC).strftime("%Y%m%d")
+    def _file_for(self, nbytes: int, today: str) -> int:
+        """The descriptor to append ``nbytes`` sealed on UTC day ``today`` (``YYYYMMDD``) to,
+        rotating by size and/or UTC day first."""
         if self._path is not None and self._size > 0:
             too_big = self._size + nbytes > self.max_size_bytes
             if too_big or (self.rotate_daily and today > self._day):

@@ -19,6 +19,7 @@ from agent.archive import (
     ArchiveError,
     ArchiveLockedError,
     ArchiveWriter,
+    read_lines,
     read_records,
     window_files,
 )
@@ -186,6 +187,22 @@ def test_daily_rotation_starts_a_new_file_and_keeps_lexical_order(tmp_path: Path
     f.rename(f.with_name("windows-20000101-000001.jsonl"))
     _write(yesterday2, 1, rotate_daily=False).close()
     assert len(window_files(yesterday2)) == 1
+
+
+def test_a_line_goes_to_the_file_of_the_day_it_is_sealed(tmp_path: Path) -> None:
+    """The day comes from the line's ts, not from a second clock read that may already be
+    past midnight (tests/daemon/test_midnight_rotation.py does the same through an agent)."""
+    w = ArchiveWriter(tmp_path)
+    w.open()
+    for ts in ("2026-11-30T23:59:58.000000Z", "2026-11-30T23:59:59.999990Z",
+               "2026-12-01T00:00:00.000010Z",
+               "2026-11-30T23:59:59.000000Z"):  # a clock stepping back: the day stays
+        w.append(_report(0), ts)
+    w.close()
+    got = {p.name: [orjson.loads(raw)["ts"][:10] for raw in read_lines(p)]
+           for p in window_files(tmp_path)}
+    assert got == {"windows-20261130-000001.jsonl": ["2026-11-30", "2026-11-30"],
+                   "windows-20261201-000002.jsonl": ["2026-12-01", "2026-11-30"]}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
