@@ -4,7 +4,7 @@
 &periodStart=YYYYMMDDHHMM&periodEnd=YYYYMMDDHHMM`` answers a ``GL_MarketDocument`` with one
 ``TimeSeries`` per production type (``MktPSRType/psrType`` B01..B20) and ``Period``s of
 ``Point``s (``position``, ``quantity`` in MW) at ``resolution`` PT15M, PT30M or PT60M. One
-request per bidding zone per poll, for the last 24 hours (to the end of the current hour).
+request per bidding zone per poll, from 24 hours before the current hour to its end (UTC).
 
 Intensity of one interval t, over the production types i reported for it:
 
