@@ -4,6 +4,13 @@ Every metric is documented in docs/operations.md. Per-service gauges are capped 
 ``MAX_SERVICE_LABELS`` label values (the largest by carbon); the rest are summed under
 ``service="_other"``, so a tenant that sends a thousand service names cannot blow up the
 scrape or the server's memory.
+
+The cumulative counters (``carbonspan_service_energy_kwh_total``, ``..._carbon_gco2_total``,
+``carbonspan_carbon_gco2_total{term}``) are what dashboards should use: ``increase()`` over
+any range gives the energy and carbon archived in it, whatever the scrape interval, where the
+last-window gauges miss windows that close between two scrapes. Their service labels are
+sticky: the first ``MAX_SERVICE_LABELS`` services archived keep a label for the life of the
+process (a counter must not move between labels), later ones add to ``_other``.
 """
 
 from __future__ import annotations
@@ -85,6 +92,38 @@ class AgentMetrics:
             "Unix time the last archived window ended",
             registry=r,
         )
+        self.service_energy = Counter(
+            "carbonspan_service_energy_kwh",
+            "Energy per service archived since start (first 50 services by first archive, "
+            "the rest as _other)",
+            ["service"],
+            registry=r,
+        )
+        self.service_carbon = Counter(
+            "carbonspan_service_carbon_gco2",
+            "Operational carbon per service archived since start (same labels)",
+            ["service"],
+            registry=r,
+        )
+        self.energy_total = Counter(
+            "carbonspan_energy_kwh",
+            "Energy archived since start: services plus database/broker hosts in totals",
+            registry=r,
+        )
+        self.carbon_total = Counter(
+            "carbonspan_carbon_gco2",
+            "Carbon archived since start by term (operational, embodied, database, messaging); "
+            "their sum is the windows' co2.total.mid",
+            ["term"],
+            registry=r,
+        )
+        self.grid_intensity = Gauge(
+            "carbonspan_grid_intensity_gco2_per_kwh",
+            "Grid intensity each region's spans used in the last archived window",
+            ["region", "source"],
+            registry=r,
+        )
+        self._labelled: set[str] = set()  # services with their own counter label
         self.ready = Gauge(
             "carbonspan_ready", "1 once the archive is open and recovered", registry=r
         )
@@ -138,6 +177,32 @@ class AgentMetrics:
                 )
             self.last_window_end.set(end_s)
 
+    def record_totals(self, summary: Mapping[str, object]) -> None:
+        """Add an archived window's green summary to the cumulative counters and set the
+        regions' intensity gauges. Values that are not finite non-negative numbers are
+        skipped (a counter can only go up)."""
+        energy = _numbers(summary.get("per_service_energy_kwh"))
+        carbon_kg = _numbers(summary.get("per_service_carbon_kgco2eq"))
+        co2 = summary.get("co2")
+        co2 = co2 if isinstance(co2, Mapping) else {}
+        with self._lock:
+            for s in sorted(set(energy) | set(carbon_kg)):
+                if s not in self._labelled and len(self._labelled) < MAX_SERVICE_LABELS:
+                    self._labelled.add(s)
+                label = s if s in self._labelled else "_other"
+                self.service_energy.labels(label).inc(energy.get(s, 0.0))
+                self.service_carbon.labels(label).inc(carbon_kg.get(s, 0.0) * 1000.0)
+            self.energy_total.inc(_number(summary.get("energy_kwh")))
+            for term in ("operational", "embodied", "database", "messaging"):
+                self.carbon_total.labels(term).inc(_number(co2.get(f"{term}_gco2")))
+            regions = summary.get("regions")
+            self.grid_intensity.clear()
+            for row in regions[:MAX_SERVICE_LABELS] if isinstance(regions, list) else ():
+                if isinstance(row, Mapping) and isinstance(row.get("region"), str):
+                    self.grid_intensity.labels(row["region"], str(row.get("intensity_source", ""))).set(
+                        _number(row.get("grid_intensity_gco2_kwh"))
+                    )
+
     def record_signals(self, measured: Mapping[str, float], live: Mapping[str, float]) -> None:
         """Signal ages from the sources' current snapshot (taken_at unix seconds by key)."""
         now = time.time()
@@ -165,3 +230,18 @@ class AgentMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _number(value: object) -> float:
+    """A finite non-negative float, else 0.0."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        v = float(value)
+        if v >= 0.0 and v != float("inf"):
+            return v
+    return 0.0
+
+
+def _numbers(values: object) -> dict[str, float]:
+    if not isinstance(values, Mapping):
+        return {}
+    return {str(k): _number(v) for k, v in values.items()}

@@ -269,6 +269,7 @@ class Pipeline:
             gs.get("per_service_carbon_kgco2eq", {}),
             end_ns / 1e9,
         )
+        self.metrics.record_totals(gs)
         if truncate and not self.wal.failed:  # a failed log is left as it is: on restart its
             self.wal.truncate()  # records of this (archived) window are skipped, not replayed
 

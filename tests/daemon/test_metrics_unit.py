@@ -68,3 +68,62 @@ def test_a_counter_source_shows_in_metrics_whether_its_counter_carries_the_energ
     got = families(m)
     assert got[("carbonspan_source_energy_counter", (("source", "bmc"),))] == 0.0
     assert got[("carbonspan_source_counter_events", (("event", "resets"), ("source", "bmc")))] == 1.0
+
+
+def _summary(energy: dict[str, float], carbon_g: float = 0.0, **co2: float) -> dict:
+    """A green summary as archived: carbon per service in kg, co2 terms in g."""
+    terms = {f"{t}_gco2": co2.get(t, 0.0) for t in ("operational", "embodied", "database", "messaging")}
+    return {"per_service_energy_kwh": energy,
+            "per_service_carbon_kgco2eq": {k: v * carbon_g / 1000 for k, v in energy.items()},
+            "energy_kwh": sum(energy.values()) + co2.get("host_kwh", 0.0), "co2": terms,
+            "regions": [{"region": "eu-west-3", "intensity_source": "real_time", "grid_intensity_gco2_kwh": 31.5}]}
+
+
+def _all(m: AgentMetrics, name: str) -> dict[tuple, float]:
+    text = m.exposition().decode()
+    return {tuple(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == name}
+
+
+def test_cumulative_counters_add_every_window_with_sticky_service_labels() -> None:
+    """Window 1 has 60 services: the first 50 by name keep a label for good, 10 go to _other.
+    Window 2 brings svc-000 again (its label) and a new service (to _other, the cap is full).
+    Every kWh lands somewhere: the counters' sum is the sum of the windows."""
+    m = AgentMetrics()
+    first = {f"svc-{i:03d}": 1.0 for i in range(60)}
+    m.record_totals(_summary(first, carbon_g=2.0, operational=120.0, embodied=3.0, database=4.0, host_kwh=0.5))
+    m.record_totals(_summary({"svc-000": 5.0, "new": 7.0}, carbon_g=2.0, operational=24.0, messaging=1.0))
+    e = {dict(k)["service"]: v for k, v in _all(m, "carbonspan_service_energy_kwh_total").items()}
+    assert len(e) == MAX_SERVICE_LABELS + 1 and "svc-049" in e and "svc-050" not in e
+    assert e["svc-000"] == 6.0 and e["_other"] == 10.0 + 7.0
+    assert sum(e.values()) == 60.0 + 12.0
+    c = {dict(k)["service"]: v for k, v in _all(m, "carbonspan_service_carbon_gco2_total").items()}
+    assert c["svc-000"] == pytest.approx(12.0) and sum(c.values()) == pytest.approx(144.0)  # 72 kWh x 2 g
+    assert _all(m, "carbonspan_energy_kwh_total")[()] == pytest.approx(72.5)  # + 0.5 kWh of hosts
+    terms = {dict(k)["term"]: v for k, v in _all(m, "carbonspan_carbon_gco2_total").items()}
+    assert terms == {"operational": 144.0, "embodied": 3.0, "database": 4.0, "messaging": 1.0}
+    assert _all(m, "carbonspan_grid_intensity_gco2_per_kwh") == {
+        (("region", "eu-west-3"), ("source", "real_time")): 31.5}
+
+
+def test_hostile_summaries_never_make_a_counter_fail_or_go_down() -> None:
+    m = AgentMetrics()
+    m.record_totals(_summary({"a": 1.0}, carbon_g=1.0, operational=1.0))
+    for bad in ({"per_service_energy_kwh": {"a": float("nan"), "b": -3.0, "c": "7", "d": True, "e": float("inf")},
+                 "energy_kwh": -1.0, "co2": {"operational_gco2": float("nan")}, "regions": [5, {"region": 3}]},
+                {"per_service_energy_kwh": [1, 2], "co2": "x", "regions": {}}, {}):
+        m.record_totals(bad)
+    e = {dict(k)["service"]: v for k, v in _all(m, "carbonspan_service_energy_kwh_total").items()}
+    assert e["a"] == 1.0 and all(v == 0.0 for k, v in e.items() if k != "a")
+    assert _all(m, "carbonspan_energy_kwh_total")[()] == 1.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.dictionaries(st.text(min_size=1, max_size=8), st.floats(0, 1e6), max_size=40), max_size=6))
+def test_any_windows_keep_every_kwh_and_the_label_cap(windows: list[dict[str, float]]) -> None:
+    m = AgentMetrics()
+    for energy in windows:
+        m.record_totals(_summary(energy))
+    e = _all(m, "carbonspan_service_energy_kwh_total")
+    assert len(e) <= MAX_SERVICE_LABELS + 1
+    assert sum(e.values()) == pytest.approx(sum(sum(w.values()) for w in windows), rel=1e-9, abs=1e-9)

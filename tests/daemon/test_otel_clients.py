@@ -168,6 +168,20 @@ def test_metrics_match_the_archive(agent) -> None:
         assert agent.metric("carbonspan_last_window_carbon_gco2", service=svc) == pytest.approx(
             last["per_service_carbon_kgco2eq"][svc] * 1000)
     assert agent.metric("carbonspan_open_window_spans") == 0
+    # the cumulative counters hold every archived window (a handful of services: all labelled)
+    summaries = [r["report"]["green_summary"] for r in records]
+    for svc in {s for gs in summaries for s in gs["per_service_energy_kwh"]}:
+        assert agent.metric("carbonspan_service_energy_kwh_total", service=svc) == pytest.approx(
+            sum(gs["per_service_energy_kwh"].get(svc, 0.0) for gs in summaries), rel=1e-9)
+        assert agent.metric("carbonspan_service_carbon_gco2_total", service=svc) == pytest.approx(
+            sum(gs["per_service_carbon_kgco2eq"].get(svc, 0.0) for gs in summaries) * 1000, rel=1e-9)
+    assert agent.metric("carbonspan_energy_kwh_total") == pytest.approx(
+        sum(gs["energy_kwh"] for gs in summaries), rel=1e-9)
+    assert agent.metric("carbonspan_carbon_gco2_total") == pytest.approx(
+        sum(gs["co2"]["total"]["mid"] for gs in summaries), rel=1e-9)
+    for row in summaries[-1]["regions"]:
+        assert agent.metric("carbonspan_grid_intensity_gco2_per_kwh", region=row["region"]) == pytest.approx(
+            row["grid_intensity_gco2_kwh"])
 
 
 def test_clean_stop_archives_everything_and_chain_is_intact(agent) -> None:
