@@ -25,6 +25,12 @@ work over integer columns. Decoders classify what the scorer needs and nothing m
   spans, -1 when unknown.
 - ``trace_lo``: the low 64 bits of the trace id (distinct traces are counted with it).
 - ``is_entry``: SERVER or CONSUMER span kind: one request for ``per_service_requests``.
+- ``is_root``: the span has no parent: protobuf ``parent_span_id`` empty; OTLP/JSON
+  ``parentSpanId`` absent, ``null`` or ``""``. One root span begins one request wherever the
+  rest of its trace goes (the ``root_span`` unit of embodied carbon). A parent id that is
+  present but not a valid span id (not 8 bytes, or all zero: invalid per the OTLP spec; in
+  JSON, not 16 hex digits nor base64 of 8 bytes, or not a string) is not a root and is
+  counted (``counters["parent_span_id_invalid"]``); the span keeps its row.
 - ``endpoint_id``: the span name, id into ``endpoints`` (for ``per_endpoint_io_ops``).
 - Timestamps are ns since the Unix epoch (UTC). A span whose end is before its start keeps
   its start and gets duration 0 (``counters["end_before_start"]``); a start of 0 or beyond
@@ -68,6 +74,7 @@ class SpanBatch:
     duration_ns: np.ndarray  # int64, >= 0
     trace_lo: np.ndarray  # uint64
     is_entry: np.ndarray  # bool
+    is_root: np.ndarray  # bool: no parent span id
     counters: dict[str, int] = field(default_factory=dict)
     rejected: int = 0
 
@@ -89,4 +96,5 @@ class SpanBatch:
             duration_ns=np.zeros(0, np.int64),
             trace_lo=np.zeros(0, np.uint64),
             is_entry=np.zeros(0, np.bool_),
+            is_root=np.zeros(0, np.bool_),
         )

@@ -125,13 +125,15 @@ def main() -> None:
 
 
 def spec_json(doc: dict) -> dict:
-    """OTLP/JSON as the spec asks: trace ids in hex rather than protobuf's base64."""
+    """OTLP/JSON as the spec asks: trace and span ids in hex rather than protobuf's base64."""
     for rs in doc.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):
             for span in ss.get("spans", []):
-                span["traceId"] = base64.b64decode(span["traceId"]).hex()
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
     return doc
 
 
 SpanBatchColumns = ("service_id", "region_id", "endpoint_id", "op_class", "response_bytes",
-                    "start_ns", "duration_ns", "trace_lo", "is_entry")  # fmt: skip
+                    "start_ns", "duration_ns", "trace_lo", "is_entry", "is_root")  # fmt: skip

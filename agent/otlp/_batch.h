@@ -26,10 +26,12 @@
 #define MAX_TIMESTAMP_NS 7289654400000000000ULL
 /* rules.RULES_VERSION: bumped with every change of a rule, so that agent.otlp.fast refuses a
  * stale build instead of silently decoding by old rules. */
-#define RULES_VERSION 2
+#define RULES_VERSION 3
 
 enum { OP_NONE, OP_SELECT, OP_INSERT, OP_UPDATE, OP_DELETE, OP_SQL_OTHER, OP_HTTP, OP_MESSAGING };
-enum { C_REGION_INVALID, C_SERVICE_INVALID, C_END_BEFORE_START, C_TS_ABSURD, C_TRACE_INVALID, NCOUNTERS };
+enum { C_REGION_INVALID, C_SERVICE_INVALID, C_END_BEFORE_START, C_TS_ABSURD, C_TRACE_INVALID, C_PARENT_INVALID, NCOUNTERS };
+/* A span's parent span id: none (a root), a valid id, or present but not a valid id. */
+enum { P_ROOT, P_CHILD, P_INVALID };
 enum { V_NONE, V_STR, V_INT, V_OTHER };
 enum {
     K_CLOUD_REGION, K_DB_SYSTEM, K_DB_SYSTEM_NAME, K_DB_STATEMENT, K_DB_QUERY_TEXT,
@@ -47,7 +49,7 @@ typedef struct { Slot *slots; size_t mask; Str *items; Py_ssize_t count, cap; } 
 typedef struct {
     Py_ssize_t n, cap;
     int32_t *service_id, *region_id, *endpoint_id;
-    uint8_t *op_class, *is_entry;
+    uint8_t *op_class, *is_entry, *is_root;
     int64_t *response_bytes, *start_ns, *duration_ns;
     uint64_t *trace_lo;
 } Cols;
@@ -252,7 +254,7 @@ static int cols_grow(Cols *c) {
         if (!p) return -1;                                                     \
         c->field = p;                                                          \
     } while (0)
-    GROW(service_id); GROW(region_id); GROW(endpoint_id); GROW(op_class); GROW(is_entry);
+    GROW(service_id); GROW(region_id); GROW(endpoint_id); GROW(op_class); GROW(is_entry); GROW(is_root);
     GROW(response_bytes); GROW(start_ns); GROW(duration_ns); GROW(trace_lo);
 #undef GROW
     c->cap = cap;
@@ -261,11 +263,22 @@ static int cols_grow(Cols *c) {
 
 static void cols_free(Cols *c) {
     PyMem_RawFree(c->service_id); PyMem_RawFree(c->region_id); PyMem_RawFree(c->endpoint_id);
-    PyMem_RawFree(c->op_class); PyMem_RawFree(c->is_entry); PyMem_RawFree(c->response_bytes);
+    PyMem_RawFree(c->op_class); PyMem_RawFree(c->is_entry); PyMem_RawFree(c->is_root);
+    PyMem_RawFree(c->response_bytes);
     PyMem_RawFree(c->start_ns); PyMem_RawFree(c->duration_ns); PyMem_RawFree(c->trace_lo);
 }
 
-typedef struct { Str trace, name; uint64_t kind, start, end; Val v[N_SPAN_KEYS]; uint32_t present; } Span;
+typedef struct { Str trace, name; uint64_t kind, start, end; int parent; Val v[N_SPAN_KEYS]; uint32_t present; } Span;
+
+/* P_* of a parent span id's bytes (rules.BatchBuilder.add_span): none is a root; 8 bytes not
+ * all zero a valid id; any other length, or all zero (invalid per the OTLP spec), invalid. */
+static inline int parent_state(const uint8_t *p, Py_ssize_t n) {
+    if (n == 0) return P_ROOT;
+    if (n != 8) return P_INVALID;
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x ? P_CHILD : P_INVALID;
+}
 
 /* BatchBuilder.add_span of rules.py. */
 static int emit(Dec *d, Res *res, const Span *s) {
@@ -273,6 +286,7 @@ static int emit(Dec *d, Res *res, const Span *s) {
     if (s->trace.n == 16)
         for (int i = 0; i < 16; i++) zero &= s->trace.p[i] == 0;
     if (zero) { d->rejected++; d->counters[C_TRACE_INVALID]++; return 0; }
+    if (s->parent == P_INVALID) d->counters[C_PARENT_INVALID]++;
     Py_ssize_t service;
     if (res->service_valid) {
         if (res->service_id < 0 && (res->service_id = intern(d, &d->services, res->v[K_SERVICE_NAME].s)) < 0) return -1;
@@ -316,6 +330,7 @@ static int emit(Dec *d, Res *res, const Span *s) {
     for (int k = 8; k < 16; k++) lo = (lo << 8) | s->trace.p[k];
     c->trace_lo[i] = lo;
     c->is_entry[i] = kind == 2 || kind == 5;
+    c->is_root[i] = s->parent == P_ROOT;
     return 0;
 }
 
@@ -342,24 +357,26 @@ static PyObject *column(const void *data, Py_ssize_t n, size_t width) {
     return PyByteArray_FromStringAndSize(n ? (const char *)data : NULL, n * (Py_ssize_t)width);
 }
 
-/* (services, regions, endpoints, 9 column bytearrays, 5 counters, rejected) */
+/* (services, regions, endpoints, 10 column bytearrays, 6 counters, rejected) */
 static PyObject *result(Dec *d, PyObject *error) {
     Cols *c = &d->cols;
-    PyObject *items[14] = {
+    PyObject *items[15] = {
         table_list(&d->services, "service name", error),
         table_list(&d->regions, "region", error),
         table_list(&d->endpoints, "span name", error),
         column(c->service_id, c->n, 4), column(c->region_id, c->n, 4), column(c->endpoint_id, c->n, 4),
         column(c->op_class, c->n, 1), column(c->response_bytes, c->n, 8), column(c->start_ns, c->n, 8),
         column(c->duration_ns, c->n, 8), column(c->trace_lo, c->n, 8), column(c->is_entry, c->n, 1),
-        Py_BuildValue("(nnnnn)", d->counters[0], d->counters[1], d->counters[2], d->counters[3], d->counters[4]),
+        column(c->is_root, c->n, 1),
+        Py_BuildValue("(nnnnnn)", d->counters[0], d->counters[1], d->counters[2], d->counters[3], d->counters[4],
+                      d->counters[5]),
         PyLong_FromSsize_t(d->rejected),
     };
     PyObject *out = NULL;
     int ok = 1;
-    for (int i = 0; i < 14; i++) ok &= items[i] != NULL;
-    if (ok) out = PyTuple_New(14);
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 15; i++) ok &= items[i] != NULL;
+    if (ok) out = PyTuple_New(15);
+    for (int i = 0; i < 15; i++) {
         if (out) PyTuple_SET_ITEM(out, i, items[i]);
         else Py_XDECREF(items[i]);
     }

@@ -8,8 +8,8 @@
  *
  * It handles the well-formed common case and gives up (returns None) on anything else: a shape
  * jsonfmt would refuse, a snake_case field name, a duplicated field, ``resource`` after
- * ``scopeSpans``, a trace id that is neither 32 hex digits nor 24 characters of base64 of 16
- * bytes, an integer beyond 64 bits, a float that could overflow, a lone surrogate, nesting
+ * ``scopeSpans``, a trace id or parent span id that is neither hex nor padded base64 of the
+ * right length (unless it is certainly invalid: 32/16 characters that are not hex), an integer beyond 64 bits, a float that could overflow, a lone surrogate, nesting
  * deeper than MAX_DEPTH, and any byte sequence that is not strict JSON/UTF-8. Python then decodes the request with jsonfmt's walk, which gives today's
  * errors and counters. So a request this accepts is one that orjson accepts and that jsonfmt
  * decodes to the same batch; the differential tests in tests/otlp/test_json_fast.py hold it to
@@ -103,32 +103,46 @@ static int key_value(J *j, void *arg) {
     return more;
 }
 
-/* A trace id: 32 hex digits or base64 (either alphabet) of 16 bytes, as jsonfmt.trace_id_bytes;
- * 1 valid, 0 certainly invalid, -1 some other string (jsonfmt decides). */
-static int trace_id(Str s, uint8_t out[16]) {
-    if (s.n == 32) {
-        for (int i = 0; i < 32; i++) {
-            uint8_t c = s.p[i];
-            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-            if (d < 0) return 0; /* 32 characters of base64 would be 24 bytes */
-            out[i / 2] = (uint8_t)(i % 2 ? out[i / 2] | d : d << 4);
+/* Value of each byte as a hex digit and as a base64 digit (either alphabet); -1: not one. */
+static int8_t HEX_DIGIT[256], B64_DIGIT[256];
+
+static void digits_init(void) {
+    for (int c = 0; c < 256; c++) {
+        HEX_DIGIT[c] = (int8_t)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1);
+        B64_DIGIT[c] = (int8_t)(c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                                : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' || c == '-' ? 62
+                                : c == '/' || c == '_' ? 63 : -1);
+    }
+}
+
+/* An id of `size` bytes (16: a trace id, 8: a span id): 2 x size hex digits or padded base64
+ * (either alphabet) of size bytes, as jsonfmt.id_bytes; 1 valid, 0 certainly invalid, -1 some
+ * other string (jsonfmt decides). Table lookups without a branch per digit: ids are hot. */
+static int json_id(Str s, uint8_t *out, int size) {
+    int hex = 2 * size, data = (size * 8 + 5) / 6, padded = (size + 2) / 3 * 4, bad = 0;
+    if (s.n == hex) {
+        for (int i = 0; i < size; i++) {
+            int hi = HEX_DIGIT[s.p[2 * i]], lo = HEX_DIGIT[s.p[2 * i + 1]];
+            bad |= hi | lo;  /* negative once any digit is not hex */
+            out[i] = (uint8_t)((hi & 15) << 4 | (lo & 15));
         }
-        return 1;
+        return bad >= 0; /* 2 x size characters of base64 would be 1.5 x size bytes */
     }
     if (s.n == 0) return 0;
-    if (s.n != 24 || s.p[22] != '=' || s.p[23] != '=') return -1;
+    if (s.n != padded) return -1;
+    for (int i = data; i < padded; i++)
+        if (s.p[i] != '=') return -1;
     uint32_t acc = 0;
     int bits = 0, o = 0;
-    for (int i = 0; i < 22; i++) {
-        uint8_t c = s.p[i];
-        int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-              : c == '+' || c == '-' ? 62 : c == '/' || c == '_' ? 63 : -1;
-        if (d < 0) return -1;
-        acc = acc << 6 | (uint32_t)d;
+    for (int i = 0; i < data; i++) {
+        int d = B64_DIGIT[s.p[i]];
+        bad |= d;
+        acc = acc << 6 | (uint32_t)(d & 63);
         bits += 6;
         if (bits >= 8) { bits -= 8; out[o++] = (uint8_t)(acc >> bits); }
     }
-    return 1; /* the 4 bits left over are ignored, as binascii does */
+    return bad < 0 ? -1 : 1; /* the bits left over (4 of a trace id, 2 of a span id) are ignored, as binascii does */
 }
 
 static const char *const KIND_NAMES[] = {
@@ -165,7 +179,7 @@ static int timestamp(J *j, uint64_t *out, int *oor) {
     return 0;
 }
 
-enum { F_TRACE = 1, F_NAME = 2, F_KIND = 4, F_START = 8, F_END = 16, F_ATTRS = 32 };
+enum { F_TRACE = 1, F_NAME = 2, F_KIND = 4, F_START = 8, F_END = 16, F_ATTRS = 32, F_PARENT = 64 };
 
 /* Claim field f of an object once (a repeated field: give up, orjson keeps the last). */
 #define ONCE(f) do { if (seen & (f)) return -1; seen |= (f); } while (0)
@@ -174,20 +188,34 @@ static int span(J *j, void *arg) {
     Res *res = arg;
     Span s;
     Str k, t;
-    uint8_t tid[16];
-    int count = 0, more, seen = 0, id_ok = 0, oor = 0;
+    uint8_t tid[16], pid[8];
+    int count = 0, more, seen = 0, id_ok = 0, oor = 0, ok;
     Attrs attrs = {s.v, &s.present, 1};
     s.name.p = EMPTY; s.name.n = 0;
     s.kind = s.start = s.end = 0;
+    s.parent = P_ROOT; /* no parentSpanId (or null, or ""): a root span */
     s.present = 0;
     while ((more = member(j, &count, &k)) == 1) {
         if (IS(k, "traceId")) {
             ONCE(F_TRACE);
             ws(j);
             if (at(j, '"')) {
-                if (string(j, &t) || (id_ok = trace_id(t, tid)) < 0) return -1;
+                if (string(j, &t) || (id_ok = json_id(t, tid, 16)) < 0) return -1;
             } else if (skip(j, 8)) {
                 return -1;
+            }
+        } else if (IS(k, "parentSpanId")) {
+            ONCE(F_PARENT);
+            ws(j);
+            if (at(j, '"')) {
+                if (string(j, &t)) return -1;
+                if (t.n) {
+                    if ((ok = json_id(t, pid, 8)) < 0) return -1;
+                    s.parent = ok ? parent_state(pid, 8) : P_INVALID;
+                }
+            } else if (!null(j)) {
+                if (skip(j, 8)) return -1;
+                s.parent = P_INVALID; /* not a string: not an id (jsonfmt.parent_span_id_bytes) */
             }
         } else if (IS(k, "name")) {
             ONCE(F_NAME);
@@ -204,7 +232,8 @@ static int span(J *j, void *arg) {
         } else if (IS(k, "attributes")) {
             ONCE(F_ATTRS);
             if (list(j, key_value, &attrs)) return -1;
-        } else if (IS(k, "trace_id") || IS(k, "start_time_unix_nano") || IS(k, "end_time_unix_nano")) {
+        } else if (IS(k, "trace_id") || IS(k, "parent_span_id") || IS(k, "start_time_unix_nano") ||
+                   IS(k, "end_time_unix_nano")) {
             return -1;
         } else if (skip(j, 8)) {
             return -1;
@@ -337,7 +366,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_O,
-     "decode(data) -> ((services, regions, endpoints, 9 column bytearrays, counters, rejected),\n"
+     "decode(data) -> ((services, regions, endpoints, 10 column bytearrays, counters, rejected),\n"
      "                 timestamp_out_of_range) or None\n\n"
      "Decode an OTLP/JSON ExportTraceServiceRequest; None when it is not the common\n"
      "well-formed case (agent.otlp.jsonfmt then decodes it and reports what is wrong)."},
@@ -348,6 +377,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jsonwalk", "Fast OT
 
 PyMODINIT_FUNC PyInit__jsonwalk(void) {
     lex_init();
+    digits_init();
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObject(m, "MAX_TIMESTAMP_NS", PyLong_FromUnsignedLongLong(MAX_TIMESTAMP_NS)) < 0 ||

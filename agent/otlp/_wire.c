@@ -3,8 +3,8 @@
  * Why C: decoding is the whole cost of scoring (the columns make scoring nearly free), and a
  * per-span Python loop over protobuf objects reaches ~0.33 M spans/s. This reads the protobuf
  * wire format directly, descends only into the messages that hold the facts the rules in
- * agent/batch.py name (resource service.name/cloud.region; span trace_id, name, kind, start,
- * end and the attributes of agent.otlp.rules.SPAN_KEYS) and skips every other field by its
+ * agent/batch.py name (resource service.name/cloud.region; span trace_id, parent_span_id, name,
+ * kind, start, end and the attributes of agent.otlp.rules.SPAN_KEYS) and skips every other field by its
  * wire type without looking inside. It mirrors agent/otlp/rules.py line for line; the
  * differential tests in tests/otlp hold both to the same batches.
  *
@@ -198,6 +198,7 @@ static int resource(Dec *d, Str body, Res *res) {
 static int span(Dec *d, Str body, Res *res) {
     const uint8_t *p = body.p, *end = p + body.n;
     Span s;
+    Str parent = {EMPTY, 0};
     s.trace.p = s.name.p = EMPTY;
     s.trace.n = s.name.n = 0;
     s.kind = s.start = s.end = 0;
@@ -209,6 +210,7 @@ static int span(Dec *d, Str body, Res *res) {
         uint32_t f = 0; int wt = 0; Str a = {EMPTY, 0};
         if (rd_tag(d, &p, end, &f, &wt)) return -1;
         if (f == 1 && wt == 2) { if (rd_len(d, &p, end, &s.trace, at)) return -1; }
+        else if (f == 4 && wt == 2) { if (rd_len(d, &p, end, &parent, at)) return -1; }
         else if (f == 5 && wt == 2) { if (rd_len(d, &p, end, &s.name, at)) return -1; }
         else if (f == 6 && wt == 0) { if (rd_varint(d, &p, end, &s.kind)) return -1; }
         else if (f == 7 && wt == 1) { if (rd_fixed64(d, &p, end, &s.start)) return -1; }
@@ -221,6 +223,7 @@ static int span(Dec *d, Str body, Res *res) {
             d->kv++;
         } else if (skip(d, &p, end, wt, at)) return -1;
     }
+    s.parent = parent_state(parent.p, parent.n);  /* the last parent_span_id wins, as in protobuf */
     return emit(d, res, &s);
 }
 
@@ -320,7 +323,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_O,
-     "decode(data) -> (services, regions, endpoints, 9 column bytearrays, counters, rejected)\n\n"
+     "decode(data) -> (services, regions, endpoints, 10 column bytearrays, counters, rejected)\n\n"
      "Decode a serialized ExportTraceServiceRequest; raises WireError on malformed input."},
     {NULL, NULL, 0, NULL},
 };

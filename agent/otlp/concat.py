@@ -8,7 +8,9 @@ import numpy as np
 
 from agent.batch import SpanBatch
 
-_COLUMNS = ("op_class", "response_bytes", "start_ns", "duration_ns", "trace_lo", "is_entry")
+_COLUMNS = (
+    "op_class", "response_bytes", "start_ns", "duration_ns", "trace_lo", "is_entry", "is_root",
+)  # fmt: skip
 
 
 def _merge_table(merged: dict[str, int], table: list[str]) -> np.ndarray:

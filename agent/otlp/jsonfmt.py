@@ -1,8 +1,9 @@
 """OTLP/JSON trace exports -> SpanBatch.
 
 Follows the OTLP/HTTP JSON encoding (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding):
-lowerCamelCase field names (snake_case accepted too), trace ids as 32 hex digits (base64 of
-16 bytes accepted too, as proto3 JSON writers emit), 64-bit integers as decimal strings or
+lowerCamelCase field names (snake_case accepted too), trace ids as 32 hex digits and span ids
+as 16 (base64 of 16 and 8 bytes accepted too, as proto3 JSON writers emit), 64-bit integers as
+decimal strings or
 numbers, enums as integers (the ``SPAN_KIND_*`` names accepted too), unknown fields ignored.
 
 Three kinds of problem, three outcomes:
@@ -17,7 +18,10 @@ Three kinds of problem, three outcomes:
   counter: ``trace_id_invalid`` (missing, not a string, not 32 hex digits nor base64 of 16
   bytes, or all zero) or ``timestamp_out_of_range`` (a timestamp below 0 or >= 2**64, which
   the protobuf encoding cannot carry).
-- A field is ignored with a counter, exactly as for protobuf: see ``agent.otlp.rules``.
+- A field is ignored with a counter, exactly as for protobuf: see ``agent.otlp.rules``. A
+  ``parentSpanId`` that is absent, ``null`` or ``""`` makes a root span; one that is not a
+  span id (not a string, not 16 hex digits nor base64 of 8 bytes, or all zero) is counted
+  (``parent_span_id_invalid``) and the span is not a root.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from agent.otlp.jsonfast import decode_json_fast
 from agent.otlp.rules import OTHER, RESOURCE_KEYS, SPAN_KEYS, AttrValue, BatchBuilder
 
 _INT_RE = re.compile(r"-?[0-9]+")
-_HEX_RE = re.compile(r"[0-9a-fA-F]{32}")
+_HEX_RE = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -56,8 +60,8 @@ def _snake(camel: str) -> str:
 _SNAKE = {
     name: _snake(name)
     for name in (
-        "resourceSpans", "scopeSpans", "traceId", "startTimeUnixNano", "endTimeUnixNano",
-        "stringValue", "intValue",
+        "resourceSpans", "scopeSpans", "traceId", "parentSpanId", "startTimeUnixNano",
+        "endTimeUnixNano", "stringValue", "intValue",
     )
 }  # fmt: skip
 
@@ -132,17 +136,27 @@ def _attrs(obj: dict[str, Any], wanted: frozenset[str], path: str) -> dict[str, 
     return found
 
 
-def trace_id_bytes(value: Any) -> bytes | None:
-    """16 bytes from a hex (OTLP/JSON) or base64 (proto3 JSON) trace id, else None."""
+def id_bytes(value: Any, size: int) -> bytes | None:
+    """``size`` bytes from a hex (OTLP/JSON) or base64 (proto3 JSON) id, else None."""
     if not isinstance(value, str):
         return None
-    if _HEX_RE.fullmatch(value):
+    if _HEX_RE[size].fullmatch(value):
         return bytes.fromhex(value)
     try:
         raw = base64.b64decode(value.translate(_URLSAFE), validate=True)
     except (binascii.Error, ValueError):
         return None
-    return raw if len(raw) == 16 else None
+    return raw if len(raw) == size else None
+
+
+def trace_id_bytes(value: Any) -> bytes | None:
+    """16 bytes from a hex (OTLP/JSON) or base64 (proto3 JSON) trace id, else None."""
+    return id_bytes(value, 16)
+
+
+def parent_span_id_bytes(value: Any) -> bytes | None:
+    """``b""`` for no parent (absent, null or ""), else its 8 bytes, else None (not an id)."""
+    return b"" if value is None or value == "" else id_bytes(value, 8)
 
 
 def _kind(value: Any, path: str) -> int:
@@ -167,12 +181,13 @@ def _span(builder: BatchBuilder, res: Any, span: Any, path: str) -> None:
     end = _integer(_field(span, "endTimeUnixNano"), f"{path}.endTimeUnixNano")
     attrs = _attrs(span, SPAN_KEYS, path)
     trace_id = trace_id_bytes(_field(span, "traceId"))
+    parent = parent_span_id_bytes(_field(span, "parentSpanId"))
     if trace_id is None or not any(trace_id):
         builder.reject("trace_id_invalid")
     elif not (0 <= start < _UINT64_END and 0 <= end < _UINT64_END):
         builder.reject("timestamp_out_of_range")
     else:
-        builder.add_span(res, trace_id, name, kind, start, end, attrs)
+        builder.add_span(res, trace_id, parent, name, kind, start, end, attrs)
 
 
 def decode_json_into(builder: BatchBuilder, doc: Any, where: str = "") -> None:

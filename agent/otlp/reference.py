@@ -53,6 +53,7 @@ def decode_request(request: ExportTraceServiceRequest) -> SpanBatch:
                 builder.add_span(
                     res,
                     span.trace_id,
+                    span.parent_span_id,
                     span.name,
                     span.kind,
                     span.start_time_unix_nano,

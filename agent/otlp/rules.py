@@ -18,6 +18,9 @@ when a protobuf message is merged. Counters count spans affected, once per span 
   year 2200): ``start_ns`` 0, duration 0; or end is at/after that bound: duration 0.
 - ``trace_id_invalid`` (the span is *rejected*: no row, ``rejected`` += 1): the trace id is
   not 16 bytes or is all zero (an invalid id per the OTLP spec), so it cannot be counted.
+- ``parent_span_id_invalid``: the parent span id is present but not 8 bytes, or all zero (an
+  invalid span id per the OTLP spec). The span keeps its row (its energy does not depend on
+  its parent) and is not a root: only a span with no parent id at all is (``is_root``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ from agent.batch import (
 
 MAX_TIMESTAMP_NS: Final = int(datetime(2201, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000
 #: Bumped with every change of a rule; the C decoder reports its own and ``agent.otlp.fast``
-#: refuses a build that disagrees (2: SERVER/CONSUMER spans are never database/messaging I/O).
-RULES_VERSION: Final = 2
+#: refuses a build that disagrees (2: SERVER/CONSUMER spans are never database/messaging I/O;
+#: 3: the ``is_root`` column and ``parent_span_id_invalid``).
+RULES_VERSION: Final = 3
 UNKNOWN_SERVICE: Final = "unknown_service"
 KIND_SERVER, KIND_CLIENT, KIND_PRODUCER, KIND_CONSUMER = 2, 3, 4, 5
 
@@ -55,6 +59,7 @@ COUNTER_NAMES: Final = (
     "end_before_start",
     "timestamp_absurd",
     "trace_id_invalid",
+    "parent_span_id_invalid",
 )
 
 
@@ -185,7 +190,7 @@ class BatchBuilder:
 
     def __init__(self) -> None:
         self._tables: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
-        self._rows: list[tuple[int, int, int, int, int, int, int, int, bool]] = []
+        self._rows: list[tuple[int, int, int, int, int, int, int, int, bool, bool]] = []
         self.counters: dict[str, int] = {}
         self.rejected = 0
 
@@ -217,15 +222,23 @@ class BatchBuilder:
         self,
         res: Resource,
         trace_id: bytes,
+        parent_span_id: bytes | None,
         name: str,
         kind: int,
         start: int,
         end: int,
         attrs: dict[str, AttrValue],
     ) -> None:
+        """One span's row. ``parent_span_id`` is its parent's id as sent (``b""``: none, a root),
+        or None when the encoding held something that is not an id at all (JSON only)."""
         if len(trace_id) != 16 or not any(trace_id):
             self.reject("trace_id_invalid")
             return
+        is_root = parent_span_id == b""
+        if not is_root and (
+            parent_span_id is None or len(parent_span_id) != 8 or not any(parent_span_id)
+        ):
+            self.count("parent_span_id_invalid")
         service = res.service
         if service is None:
             service = UNKNOWN_SERVICE
@@ -259,6 +272,7 @@ class BatchBuilder:
                 duration,
                 int.from_bytes(trace_id[8:], "big"),
                 kind in (KIND_SERVER, KIND_CONSUMER),
+                is_root,
             )
         )
 
@@ -282,25 +296,28 @@ class BatchBuilder:
             duration_ns=np.array(cols[6], np.int64),
             trace_lo=np.array(cols[7], np.uint64),
             is_entry=np.array(cols[8], np.bool_),
+            is_root=np.array(cols[9], np.bool_),
             counters=dict(self.counters),
             rejected=self.rejected,
         )
 
 
-_C_DTYPES = (np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_)
+_C_DTYPES = (
+    np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64, np.int64, np.uint64, np.bool_, np.bool_,
+)  # fmt: skip
 
 
 def batch_from_columns(out: tuple, extra_counters: dict[str, int] | None = None) -> SpanBatch:
     """The SpanBatch of a C decoder's output (``_wire.decode``, ``_jsonwalk.decode``): the three
     string tables, one bytearray per column (wrapped as numpy arrays without copying), the
     counts in ``COUNTER_NAMES`` order and the rejected count."""
-    counters = {name: n for name, n in zip(COUNTER_NAMES, out[12], strict=True) if n}
+    counters = {name: n for name, n in zip(COUNTER_NAMES, out[13], strict=True) if n}
     counters.update(extra_counters or {})
     return SpanBatch(
         out[0],
         out[1],
         out[2],
-        *(np.frombuffer(buf, dtype) for buf, dtype in zip(out[3:12], _C_DTYPES, strict=True)),
+        *(np.frombuffer(buf, dtype) for buf, dtype in zip(out[3:13], _C_DTYPES, strict=True)),
         counters=counters,
-        rejected=out[13],
+        rejected=out[14],
     )

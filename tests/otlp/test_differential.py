@@ -146,6 +146,10 @@ def spans(draw: st.DrawFn) -> bytes:
     ]
     kvs = draw(st.sampled_from(PRESETS)) + draw(st.lists(key_values(SPAN_KEYS), max_size=6))
     parts += [field(9, 2, draw(kv_bytes(kv))) for kv in draw(st.permutations(kvs))]
+    # parent_span_id: none (a root), a span id, or not one (all zero, another length); sometimes
+    # twice, the last one winning (a root is a span whose last parent_span_id is empty)
+    parents = st.binary(min_size=8, max_size=8) | st.sampled_from([b"", bytes(8), b"\x01" * 7, b"\x02" * 9, b"\x03" * 16])
+    parts += [field(4, 2, draw(parents)) for _ in range(draw(st.sampled_from([0, 0, 1, 1, 1, 2])))]
     if draw(st.booleans()):
         parts.append(field(5, 2, b"renamed"))  # a repeated singular field: the last one wins
     parts += draw(st.lists(st.sampled_from(UNKNOWN), max_size=2))
@@ -184,8 +188,9 @@ def _json_doc(data: bytes, hex_ids: bool, enum_ints: bool) -> dict:
     for rs in doc.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):
             for span in ss.get("spans", []):
-                if hex_ids and "traceId" in span:
-                    span["traceId"] = base64.b64decode(span["traceId"]).hex()
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if hex_ids and key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
     return doc
 
 

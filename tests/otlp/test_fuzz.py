@@ -22,7 +22,7 @@ from agent.otlp.rules import MAX_TIMESTAMP_NS
 def _check_sane(batch: SpanBatch) -> None:
     n = len(batch)
     for name in ("region_id", "endpoint_id", "op_class", "response_bytes", "start_ns",
-                 "duration_ns", "trace_lo", "is_entry"):  # fmt: skip
+                 "duration_ns", "trace_lo", "is_entry", "is_root"):  # fmt: skip
         assert getattr(batch, name).shape == (n,), name
     if n:
         assert 0 <= batch.service_id.min() and batch.service_id.max() < len(batch.services)

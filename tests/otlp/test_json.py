@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agent.batch import OP_HTTP, OP_SQL_SELECT
 from agent.otlp import OtlpDecodeError, decode_json
+from agent.otlp.jsonfmt import decode_json_python
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 T0 = 1_773_151_200_000_000_000
@@ -119,6 +120,47 @@ def test_per_span_problems_reject_only_that_span(fields, reason):
     batch = decode(doc(sp(name="kept"), sp(name="bad", **fields)))
     assert batch.endpoints == ["kept"] and len(batch) == 1
     assert batch.rejected == 1 and batch.counters == {reason: 1}
+
+
+PARENT_HEX = "53995c3f42cd8ad8"
+
+
+@pytest.mark.parametrize(
+    ("parent", "is_root", "invalid"),
+    [
+        (..., True, False),  # absent
+        (None, True, False),
+        ("", True, False),
+        (PARENT_HEX, False, False),
+        (PARENT_HEX.upper(), False, False),
+        (base64.b64encode(bytes.fromhex(PARENT_HEX)).decode(), False, False),
+        (base64.urlsafe_b64encode(b"\xfb\xff" * 4).decode(), False, False),
+        ("0" * 16, False, True),  # all zero: an invalid span id
+        (base64.b64encode(bytes(8)).decode(), False, True),
+        ("zz" * 8, False, True),
+        (PARENT_HEX[:14], False, True),
+        (TRACE_HEX, False, True),  # a trace id's length
+        (base64.b64encode(b"\x01" * 7).decode(), False, True),
+        (PARENT_HEX[:11], False, True),  # unpadded base64 is not accepted, as for trace ids
+        (12345, False, True),
+        ({}, False, True),
+        ([], False, True),
+        (True, False, True),
+    ],
+)
+def test_parent_span_id_forms(parent, is_root, invalid):
+    """Absent, null and "" make a root; a parent that is not a span id (as traceId: hex or
+    base64 of the right length, not all zero) is counted and is not a root; the span is kept."""
+    for decoder in (decode_json, decode_json_python):
+        batch = decoder(orjson.dumps(doc(sp(parentSpanId=parent), sp(name="root"))))
+        assert len(batch) == 2 and batch.rejected == 0
+        assert batch.is_root.tolist() == [is_root, True]
+        assert batch.counters == ({"parent_span_id_invalid": 1} if invalid else {})
+
+
+def test_snake_case_parent_span_id_is_read_too():
+    batch = decode(doc(sp(parent_span_id=PARENT_HEX), sp(parentSpanId=None, parent_span_id="")))
+    assert batch.is_root.tolist() == [False, True]
 
 
 _KEYS = ["resourceSpans", "resource_spans", "resource", "attributes", "key", "value", "stringValue",

@@ -70,6 +70,9 @@ def spans(draw: st.DrawFn) -> Span:
     return Span(
         trace_id=draw(st.binary(min_size=16, max_size=16) | st.just(bytes(16)) | st.just(b"")),
         span_id=draw(st.binary(min_size=8, max_size=8)),
+        # a root (no parent), a child, an all-zero parent (not a span id: counted, not a root);
+        # parents of other lengths are odd ids the C walker leaves to Python (hostile tests)
+        parent_span_id=draw(st.just(b"") | st.binary(min_size=8, max_size=8) | st.just(bytes(8))),
         name=draw(text),
         kind=draw(st.integers(0, 5) | st.sampled_from([-1, 6, 2**31 - 1, -(2**31)])),
         start_time_unix_nano=draw(timestamps),
@@ -102,7 +105,7 @@ def to_doc(request: ExportTraceServiceRequest, hex_ids: bool, enum_ints: bool, i
                 walk(item)
         elif isinstance(node, dict):
             for key, value in node.items():
-                if key == "traceId" and hex_ids:
+                if key in ("traceId", "spanId", "parentSpanId") and hex_ids:
                     node[key] = base64.b64decode(value).hex()
                 elif key in ("startTimeUnixNano", "endTimeUnixNano", "intValue") and int_numbers:
                     node[key] = int(value)
@@ -162,13 +165,16 @@ ODD = st.one_of(
                      "5a" * 15 + "zz", "AAAAAAAAAAAAAAAAAAAAAB==", "Ol5IQvq0KPdi5uKC5cFlfA==",
                      "Ol5IQvq0KPdi5uKC5cFlfA", "Ol5IQvq0KPdi5uKC5cFlfA=", "-_" * 11 + "==", "+/" * 11 + "==",
                      "Ol5IQvq0KPdi5uKC5cFl=A==", "Ol5IQvq0KPdi5uKC5cFlfA===", "é" * 16, "é" * 11 + "==",
-                     "AQEBAQEBAQEBAQEBAQEB", "AQEBAQEBAQEBAQEBAQEBAQEBAQ=="]),
+                     "AQEBAQEBAQEBAQEBAQEB", "AQEBAQEBAQEBAQEBAQEBAQEBAQ==",
+                     "5a" * 8, "0" * 16, "5a" * 7 + "zz", "U5lcP0LNitg=", "U5lcP0LNitg", "-_" * 5 + "-=",
+                     "U5lcP0LNi=g=", "AAAAAAAAAAA=", "é" * 8, "é" * 11 + "="]),
     st.lists(st.integers(0, 3), max_size=2),
     st.sampled_from([{}, {"stringValue": "eu-west-3"}, {"intValue": "12"}, {"intValue": 2**63},
                      {"stringValue": None, "intValue": 7}, {"string_value": "x"}, {"int_value": 3},
                      {"stringValue": 5}, {"intValue": 1.5}, {"boolValue": True}, {"a": {"b": [1, {}]}}]),
 )  # fmt: skip
 SNAKE = {"resourceSpans": "resource_spans", "scopeSpans": "scope_spans", "traceId": "trace_id",
+         "parentSpanId": "parent_span_id",
          "startTimeUnixNano": "start_time_unix_nano", "endTimeUnixNano": "end_time_unix_nano",
          "stringValue": "string_value", "intValue": "int_value"}  # fmt: skip
 
@@ -213,6 +219,7 @@ def mutated(draw: st.DrawFn, doc: dict) -> dict:
 TEXT_EDITS = [
     (b'"name":', b'"name":"dup","name":'),  # a repeated JSON key (orjson keeps the last)
     (b'"traceId":', b'"traceId":null,"traceId":'),
+    (b'"parentSpanId":', b'"parentSpanId":"","parentSpanId":'),
     (b'"key":', b'"k\\u0065y":'),  # an escaped member name
     (b'"stringValue":"', b'"stringValue":"\\ud800'),  # a lone surrogate: invalid for orjson
     (b'"stringValue":"', b'"stringValue":"\\ud83d\\ude00\\"\\/\\b\\f\\n\\r\\t\\u00e9'),
@@ -251,10 +258,14 @@ def test_each_kind_of_oddity_takes_the_path_it_should(assert_same):
             request(traceId=7), request(traceId="zz" * 16), request(traceId="0" * 32), request(kind="SPAN_KIND_SERVER"),
             request(startTimeUnixNano="99999999999999999999999"), request(endTimeUnixNano=-1), request(name=None),
             request(attributes=None), request(kind=-(2**31)), request(startTimeUnixNano=2**64 - 1),
-            request(attributes=[{"value": {"intValue": 5}, "key": "url.full"}, {"value": "any"}])]  # fmt: skip
+            request(attributes=[{"value": {"intValue": 5}, "key": "url.full"}, {"value": "any"}]),
+            request(parentSpanId="53995c3f42cd8ad8"), request(parentSpanId="U5lcP0LNitg="), request(parentSpanId=""),
+            request(parentSpanId=None), request(parentSpanId="0" * 16), request(parentSpanId="zz" * 8),
+            request(parentSpanId=7), request(parentSpanId={"a": [1]}), request(parentSpanId="-_" * 5 + "-=")]  # fmt: skip
     given_up = [request(trace_id="5a" * 16), request(traceId="AQEBAQEBAQEBAQEBAQEB"), request(kind="server"),
                 request(kind=2**31), request(kind=2.0), request(startTimeUnixNano=2**64), request(startTimeUnixNano=1.5),
-                request(name=3), request(attributes={}),
+                request(name=3), request(attributes={}), request(parent_span_id="53995c3f42cd8ad8"),
+                request(parentSpanId="U5lcP0LNitg"), request(parentSpanId="5a" * 7), request(parentSpanId="U5lcP0LNi=g="),
                 request(attributes=[{"key": "url.full", "value": {"string_value": "x"}}]),
                 request(attributes=[{"key": "http.response.body.size", "value": {"intValue": "9223372036854775808"}}]),
                 b'{"resourceSpans": []} x', b"\xef\xbb\xbf{}", b'{"a": "\\ud800"}', b'{"a": 1e400}', b"[]",
@@ -287,7 +298,8 @@ def test_the_json_extension_is_built_and_used(workload):
 # ---------------------------------------------------------------- fuzz: never a crash, never a difference
 
 VOCABULARY = ["resourceSpans", "scopeSpans", "spans", "resource", "attributes", "key", "value", "stringValue",
-              "intValue", "traceId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano", "trace_id", "x"]  # fmt: skip
+              "intValue", "traceId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano", "trace_id", "x",
+              "parentSpanId", "parent_span_id"]  # fmt: skip
 LEAVES = st.none() | st.booleans() | st.integers(-(2**65), 2**65) | st.floats(allow_nan=False, allow_infinity=False) | text
 KEYS = st.sampled_from(VOCABULARY + ["service.name", "cloud.region", "url.full", "db.system"])
 json_values = st.recursive(

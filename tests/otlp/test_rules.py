@@ -55,8 +55,8 @@ def attrs(**values: str | int | AnyValue | None) -> list[KeyValue]:
 
 
 def span(kind: int = INTERNAL, name: str = "op", trace_id: bytes = TRACE, start: int = T0,
-         end: int = T0 + 1000, **values: str | int | AnyValue | None) -> Span:  # fmt: skip
-    return Span(trace_id=trace_id, span_id=b"\x01" * 8, name=name, kind=kind,
+         end: int = T0 + 1000, parent: bytes = b"", **values: str | int | AnyValue | None) -> Span:  # fmt: skip
+    return Span(trace_id=trace_id, span_id=b"\x01" * 8, parent_span_id=parent, name=name, kind=kind,
                 start_time_unix_nano=start, end_time_unix_nano=end, attributes=attrs(**values))  # fmt: skip
 
 
@@ -82,6 +82,9 @@ def _via_json(data: bytes) -> SpanBatch:
         for ss in rs.get("scopeSpans", []):
             for s in ss.get("spans", []):
                 s["traceId"] = base64.b64decode(s.get("traceId", "")).hex()
+                for key in ("spanId", "parentSpanId"):  # OTLP/JSON ids are hex
+                    if key in s:
+                        s[key] = base64.b64decode(s[key]).hex()
     return decode_json(orjson.dumps(doc))
 
 
@@ -259,6 +262,21 @@ def test_invalid_trace_ids_reject_the_span(decode):
     assert batch.rejected == 3 and batch.counters == {"trace_id_invalid": 3}
 
 
+def test_a_root_span_has_no_parent_and_an_invalid_parent_is_counted_not_a_root(decode):
+    """No parent id: a root. A parent id of 8 bytes (not all zero) is a child; one of another
+    length or all zero is not a valid span id (OTLP): counted, kept, and not a root. A span
+    rejected for its trace id counts only trace_id_invalid."""
+    batch = decode(one(
+        span(name="root"), span(name="child", parent=b"\x5a" * 8), span(name="zero", parent=bytes(8)),
+        span(name="short", parent=b"\x01" * 7), span(name="long", parent=b"\x01" * 16),
+        span(name="child2", parent=b"\x00" * 7 + b"\x01"), span(name="gone", trace_id=b"", parent=bytes(3)),
+    ))  # fmt: skip
+    assert batch.endpoints == ["root", "child", "zero", "short", "long", "child2"]
+    assert batch.is_root.tolist() == [True, False, False, False, False, False]
+    assert batch.counters == {"parent_span_id_invalid": 3, "trace_id_invalid": 1}
+    assert batch.rejected == 1
+
+
 def test_trace_lo_is_the_low_64_bits_and_entries_are_server_or_consumer(decode):
     batch = decode(one(*(span(kind=k) for k in (0, 1, 2, 3, 4, 5))))
     assert batch.trace_lo.tolist() == [0x090A0B0C0D0E0F10] * 6  # bytes 9..16, big-endian
@@ -303,3 +321,4 @@ def test_a_message_traced_by_the_sdk_is_one_io_op(decode):
     assert batch.op_class.tolist() == [OP_MESSAGING, OP_NONE]
     assert batch.is_entry.tolist() == [False, True]
     assert len(set(batch.trace_lo.tolist())) == 1
+    assert batch.is_root.tolist() == [True, False]  # the SDK sets the consumer's parent

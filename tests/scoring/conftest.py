@@ -4,7 +4,7 @@ Spans are dicts; only the keys a test cares about need be given:
 ``service`` ("svc"), ``region`` (None: no cloud.region on span or resource), ``op`` (None |
 "select" | "insert" | "update" | "delete" | "db" | "http" | "messaging"), ``resp`` (HTTP
 response bytes, -1 unknown), ``start`` (ns, 0 = absurd), ``dur`` (ns), ``trace`` (int),
-``entry`` (bool), ``endpoint`` (span name).
+``entry`` (bool), ``root`` (bool: no parent span id), ``endpoint`` (span name).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def build_batch(spans: list[dict]) -> SpanBatch:
     regions: dict[str, int] = {}
     endpoints: dict[str, int] = {}
     cols: dict[str, list] = {
-        k: [] for k in ("svc", "reg", "ep", "op", "resp", "start", "dur", "trace", "entry")
+        k: [] for k in ("svc", "reg", "ep", "op", "resp", "start", "dur", "trace", "entry", "root")
     }
     for i, s in enumerate(spans):
         cols["svc"].append(services.setdefault(s.get("service", "svc"), len(services)))
@@ -63,6 +63,7 @@ def build_batch(spans: list[dict]) -> SpanBatch:
         cols["dur"].append(s.get("dur", 1_000_000))
         cols["trace"].append(s.get("trace", i))
         cols["entry"].append(s.get("entry", False))
+        cols["root"].append(s.get("root", False))
     return SpanBatch(
         services=list(services),
         regions=list(regions),
@@ -76,6 +77,7 @@ def build_batch(spans: list[dict]) -> SpanBatch:
         duration_ns=np.array(cols["dur"], dtype=np.int64),
         trace_lo=np.array(cols["trace"], dtype=np.uint64),
         is_entry=np.array(cols["entry"], dtype=np.bool_),
+        is_root=np.array(cols["root"], dtype=np.bool_),
     )
 
 
