@@ -10,6 +10,7 @@ found, e.g. ``[green] use_hourly_profiles: expected true or false, got "yes"``. 
     use_hourly_profiles = true
     per_operation_coefficients = true
     embodied_carbon_per_request_gco2 = 0.001
+    embodied_per = "trace"     # trace | root_span: what one request is for embodied carbon
     [green.service_regions]
     checkout = "eu-west-3"
     [green.calibration]
@@ -39,11 +40,15 @@ REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole string: use fullmatch
 # Upper bounds. A value past one is a unit mistake (W for kW, g for t), and a bound keeps every
 # sum a window can form finite: an unbounded factor of 1e305 overflowed the report to inf.
 MAX_CALIBRATION_FACTOR = 1e7  # x 1e-7 kWh = 1 kWh per I/O op, the bound on a measured rate
-MAX_EMBODIED_GCO2 = 1e6  # per trace: a tonne
+MAX_EMBODIED_GCO2 = 1e6  # per request: a tonne
 MAX_HOST_WATTS = 1e7  # per host, before count: 10 MW, a whole data hall
 MAX_HOST_COUNT = 1_000_000
 TOP_LEVEL = ("green", "agent", "sources")
 HOST_KINDS = ("database", "messaging")
+#: What embodied carbon (SCI's M) is charged per: each distinct trace id a window sees (the
+#: specification), or each root span (a span without a parent), which counts a request once
+#: however many windows and agents its spans reach.
+EMBODIED_UNITS = ("trace", "root_span")
 
 
 class ConfigError(ValueError):
@@ -69,6 +74,7 @@ class GreenConfig:
     use_hourly_profiles: bool = True
     per_operation_coefficients: bool = True
     embodied_carbon_per_request_gco2: float = 0.001
+    embodied_per: str = "trace"  # one of EMBODIED_UNITS
     service_regions: dict[str, str] = field(default_factory=dict)  # lowercased both sides
     calibration: dict[str, float] = field(default_factory=dict)  # lowercased service -> factor
     hosts: tuple[HostConfig, ...] = ()
@@ -118,6 +124,7 @@ _GREEN_KEYS = (
     "use_hourly_profiles",
     "per_operation_coefficients",
     "embodied_carbon_per_request_gco2",
+    "embodied_per",
     "service_regions",
     "calibration",
     "hosts",
@@ -140,13 +147,23 @@ def parse_green(table: dict[str, Any]) -> GreenConfig:
         embodied_carbon_per_request_gco2=_number(
             table.get("embodied_carbon_per_request_gco2", 0.001),
             "[green] embodied_carbon_per_request_gco2",
-            f"a number from 0 to {MAX_EMBODIED_GCO2:,.0f} (gCO2e per trace)",
+            f"a number from 0 to {MAX_EMBODIED_GCO2:,.0f} (gCO2e per request)",
             MAX_EMBODIED_GCO2,
         ),
+        embodied_per=_embodied_per(table.get("embodied_per", "trace")),
         service_regions=_service_regions(table.get("service_regions", {})),
         calibration=_calibration(table.get("calibration", {})),
         hosts=_hosts(table.get("hosts", [])),
     )
+
+
+def _embodied_per(value: Any) -> str:
+    if value not in EMBODIED_UNITS:
+        raise ConfigError(
+            f'[green] embodied_per: expected "trace" (each distinct trace id in a window) or '
+            f'"root_span" (each span without a parent), got {_show(value)}'
+        )
+    return value
 
 
 def _by_service(value: Any, where: str, parse: Callable[[Any, str], Any]) -> dict[str, Any]:

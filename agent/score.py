@@ -288,6 +288,7 @@ def _accumulate(
         pending_traces=[batch.trace_lo.astype(np.uint64)],
         spans=len(batch),
         counters=counters,
+        root_spans=int(np.count_nonzero(batch.is_root)),
     )
 
 

@@ -6,7 +6,9 @@ co2.operational_gco2          = sum over services of their carbon (application o
 host energy                   = watts x window seconds / 3.6e6   (declared watts x count,
                                 or the measured watts a source publishes for the host)
 energy_kwh                    = sum per_service_energy_kwh + host energy counted in totals
-co2.embodied_gco2 (M)         = distinct traces x embodied_carbon_per_request_gco2
+co2.embodied_gco2 (M)         = requests x embodied_carbon_per_request_gco2, where requests is
+                                window.traces (distinct trace ids; embodied_per = "trace", the
+                                default) or window.root_spans (embodied_per = "root_span")
 co2.total.mid                 = operational + M + database_gco2 + messaging_gco2
 co2.total.low / high          = mid x 0.5 / mid x 2
 """
@@ -75,6 +77,7 @@ def build_report(
             end=rfc3339(max(start_ns, end_ns)),
             spans=partial.spans,
             traces=int(partial.trace_ids().size),
+            root_spans=partial.root_spans,
             io_ops=partial.io_ops,
         ),
         green_summary=summary,
@@ -83,9 +86,14 @@ def build_report(
             for (s, e), n in sorted(partial.endpoints.items(), key=lambda kv: (-kv[1], kv[0]))
         ],
         counters=all_counters,
-        methodology=methodology(
-            ctx.model, ctx.config.use_hourly_profiles, ctx.config.per_operation_coefficients
-        ),
+        methodology={
+            **methodology(
+                ctx.model, ctx.config.use_hourly_profiles, ctx.config.per_operation_coefficients
+            ),
+            # what M counts and at what rate, so that M can be recomputed from the line
+            "embodied_per": ctx.config.embodied_per,
+            "embodied_carbon_per_request_gco2": repr(ctx.config.embodied_carbon_per_request_gco2),
+        },
     )
 
 
@@ -102,7 +110,7 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
     in_totals = [h for h in hosts if h.in_totals]
     database = sum(h.co2_gco2 for h in in_totals if h.kind == "database")
     messaging = sum(h.co2_gco2 for h in in_totals if h.kind == "messaging")
-    embodied = partial.trace_ids().size * ctx.config.embodied_carbon_per_request_gco2
+    embodied = embodied_requests(partial, ctx) * ctx.config.embodied_carbon_per_request_gco2
     mid = operational + embodied + database + messaging
     energy_kwh = float(energy.sum()) + sum(h.energy_kwh for h in in_totals)
     window_tag = pick_window_tag(service_tags + [h.energy_model for h in in_totals])
@@ -142,6 +150,14 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
         },
         hosts=hosts,
     )
+
+
+def embodied_requests(partial: WindowPartial, ctx: ScoringContext) -> int:
+    """The requests embodied carbon is charged for: distinct trace ids (a trace whose spans reach
+    two windows, or two agents, is charged in each) or root spans (once, where the root is)."""
+    if ctx.config.embodied_per == "root_span":
+        return partial.root_spans
+    return int(partial.trace_ids().size)
 
 
 def _region_rows(partial: WindowPartial, ctx: ScoringContext) -> list[RegionRow]:

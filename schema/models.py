@@ -30,6 +30,12 @@ class WindowInfo(_Model):
     end: str = Field(description="RFC 3339 UTC end of the window")
     spans: int = Field(0, ge=0, description="spans scored in the window")
     traces: int = Field(0, ge=0, description="distinct trace ids in the window")
+    root_spans: int = Field(
+        0,
+        ge=0,
+        description="spans without a parent span id (requests begun here); 0 on lines written "
+        "before it was counted",
+    )
     io_ops: int = Field(0, ge=0, description="I/O operations (db, outgoing HTTP, messaging)")
 
 
@@ -46,7 +52,11 @@ class Co2Total(_Model):
 class Co2(_Model):
     total: Co2Total = Field(default_factory=Co2Total)
     operational_gco2: float = Field(0.0, description="application spans only: energy x intensity x PUE")
-    embodied_gco2: float = Field(0.0, description="traces x embodied_carbon_per_request_gco2")
+    embodied_gco2: float = Field(
+        0.0,
+        description="window.traces (or window.root_spans when methodology.embodied_per is "
+        "root_span) x embodied_carbon_per_request_gco2",
+    )
     database_gco2: float = Field(0.0, description="database hosts counted in totals")
     messaging_gco2: float = Field(0.0, description="broker hosts counted in totals")
 

@@ -2,7 +2,8 @@
 
 The state is a sparse list of (service, region) cells — only pairs that occurred, sorted by
 (service, region) — with both axes in first-seen order, plus per-region facts, per-service
-requests, per-(service, endpoint) I/O counts and the window's distinct 64-bit trace ids.
+requests, per-(service, endpoint) I/O counts, the window's distinct 64-bit trace ids and its
+count of root spans (spans without a parent: requests that began in this window, here).
 Memory is O(cells + endpoints + traces), never O(spans) and never services x regions.
 
 Caps are applied when a partial is merged into a window: regions beyond ``MAX_REGIONS`` fold
@@ -60,6 +61,7 @@ class WindowPartial:
     traces: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     spans: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    root_spans: int = 0  # spans without a parent span id
     #: trace-id chunks not yet folded into ``traces`` (merges defer the sort: amortised O(n log n))
     pending_traces: list[np.ndarray] = field(default_factory=list, repr=False)
 
@@ -151,6 +153,7 @@ class WindowPartial:
             traces=traces.astype(np.uint64, copy=False),
             spans=self.spans + other.spans,
             counters=counters,
+            root_spans=self.root_spans + other.root_spans,
             pending_traces=pending,
             **cells,
         )
@@ -203,6 +206,7 @@ class WindowPartial:
             "traces": base64.b64encode(self.trace_ids().astype("<u8").tobytes()).decode(),
             "spans": self.spans,
             "counters": self.counters,
+            "root_spans": self.root_spans,
         }
         for name in _CELL_ARRAYS:
             values = getattr(self, name).tolist()
@@ -231,12 +235,15 @@ class WindowPartial:
             traces=np.frombuffer(base64.b64decode(doc["traces"]), dtype="<u8").astype(np.uint64),
             spans=doc["spans"],
             counters=doc["counters"],
+            root_spans=doc.get("root_spans", 0),  # a log written before root spans were counted
             **cells,
         )
 
     def same_as(self, other: WindowPartial, rel: float = 0.0) -> bool:
         """Equality of every field; floats within ``rel`` (0: bit-identical)."""
-        plain = ("services", "service_region", "regions", "endpoints", "spans", "counters")
+        plain = (
+            "services", "service_region", "regions", "endpoints", "spans", "counters", "root_spans",
+        )  # fmt: skip
         if any(getattr(self, k) != getattr(other, k) for k in plain):
             return False
         exact = (

@@ -93,6 +93,19 @@ def test_v1_0_line_without_runtime_fields_loads():
     assert gs.per_service_carbon_kgco2eq == {} and gs.per_service_region == {}
 
 
+def test_a_line_written_before_root_spans_were_counted_loads():
+    # no window.root_spans and no methodology.embodied_per: such a line was charged per trace
+    line = {
+        "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z", "spans": 3, "traces": 2},
+        "green_summary": {"co2": {"embodied_gco2": 0.002}},
+        "methodology": {"pue": "design notes"},
+    }
+    rep = WindowReport.model_validate(line)
+    assert rep.window.root_spans == 0 and rep.window.traces == 2
+    assert "embodied_per" not in rep.methodology
+    assert rep.model_dump(mode="json")["window"]["root_spans"] == 0
+
+
 def test_application_energy_excludes_hosts_in_totals():
     gs = GreenSummary.model_validate(
         {

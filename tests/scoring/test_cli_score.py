@@ -75,6 +75,7 @@ def test_golden_six_sql_spans_from_an_otlp_json_file(tmp_path, plain_config):
         "end": "2026-01-01T12:00:00.005500Z",
         "spans": 6,
         "traces": 6,
+        "root_spans": 6,  # the spans carry no parentSpanId
         "io_ops": 6,
     }
 

@@ -24,6 +24,7 @@ def test_defaults_without_a_file():
     g = cfg.green
     assert (g.use_hourly_profiles, g.per_operation_coefficients) == (True, True)
     assert g.embodied_carbon_per_request_gco2 == 0.001 and g.default_region is None
+    assert g.embodied_per == "trace"  # issue 2's M = traces x per request stays the default
 
 
 def test_full_file_round_trip(tmp_path):
@@ -34,6 +35,7 @@ def test_full_file_round_trip(tmp_path):
 default_region = "EU-West-3"
 use_hourly_profiles = false
 embodied_carbon_per_request_gco2 = 0
+embodied_per = "root_span"
 [green.service_regions]
 Checkout = "PL"
 [green.calibration]
@@ -58,6 +60,7 @@ url = "http://127.0.0.1:8080/metrics"
     cfg = load_config(path)
     g = cfg.green
     assert g.default_region == "eu-west-3" and g.use_hourly_profiles is False
+    assert g.embodied_per == "root_span"
     assert g.service_regions == {"checkout": "pl"} and g.calibration == {"cart": 1.8}
     assert g.hosts[0].watts == 120.5 and g.hosts[0].count == 2 and g.hosts[0].in_totals
     assert g.hosts[1].measured == "alumet" and g.hosts[1].watts == 0.0 and not g.hosts[1].in_totals
@@ -85,9 +88,20 @@ url = "http://127.0.0.1:8080/metrics"
         ),
         (
             {"green": {"embodied_carbon_per_request_gco2": -1}},
-            "[green] embodied_carbon_per_request_gco2: expected a number from 0 to 1,000,000 (gCO2e per trace)",
+            "[green] embodied_carbon_per_request_gco2: expected a number from 0 to 1,000,000 (gCO2e per request)",
         ),
         ({"green": {"embodied_carbon_per_request_gco2": True}}, "got true"),
+        (
+            {"green": {"embodied_per": "root"}},
+            '[green] embodied_per: expected "trace" (each distinct trace id in a window) or '
+            '"root_span" (each span without a parent), got "root"',
+        ),
+        ({"green": {"embodied_per": "Trace"}}, '[green] embodied_per: expected "trace"'),
+        ({"green": {"embodied_per": "root-span"}}, 'got "root-span"'),
+        ({"green": {"embodied_per": ""}}, '[green] embodied_per: expected "trace"'),
+        ({"green": {"embodied_per": True}}, "[green] embodied_per: expected"),
+        ({"green": {"embodied_per": 1}}, "[green] embodied_per: expected"),
+        ({"green": {"embodied_per": ["trace"]}}, "got an array"),
         (
             {"green": {"service_regions": {"a": 3}}},
             "[green.service_regions] a: expected a region name",
@@ -151,7 +165,7 @@ url = "http://127.0.0.1:8080/metrics"
         (
             {"green": {"embodied_carbon_per_request_gco2": 2e6}},
             "[green] embodied_carbon_per_request_gco2: expected a number from 0 to 1,000,000 "
-            "(gCO2e per trace), got 2000000.0",
+            "(gCO2e per request), got 2000000.0",
         ),
         (
             {"green": {"hosts": [{"name": "a", "kind": "database", "watts": 1e308}]}},
@@ -311,7 +325,8 @@ _values = st.recursive(
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.sampled_from([1e6, 1e7, 1e6 + 1, 1e7 + 1, 1e305, 10**18])
     | st.sampled_from(
-        ["", "pl", "eu-west-3", "EU-West-3", "x y", "database", "messaging", "a" * 70]
+        ["", "pl", "eu-west-3", "EU-West-3", "x y", "database", "messaging", "a" * 70, "trace",
+         "root_span"]
     ),
     lambda inner: (
         st.lists(inner, max_size=3)
@@ -328,6 +343,7 @@ _green_tables = st.dictionaries(
             "use_hourly_profiles",
             "per_operation_coefficients",
             "embodied_carbon_per_request_gco2",
+            "embodied_per",
             "service_regions",
             "calibration",
             "hosts",
@@ -359,6 +375,7 @@ def test_property_green_sanitiser_accepts_clean_values_or_names_the_key(table):
         assert key == key.lower() and region == region.lower() and 1 <= len(region) <= 64
     assert all(math.isfinite(f) and 0 < f <= 1e7 for f in g.calibration.values())
     assert g.embodied_carbon_per_request_gco2 <= 1e6
+    assert g.embodied_per in ("trace", "root_span")
     assert all(0 <= h.watts <= 1e7 and 1 <= h.count <= 1_000_000 for h in g.hosts)
     for host in g.hosts:
         assert host.kind in ("database", "messaging") and host.count >= 1

@@ -222,6 +222,17 @@ def test_embodied_only_in_totals(h):
     )
 
 
+def test_embodied_per_root_span_counts_a_split_trace_once(h):
+    # trace 7's root span closes window 1, its child opens window 2:
+    # per trace 1 x 0.001 + 1 x 0.001 = 0.002 g; per root span 1 x 0.001 + 0 = 0.001 g
+    first, second = [{"trace": 7, "root": True}], [{"trace": 7}]
+    for unit, want in (("trace", 0.002), ("root_span", 0.001)):
+        cfg = dict(h.PLAIN, embodied_carbon_per_request_gco2=0.001, embodied_per=unit)
+        later = {"start": h.T0 + 60 * 10**9, "end": h.T0 + 120 * 10**9}
+        windows = [h.report(first, cfg), h.report(second, cfg, **later)]
+        assert sum(w.green_summary.co2.embodied_gco2 for w in windows) == pytest.approx(want)
+
+
 @pytest.mark.parametrize("a,b", list(itertools.combinations(TAGS[1:], 2)))
 def test_tag_codes_follow_precedence_for_every_pair(a, b):
     assert TAGS[max(CODE[a], CODE[b])] == pick_window_tag([a, b]) == pick_window_tag([b, a])

@@ -40,6 +40,7 @@ span_st = st.fixed_dictionaries(
         "start": st.one_of(st.just(0), st.integers(T0 - 400 * 86400 * 10**9, T0)),
         "trace": st.integers(0, 2**64 - 1) | st.integers(0, 20),
         "entry": st.booleans(),
+        "root": st.booleans(),
         "endpoint": st.sampled_from(["GET /", "SELECT cart", "publish"]),
     }
 )
@@ -49,6 +50,7 @@ green_st = st.fixed_dictionaries(
         "use_hourly_profiles": st.booleans(),
         "per_operation_coefficients": st.booleans(),
         "embodied_carbon_per_request_gco2": st.sampled_from([0.0, 0.001, 0.5]),
+        "embodied_per": st.sampled_from(["trace", "root_span"]),
     },
     optional={
         "default_region": st.sampled_from(["eu-west-3", "pl", "nowhere-9"]),
@@ -186,6 +188,11 @@ def test_property_report_invariants(h, spans, green, signals):
     _check_sum_energy(gs)
     _check_finite_non_negative(rep.model_dump())
     assert rep.window.spans == len(spans)
+    assert rep.window.root_spans == sum(1 for s in spans if s["root"])
+    # M follows from the line alone: its unit count x the per-request figure it records
+    unit = {"trace": rep.window.traces, "root_span": rep.window.root_spans}
+    per_request = float(rep.methodology["embodied_carbon_per_request_gco2"])
+    assert gs.co2.embodied_gco2 == unit[rep.methodology["embodied_per"]] * per_request
     assert gs.total_io_ops == sum(1 for s in spans if s["op"]) == sum(r.io_ops for r in gs.regions)
     if gs.energy_kwh == 0:
         assert gs.energy_model == ""
