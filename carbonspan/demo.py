@@ -13,8 +13,12 @@
    breakdown that explains why its total exceeds the per-service column.
 
 W3C trace context crosses the HTTP hop and the queue (as the HTTP and messaging
-instrumentations carry it), so one shop request is one trace: the embodied carbon term
-(SCI's M, charged per request = per trace) then counts shop requests, not hops.
+instrumentations carry it), so one shop request is one trace with one root span: the embodied
+carbon term (SCI's M, charged per request) counts shop requests, not hops. The demo runs on the
+defaults, so M is charged per distinct trace in each window (``[green] embodied_per =
+"trace"``, the specification): a request whose spans straddle a window close is charged in
+both windows. The breakdown prints the root-span count beside the trace count, which is what
+``embodied_per = "root_span"`` would charge (once per request), so the overcount is visible.
 """
 
 from __future__ import annotations
@@ -361,10 +365,12 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]]) -
                     max(to_epoch(r["report"]["window"]["end"]) for r in records))
     report = build_report(run_local(discover([str(root)]), period), period, "carbonspan demo")
     print_summary(report, console)
-    _print_breakdown(console, report, sum(r["report"]["window"]["traces"] for r in records))
+    windows = [r["report"]["window"] for r in records]
+    _print_breakdown(console, report, sum(w["traces"] for w in windows),
+                     sum(w.get("root_spans", 0) for w in windows))
 
 
-def _print_breakdown(console: Any, report: Any, traces: int) -> None:
+def _print_breakdown(console: Any, report: Any, traces: int, root_spans: int) -> None:
     """Why the total exceeds the per-service column: it also holds embodied carbon and hosts."""
     from rich.markup import escape
     from rich.table import Table
@@ -381,8 +387,10 @@ def _print_breakdown(console: Any, report: Any, traces: int) -> None:
     table.add_row("operational", fmt_kg(b.operational_kgco2eq),
                   "the services' energy x grid intensity x PUE: the sum of the carbon column")
     table.add_row("embodied", fmt_kg(b.embodied_kgco2eq),
-                  f"hardware manufacture (SCI's M term): {per_trace:g} g per request, "
-                  f"{traces:,} traces over the windows")
+                  f"{traces:,} traces over the windows x {per_trace:g} g per request: hardware "
+                  f"manufacture (SCI's M term). A trace straddling a window close counts in "
+                  f"each; the {root_spans:,} root spans count each request once "
+                  f'(embodied_per = "root_span")')
     table.add_row("database hosts", fmt_kg(b.database_kgco2eq),
                   escape("[[green.hosts]] of kind database: watts x window length (none in the demo)"))
     table.add_row("messaging hosts", fmt_kg(b.messaging_kgco2eq),
