@@ -102,6 +102,16 @@ class RegionAcc(RegionSums):  # type: ignore[misc,valid-type]
                              self.energy, self.carbon, self.io_ops, self.rows)
 
 
+@dataclass(slots=True)
+class HostRegionAcc:
+    """Database/broker hosts in totals, per region (for the market-based Scope 2 figure):
+    energy (kWh), carbon (kg) and the host rows summed. Hosts are never a region row."""
+
+    energy: float = 0.0
+    carbon: float = 0.0
+    rows: int = 0
+
+
 @dataclass
 class FileStat:
     agent: str

@@ -133,7 +133,8 @@ def merge_next(total: AggregateState, state: AggregateState,
     the partition is folded again by ``refold(known_names(total))`` - seeded with those names -
     so the caps give what one sequential fold gives; otherwise the ordered merge already does.
     """
-    if state.overflowed and (total.services or total.regions or total.models or total.methodology):
+    if state.overflowed and (total.services or total.regions or total.models or total.methodology
+                             or total.host_regions):
         state = refold(known_names(total))
     return total.merge(state)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import TYPE_CHECKING
 
 from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
 from aggregator.fold_fast import PlainRuntime
@@ -36,6 +37,9 @@ from aggregator.sanitize import (
 )
 from schema.constants import ENERGY_PER_IO_OP_KWH
 from schema.tags import CAL_SUFFIX
+
+if TYPE_CHECKING:
+    from aggregator.accumulators import HostRegionAcc
 
 MAX_SERVICES = 4096
 MAX_ENERGY_MODELS = 64
@@ -57,6 +61,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     services: dict[str, ServiceAcc] = field(default_factory=dict)
     unattributed: ServiceAcc = field(default_factory=lambda: ServiceAcc("unknown"))
     regions: dict[str, RegionAcc] = field(default_factory=dict)
+    host_regions: dict[str, HostRegionAcc] = field(default_factory=dict)  # in-totals hosts by region
     models: dict[str, int] = field(default_factory=dict)  # bare tag -> accepted occurrences
     calibration_applied: bool = False
     methodology: dict[str, list[str]] = field(default_factory=dict)
@@ -79,6 +84,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     host_terms_excluded: int = 0
     rejected_models: int = 0
     dropped_regions: int = 0
+    dropped_host_rows: int = 0  # host rows past the host-region cap (max_regions)
     lines: int = 0
     windows_outside: int = 0
     malformed: int = 0
@@ -175,6 +181,8 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         if w.start > self.last_start:
             self.last_start = w.start
         self.host_energy += w.host_energy
+        if w.host_rows:
+            self._host_regions(w.host_rows)
         self.embodied_kg += w.embodied_g / 1000.0
         self.database_kg += w.database_g / 1000.0
         self.messaging_kg += w.messaging_g / 1000.0

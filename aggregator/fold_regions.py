@@ -10,7 +10,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from aggregator.accumulators import RegionAcc
+from aggregator.accumulators import HostRegionAcc, RegionAcc
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, clean_count, clean_float, clean_name
 
 if TYPE_CHECKING:
@@ -20,14 +20,35 @@ _REGION_FIELDS = itemgetter("region", "io_ops", "energy_kwh", "co2_gco2")
 
 
 class RegionRows:
-    """``_regions(rows)`` (a window's region rows, each an object); the state provides ``regions``, ``tally``, ``max_regions``,
-    ``dropped_regions`` and ``overflowed``."""
+    """``_regions(rows)`` (a window's region rows, each an object) and ``_host_regions(rows)``;
+    the state provides ``regions``, ``host_regions``, ``tally``, ``max_regions``,
+    ``dropped_regions``, ``dropped_host_rows`` and ``overflowed``."""
 
     regions: dict[str, RegionAcc]
+    host_regions: dict[str, HostRegionAcc]
     tally: Tally
     max_regions: int
     dropped_regions: int
+    dropped_host_rows: int
     overflowed: bool
+
+    def _host_regions(self, rows: tuple[tuple[str, float, float], ...]) -> None:
+        """In-totals host rows ``(region, kWh, gCO2e)`` summed per region (for the market-based
+        figure; general path only: a window with host rows never takes a fast path). At most
+        ``max_regions`` host regions; a row past it stays location-based, counted."""
+        accs = self.host_regions
+        for region, energy, co2 in rows:
+            name = clean_name(region) or "unknown"
+            acc = accs.get(name)
+            if acc is None:
+                if len(accs) >= self.max_regions:
+                    self.dropped_host_rows += 1
+                    self.overflowed = True
+                    continue
+                acc = accs[name] = HostRegionAcc()
+            acc.energy += energy
+            acc.carbon += co2 / 1000.0
+            acc.rows += 1
 
     def _regions(self, rows: list[dict]) -> None:
         tally, regions = self.tally, self.regions

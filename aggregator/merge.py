@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aggregator.accumulators import RegionAcc, ServiceAcc
+from aggregator.accumulators import HostRegionAcc, RegionAcc, ServiceAcc
 from aggregator.fold import MAX_SAMPLES, AggregateState
 
 
@@ -30,6 +30,7 @@ class Known:
     regions: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     method_keys: tuple[str, ...] = ()
+    host_regions: tuple[str, ...] = ()
 
 
 def seeded(known: Known, **caps: int) -> AggregateState:
@@ -45,12 +46,15 @@ def seeded(known: Known, **caps: int) -> AggregateState:
         state.models[tag] = 0
     for key in known.method_keys:
         state.methodology[key] = []
+    for name in known.host_regions:
+        state.host_regions[name] = HostRegionAcc()
     return state
 
 
 def known_names(state: AggregateState) -> Known:
     """The names ``state`` holds (what a partition folded after it must treat as present)."""
-    return Known(tuple(state.services), tuple(state.regions), tuple(state.models), tuple(state.methodology))
+    return Known(tuple(state.services), tuple(state.regions), tuple(state.models), tuple(state.methodology),
+                 tuple(state.host_regions))
 
 
 def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
@@ -86,6 +90,16 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
         mine_r.io_ops += racc.io_ops
         mine_r.energy += racc.energy
         mine_r.carbon += racc.carbon
+    for name, hacc in right.host_regions.items():
+        mine_h = left.host_regions.get(name)
+        if mine_h is None:
+            if len(left.host_regions) >= left.max_regions:
+                left.dropped_host_rows += hacc.rows
+                continue
+            mine_h = left.host_regions[name] = HostRegionAcc()
+        mine_h.energy += hacc.energy
+        mine_h.carbon += hacc.carbon
+        mine_h.rows += hacc.rows
     for key, values in right.methodology.items():
         for value in values:
             left._methodology({key: value})
@@ -112,6 +126,6 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
 _SUMMED = (
     "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
     "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
-    "dropped_energy", "dropped_carbon", "host_terms_excluded", "dropped_regions", "lines",
+    "dropped_energy", "dropped_carbon", "host_terms_excluded", "dropped_regions", "dropped_host_rows", "lines",
     "windows_outside", "malformed", "rejected_models",
 )

@@ -108,10 +108,12 @@ class Window:
     region_map: Any = None  # dicts, set together with ``names``
     model_map: Any = None
     raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
+    host_rows: tuple[tuple[str, float, float], ...] = ()  # in-totals hosts: (region, kWh, gCO2e)
 
 
 _EMPTY: dict = {}
 _NO_HOSTS: frozenset[str] = frozenset()
+_UNCOUNTED = Tally()  # a sink for sanitising host carbon, which no counter reports (see _hosts)
 
 
 def _obj(parent: dict, key: str) -> dict:
@@ -242,9 +244,15 @@ def _io_split(report: dict, tally: Tally) -> dict[str, int]:
     return split
 
 
-def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str]]:
+def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str], tuple[tuple[str, float, float], ...]]:
+    """In-totals host energy, every host name, and the in-totals rows as (region, kWh, gCO2e).
+
+    A host's carbon is not otherwise read (the window's database/messaging figures are): a bad
+    one becomes 0 here without being counted, so the counters stay what they were before the
+    rows were kept for the market-based figure."""
     energy = 0.0
     names = []
+    rows = []
     for row in _list(gs, "hosts"):
         if type(row) is not dict:
             raise Malformed("green_summary.hosts holds a non-object")
@@ -252,8 +260,11 @@ def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str]]:
         if type(name) is str:
             names.append(name)
         if row.get("in_totals", True) is not False:
-            energy += clean_float(row.get("energy_kwh", 0.0), tally)
-    return energy, frozenset(names)
+            kwh = clean_float(row.get("energy_kwh", 0.0), tally)
+            energy += kwh
+            region = row.get("region", "unknown")
+            rows.append((region if type(region) is str else "", kwh, clean_float(row.get("co2_gco2", 0.0), _UNCOUNTED)))
+    return energy, frozenset(names), tuple(rows)
 
 
 def _regions(gs: dict) -> list[dict]:
@@ -273,7 +284,8 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     co2 = _obj(gs, "co2")
     total = _obj(co2, "total")
     window = report["window"]
-    host_energy, host_names = _hosts(gs, tally) if gs.get("hosts") != [] and "hosts" in gs else (0.0, _NO_HOSTS)
+    host_energy, host_names, host_rows = (_hosts(gs, tally) if gs.get("hosts") != [] and "hosts" in gs
+                                          else (0.0, _NO_HOSTS, ()))
     model = _str(gs.get("energy_model")) or _str(total.get("model"))
     methodology = report.get("methodology", _EMPTY)
     energy, operational, embodied, database, messaging, mid = clean_values(
@@ -288,6 +300,7 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
         host_energy, host_names, {}, _regions(gs) if "regions" in gs else [],
         methodology if type(methodology) is dict else _EMPTY,
     )
+    w.host_rows = host_rows
     _runtime_maps(gs, w, tally)
     if w.names is None:
         w.io_split = _io_split(report, tally)
