@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from aggregator.engines import run_dask, run_local
 from aggregator.files import discover
 from aggregator.fold import AttributionError
+from aggregator.market import MarketFactorsError, load_market_factors
 from aggregator.read import Period
 from aggregator.render import print_summary
 from aggregator.render_html import render_html
@@ -28,6 +29,16 @@ EPILOG = """example:
   window files, or fsspec URLs (file://, s3://... when the fsspec backend is installed).
   --engine dask folds files on a Dask cluster: --scheduler tcp://host:8786 to use an
   existing one, or none to start two local workers.
+
+  Market-based Scope 2 beside the location-based figure (GHG Protocol dual reporting):
+    carbonspan aggregate archives/ --from 2026-11-01 --to 2026-11-30 --market-factors market.toml
+  with market.toml holding
+    [market]
+    source = "Supplier-specific rate, EDF contract 2026; AIB European Residual Mix 2024 elsewhere"
+    [market.regions]        # gCO2e per kWh of the facility's electricity
+    eu-west-3 = 0.0
+    eu-central-1 = 713.0
+  Regions not listed keep their location-based (grid average) carbon.
 """
 
 
@@ -53,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="fail on a window that cannot be split between services")
     p.add_argument("--engine", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (with --engine dask)")
+    p.add_argument("--market-factors", type=Path, metavar="FILE",
+                   help="TOML file of contractual emission factors per region (gCO2e/kWh): adds the "
+                        "market-based Scope 2 figure beside the location-based one")
     p.set_defaults(func=handle)
 
 
@@ -64,6 +78,10 @@ def _fail(message: str, code: int = 2) -> int:
 def handle(args: argparse.Namespace) -> int:
     if args.scheduler and args.engine != "dask":
         return _fail("--scheduler needs --engine dask")
+    try:
+        market = load_market_factors(args.market_factors) if args.market_factors is not None else None
+    except MarketFactorsError as exc:
+        return _fail(f"--market-factors {exc}")
     try:
         period = Period.parse(args.start, args.end)
         files = discover(args.paths)
@@ -92,7 +110,12 @@ def handle(args: argparse.Namespace) -> int:
         logging.getLogger("carbonspan.aggregate").warning(
             "no window starts inside the period (%d read outside it, %d malformed lines); "
             "check --from/--to against the archive dates", state.windows_outside, state.malformed)
-    report = build_report(state, period, args.org)
+    report = build_report(state, period, args.org, market)
+    if report.aggregate.scope2 is not None and report.aggregate.scope2.unmatched_factor_regions:
+        logging.getLogger("carbonspan.aggregate").warning(
+            "--market-factors: no window in the period has a region named %s; check the spelling "
+            "(the factors are kept in the report's methodology)",
+            ", ".join(report.aggregate.scope2.unmatched_factor_regions))
     data = report_bytes(report)
     try:
         if args.out is None:

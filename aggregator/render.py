@@ -59,6 +59,31 @@ def breakdown(report: DisclosureReport) -> str:
     )
 
 
+LOCATION_LABEL = "location-based (grid average)"
+MARKET_LABEL = "market-based (your contracts)"
+
+
+def _names(names: list[str], most: int = 6) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def scope2_line(report: DisclosureReport) -> str:
+    """The electricity's carbon both ways (GHG Protocol Scope 2), when factors were given."""
+    s2 = report.aggregate.scope2
+    if s2 is None:
+        return ""
+    contract = [r.region for r in s2.regions if r.market_basis == "contractual"]
+    grid = [r.region for r in s2.regions if r.market_basis == "location_fallback"]
+    line = (f"electricity (Scope 2): {LOCATION_LABEL} {fmt_kg(s2.location_based_kgco2eq)}, "
+            f"{MARKET_LABEL} {fmt_kg(s2.market_based_kgco2eq)}; contract factors for "
+            f"{len(contract)} region(s)" + (f" ({_names(contract)})" if contract else "")
+            + f", grid average for {len(grid)}" + (f" ({_names(grid)})" if grid else ""))
+    if s2.unmatched_factor_regions:
+        line += f"; factors matching no region: {_names(s2.unmatched_factor_regions)}"
+    return line
+
+
 def summary_table(report: DisclosureReport) -> Table:
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
@@ -80,6 +105,7 @@ def summary_table(report: DisclosureReport) -> Table:
         f"dropped service entries {agg.dropped_services:,}"
         + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
         + "\n" + breakdown(report)
+        + ("\n" + scope2_line(report) if report.aggregate.scope2 is not None else "")
     )
     return table
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import fmt_kg, fmt_kwh
+from aggregator.render import LOCATION_LABEL, MARKET_LABEL, fmt_kg, fmt_kwh
 from schema.report import DisclosureReport
 
 MAX_BARS = 25
@@ -72,6 +72,35 @@ def _regions(report: DisclosureReport) -> str:
                   rows, {2, 3, 5, 6})
 
 
+def _scope2(report: DisclosureReport) -> str:
+    """The electricity's carbon two ways, in words a non-engineer can follow."""
+    s2, factors = report.aggregate.scope2, report.methodology.market_factors
+    if s2 is None or factors is None:
+        return ""
+    rows = [[r.region,
+             "the factor given" if r.market_basis == "contractual" else "the grid average (no factor given)",
+             f"{r.market_factor_gco2_kwh:g} g/kWh" if r.market_factor_gco2_kwh is not None else "-",
+             f"{r.location_intensity_gco2_kwh:.4g} g/kWh", fmt_kwh(r.facility_energy_kwh),
+             fmt_kg(r.location_based_kgco2eq), fmt_kg(r.market_based_kgco2eq)] for r in s2.regions]
+    table = _table(["region", "market-based uses", "market factor", "grid average", "electricity (with PUE)",
+                    "location-based", "market-based"], rows, {2, 3, 4, 5, 6})
+    texts = [
+        f"The electricity behind these services emitted {fmt_kg(s2.location_based_kgco2eq)} "
+        f"{LOCATION_LABEL} and {fmt_kg(s2.market_based_kgco2eq)} {MARKET_LABEL}.",
+        "Location-based: the average carbon of the grid each region draws from. Market-based: the "
+        "emission factors of the electricity bought under contract (supplier rate, power purchase "
+        "agreement, certificates) or, where there is none, the residual mix, as stated by: "
+        + factors.source + ". A region without a factor keeps its grid average. Making the hardware (embodied) is in neither figure.",
+        "If these servers are rented from a cloud provider, their electricity is usually reported "
+        "under Scope 3 (purchased services), with the provider's own market-based figures.",
+    ]
+    if s2.unmatched_factor_regions:
+        texts.append("Market factors given for regions with no activity in the period (check the "
+                     "spelling): " + ", ".join(s2.unmatched_factor_regions) + ".")
+    return ("<h2>Electricity two ways (Scope 2)</h2>" + "".join(f"<p>{escape(t)}</p>" for t in texts[:2])
+            + table + "".join(f'<p class="note">{escape(t)}</p>' for t in texts[2:]))
+
+
 def _coverage(report: DisclosureReport) -> str:
     agg, inp = report.aggregate, report.inputs
     lines = [
@@ -100,6 +129,9 @@ def _methodology(report: DisclosureReport) -> str:
         ["data-centre overhead (PUE)", ", ".join(f"{k} {v:g}" for k, v in m.pue.items()) or "none"],
         ["coefficients", ", ".join(m.coefficients) or "none recorded"],
     ]
+    if m.market_factors is not None:
+        factors = ", ".join(f"{k} {v:g} g/kWh" for k, v in m.market_factors.regions.items())
+        rows.append(["market-based factors", f"{factors} (source: {m.market_factors.source})"])
     return _table(["", ""], rows, set())
 
 
@@ -107,8 +139,14 @@ def render_html(report: DisclosureReport) -> str:
     """The whole page as a string."""
     agg, integ = report.aggregate, report.integrity
     b = agg.carbon_breakdown
+    s2 = agg.scope2
+    electricity = [] if s2 is None else [
+        _card(f"Electricity CO2e, {LOCATION_LABEL}", fmt_kg(s2.location_based_kgco2eq)),
+        _card(f"Electricity CO2e, {MARKET_LABEL}", fmt_kg(s2.market_based_kgco2eq)),
+    ]
     cards = "".join([
         _card("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq)),
+        *electricity,
         _card("Energy", fmt_kwh(agg.total_energy_kwh)),
         _card("Requests", f"{agg.total_requests:,}"),
         _card("Coverage", f"{agg.period_coverage:.1%}"),
@@ -128,7 +166,7 @@ def render_html(report: DisclosureReport) -> str:
         f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
         f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
         f'<div class="cards">{cards}</div>'
-        f"<h2>Where the carbon comes from</h2>{breakdown}"
+        f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
         f"<h2>Carbon per service</h2>{_bars(report)}"
         f"<h2>Per region</h2>{_regions(report)}"
         f"<h2>Coverage</h2>{_coverage(report)}"

@@ -13,7 +13,9 @@ from typing import Any
 import orjson
 
 from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
+from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
+from aggregator.scope2 import methodology_block, scope2
 from schema.canonical import canonical_json, sha256_tag
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
@@ -57,7 +59,7 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
     return apps
 
 
-def _methodology(state: AggregateState) -> Methodology:
+def _methodology(state: AggregateState, market: MarketFactors | None) -> Methodology:
     meta = state.methodology
 
     def values_of(*words: str) -> list[str]:
@@ -73,10 +75,11 @@ def _methodology(state: AggregateState) -> Methodology:
         calibration_applied=state.calibration_applied,
         sci_formula=SCI_FORMULA,
         window_methodology={k: list(v) for k, v in sorted(meta.items())},
+        market_factors=methodology_block(market) if market is not None else None,
     )
 
 
-def _aggregate(state: AggregateState) -> Aggregate:
+def _aggregate(state: AggregateState, market: MarketFactors | None) -> Aggregate:
     breakdown = CarbonBreakdown(
         operational_kgco2eq=state.operational_kg,
         embodied_kgco2eq=state.embodied_kg,
@@ -107,6 +110,7 @@ def _aggregate(state: AggregateState) -> Aggregate:
         rejected_energy_models=state.rejected_models,
         dropped_regions=state.dropped_regions,
         per_service_energy_models=models,
+        scope2=scope2(state, market) if market is not None else None,
     )
 
 
@@ -139,15 +143,17 @@ def _integrity(state: AggregateState) -> Integrity:
     )
 
 
-def build_report(state: AggregateState, period: Period, organisation: str = "") -> DisclosureReport:
-    """The disclosure report of ``state`` with its content hash filled in."""
+def build_report(state: AggregateState, period: Period, organisation: str = "",
+                 market: MarketFactors | None = None) -> DisclosureReport:
+    """The disclosure report of ``state`` with its content hash filled in; with ``market``
+    (``--market-factors``) it carries the market-based Scope 2 figure and the factors."""
     start, end = period.labels()
-    aggregate = _aggregate(state)
+    aggregate = _aggregate(state, market)
     report = DisclosureReport(
         organisation=organisation,
         period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
                            last_window=_iso(state.last_start)),
-        methodology=_methodology(state),
+        methodology=_methodology(state, market),
         aggregate=aggregate,
         applications=_applications(state, aggregate.total_carbon_kgco2eq),
         regions=[

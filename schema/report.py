@@ -8,13 +8,31 @@ The model is versioned by ``schema_version``; new fields are additive with defau
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 REPORT_SCHEMA_VERSION = "1.0"
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _OmitNone(_Model):
+    """A model whose optional blocks (listed in ``_omit_when_none``) are left out of the dump
+    while they are None: a report made without them has the bytes, and so the content hash,
+    it had before the blocks existed, and reports issued earlier still re-derive."""
+
+    _omit_when_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_blocks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self._omit_when_none:
+            if key in data and data[key] is None:
+                del data[key]
+        return data
 
 
 class Period(_Model):
@@ -24,8 +42,21 @@ class Period(_Model):
     last_window: str = Field("", description="RFC 3339 UTC start of the latest window folded (empty with none)")
 
 
-class Methodology(_Model):
+class MarketFactors(_Model):
+    """The contractual emission factors the market-based Scope 2 figure was made with, as given
+    to ``carbonspan aggregate --market-factors`` (``verify`` re-derives with these)."""
+
+    source: str = Field(description="where the factors come from (contracts, supplier rates, residual mix)")
+    regions: dict[str, float] = Field(
+        description="region (lowercase) -> gCO2e per kWh of the facility's electricity, every factor given"
+    )
+    formula: str = Field("", description="how the market-based figure is computed from them")
+
+
+class Methodology(_OmitNone):
     """What the figures rest on, gathered from the window lines and the aggregator's constants."""
+
+    _omit_when_none: ClassVar[tuple[str, ...]] = ("market_factors",)
 
     intensity_sources: list[str] = Field(
         default_factory=list, description="intensity kinds seen in regions[]: annual, hourly, ..."
@@ -46,6 +77,9 @@ class Methodology(_Model):
     window_methodology: dict[str, list[str]] = Field(
         default_factory=dict, description="window methodology key -> distinct values (first seen)"
     )
+    market_factors: MarketFactors | None = Field(
+        None, description="market-based Scope 2 factors; absent when none were given"
+    )
 
 
 class CarbonBreakdown(_Model):
@@ -55,7 +89,45 @@ class CarbonBreakdown(_Model):
     messaging_kgco2eq: float = 0.0
 
 
-class Aggregate(_Model):
+class Scope2Region(_Model):
+    """One region's purchased electricity, location-based and market-based (hosts included)."""
+
+    region: str
+    status: str = Field("resolved", description="resolved, out_of_table (no PUE known: 1.0) or unresolved")
+    market_basis: Literal["contractual", "location_fallback"] = Field(
+        description="contractual: a factor was given for the region; location_fallback: none, the grid average stands"
+    )
+    market_factor_gco2_kwh: float | None = Field(None, description="the factor applied (null on location_fallback)")
+    pue: float = Field(1.0, description="the region's PUE (its region rows; the region table for host-only regions)")
+    energy_kwh: float = Field(0.0, description="application energy of the region's rows")
+    host_energy_kwh: float = Field(0.0, description="energy of database/broker hosts in totals in the region")
+    facility_energy_kwh: float = Field(0.0, description="(energy_kwh + host_energy_kwh) x pue")
+    location_intensity_gco2_kwh: float = Field(
+        0.0, description="location_based x 1000 / facility energy: the grid intensity the location figure used"
+    )
+    location_based_kgco2eq: float = Field(0.0, description="region rows' carbon + host carbon")
+    market_based_kgco2eq: float = Field(
+        0.0, description="facility_energy_kwh x market factor / 1000, or location_based on location_fallback"
+    )
+
+
+class Scope2(_Model):
+    """Scope 2 (purchased electricity) reported both ways, GHG Protocol Scope 2 Guidance (2015)."""
+
+    location_based_kgco2eq: float = Field(0.0, description="operational + database + messaging carbon")
+    market_based_kgco2eq: float = Field(
+        0.0, description="location_based - sum of contractual regions' location_based + their market_based"
+    )
+    regions: list[Scope2Region] = Field(default_factory=list, description="sorted by region")
+    unmatched_factor_regions: list[str] = Field(
+        default_factory=list, description="regions with a factor but no energy in the period (typos?)"
+    )
+    dropped_host_rows: int = Field(0, description="host rows past the region cap: kept location-based")
+
+
+class Aggregate(_OmitNone):
+    _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2",)
+
     windows: int = 0
     total_requests: int = 0
     total_energy_kwh: float = 0.0
@@ -75,6 +147,9 @@ class Aggregate(_Model):
     rejected_energy_models: int = Field(0, description="tags over 64 bytes or past the tag cap")
     dropped_regions: int = Field(0, description="region rows past the region cap")
     per_service_energy_models: dict[str, list[str]] = Field(default_factory=dict)
+    scope2: Scope2 | None = Field(
+        None, description="location- and market-based Scope 2; absent without --market-factors"
+    )
 
 
 class Application(_Model):
