@@ -17,6 +17,7 @@ import orjson
 
 from aggregator.engines import run_local
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
+from aggregator.market import MarketFactorsError, from_report
 from aggregator.read import Period
 from aggregator.report import build_report, content_hash
 from schema.chain import record_hash, verify_chain
@@ -156,7 +157,11 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
         period = Period.from_labels(report["period"]["start"], report["period"]["end"])
     except (KeyError, TypeError, ValueError):
         return [*findings, Finding("report", "report_unreadable", "the report has no readable period")]
-    derived = build_report(run_local(files, period), period, str(report.get("organisation", "")))
+    try:  # a market-based figure is re-derived with the factors the report itself declares
+        market = from_report(report)
+    except MarketFactorsError as exc:
+        return [*findings, Finding("report", "report_unreadable", str(exc))]
+    derived = build_report(run_local(files, period), period, str(report.get("organisation", "")), market)
     if derived.integrity.content_hash != recomputed:  # do the figures present follow from the archives?
         fresh = derived.model_dump(mode="json")
         differ = [k for k in fresh if k != "integrity" and fresh[k] != report.get(k)]
