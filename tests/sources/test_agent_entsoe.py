@@ -9,25 +9,14 @@ nowhere in the agent's output.
 
 from __future__ import annotations
 
-import os
-import queue
-import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
-from pathlib import Path
 
-import orjson
-
+from .agentproc import Agent, otlp_json
 from .conftest import Route
 
-REPO = Path(__file__).resolve().parents[2]
-LISTEN = re.compile(r"OTLP/HTTP [\d.]+:(\d+)")
 NS = "urn:iec62325.351:tc57wg16:451-6:generationloaddocument:3:0"
 FR = "10YFR-RTE------C"
 TOKEN = "0c4e7a9b-1d2f-4a6b-8c3d-5e7f9a1b3c5d"
@@ -54,16 +43,6 @@ def france_a75(start: float) -> bytes:
             f"<process.processType>A16</process.processType>{series}</GL_MarketDocument>").encode()
 
 
-def otlp_json() -> bytes:
-    now = time.time_ns()
-    spans = [{"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "SELECT", "kind": 3,
-              "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now - 10**9 + 10**6),
-              "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}}]} for i in range(5)]
-    return orjson.dumps({"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}}]},
-        "scopeSpans": [{"spans": spans}]}]})
-
-
 def test_agent_scores_eu_west_3_with_entsoe(tmp_path, endpoint):
     quarter = int(time.time()) // 900 * 900
     doc = france_a75(quarter - 3600)  # the value is for the quarter hour that just ended
@@ -75,8 +54,7 @@ def test_agent_scores_eu_west_3_with_entsoe(tmp_path, endpoint):
         return Route(doc, 200, "text/xml") if q.get("in_Domain") == FR else None
 
     endpoint.dispatch = dispatch
-    cfg = tmp_path / "carbonspan.toml"
-    cfg.write_text(f"""
+    cfg_text = f"""
 [green]
 default_region = "eu-west-3"
 use_hourly_profiles = false
@@ -85,39 +63,14 @@ operator = "entsoe"
 base_url = "{endpoint.base}"
 api_key_env = "TEST_ENTSOE_TOKEN"
 regions = ["eu-west-3"]
-""")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
-    env["TEST_ENTSOE_TOKEN"] = TOKEN
-    cmd = [sys.executable, "-m", "carbonspan", "agent", "--config", str(cfg), "--archive-dir", str(tmp_path / "arch"),
-           "--agent-id", "a1", "--grpc-port", "0", "--http-port", "0", "--window-seconds", "60"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: queue.Queue[str] = queue.Queue()
-    seen: list[str] = []
-    threading.Thread(target=lambda: [out.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+"""
+    agent = Agent(tmp_path, cfg_text, {"TEST_ENTSOE_TOKEN": TOKEN})
     try:
-        port = None
-        deadline = time.monotonic() + 30
-        while port is None and time.monotonic() < deadline:
-            try:
-                seen.append(out.get(timeout=0.2))
-            except queue.Empty:
-                assert proc.poll() is None, f"agent exited: {proc.stderr.read()}"  # type: ignore[union-attr]
-                continue
-            m = LISTEN.search(seen[-1])
-            port = int(m.group(1)) if m else None
-        assert port is not None, "agent did not start"
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=otlp_json(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
+        agent.post_spans(otlp_json())
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
-    stderr = proc.stderr.read()  # type: ignore[union-attr]
-    while not out.empty():
-        seen.append(out.get())
-    lines = [orjson.loads(x) for f in sorted((tmp_path / "arch/a1").glob("windows-*.jsonl"))
-             for x in f.read_bytes().splitlines() if x.strip()]
+        stderr = agent.stop()
+    seen = agent.stdout
+    lines = agent.records()
     gs = lines[-1]["report"]["green_summary"]
     assert gs["energy_model"] == "grid_operator_api"
     row = gs["regions"][0]
