@@ -211,6 +211,8 @@ def _host_row(
         if isinstance(w, int | float) and math.isfinite(w) and 0 <= w <= MAX_HOST_WATTS:
             watts, tag = float(w), t
     energy = watts * seconds / J_PER_KWH
+    known = ctx.model.region(h.region) is not None
+    pue = ctx.model.pue_of(h.region) if known else 1.0
     return HostRow(
         name=h.name,
         kind=h.kind,
@@ -218,11 +220,8 @@ def _host_row(
         in_totals=h.in_totals,
         watts=watts,
         energy_kwh=energy,
-        co2_gco2=energy
-        * _host_intensity(h.region, ctx, start_ns, end_ns)
-        * ctx.model.pue_of(h.region)
-        if ctx.model.region(h.region)
-        else 0.0,
+        co2_gco2=energy * _host_intensity(h.region, ctx, start_ns, end_ns) * pue if known else 0.0,
+        pue=pue,
         energy_model=tag,
     )
 

@@ -110,6 +110,7 @@ class HostRegionAcc:
     energy: float = 0.0
     carbon: float = 0.0
     rows: int = 0
+    pue: float | None = None  # the first recorded host PUE (None: lines before it was recorded)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from aggregator.accumulators import HostRegionAcc, RegionAcc
+from aggregator.read import HostRows
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, clean_count, clean_float, clean_name
 
 if TYPE_CHECKING:
@@ -32,12 +33,12 @@ class RegionRows:
     dropped_host_rows: int
     overflowed: bool
 
-    def _host_regions(self, rows: tuple[tuple[str, float, float], ...]) -> None:
-        """In-totals host rows ``(region, kWh, gCO2e)`` summed per region (for the market-based
+    def _host_regions(self, rows: HostRows) -> None:
+        """In-totals host rows ``(region, kWh, gCO2e, PUE)`` summed per region (for the market-based
         figure; general path only: a window with host rows never takes a fast path). At most
         ``max_regions`` host regions; a row past it stays location-based, counted."""
         accs = self.host_regions
-        for region, energy, co2 in rows:
+        for region, energy, co2, pue in rows:
             name = clean_name(region) or "unknown"
             acc = accs.get(name)
             if acc is None:
@@ -49,6 +50,8 @@ class RegionRows:
             acc.energy += energy
             acc.carbon += co2 / 1000.0
             acc.rows += 1
+            if acc.pue is None:
+                acc.pue = pue
 
     def _regions(self, rows: list[dict]) -> None:
         tally, regions = self.tally, self.regions

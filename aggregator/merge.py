@@ -100,6 +100,8 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
         mine_h.energy += hacc.energy
         mine_h.carbon += hacc.carbon
         mine_h.rows += hacc.rows
+        if mine_h.pue is None:  # first recorded, in file order
+            mine_h.pue = hacc.pue
     for key, values in right.methodology.items():
         for value in values:
             left._methodology({key: value})

@@ -18,6 +18,12 @@ import orjson
 
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, Tally, clean_count, clean_float
 
+# A host row's recorded PUE is believed in [1, MAX_PUE]: below 1 is impossible (the IT load is
+# part of the facility's), and no operating data centre is near 10 (Uptime Institute surveys
+# put the global average near 1.55); outside it the row's PUE counts as not recorded.
+MAX_PUE = 10.0
+HostRows = tuple[tuple[str, float, float, "float | None"], ...]  # (region, kWh, gCO2e, PUE)
+
 
 class Malformed(Exception):
     """The line cannot be read as a window line; ``str(exc)`` says why."""
@@ -108,7 +114,7 @@ class Window:
     region_map: Any = None  # dicts, set together with ``names``
     model_map: Any = None
     raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
-    host_rows: tuple[tuple[str, float, float], ...] = ()  # in-totals hosts: (region, kWh, gCO2e)
+    host_rows: HostRows = ()  # in-totals hosts: (region, kWh, gCO2e, PUE or None)
 
 
 _EMPTY: dict = {}
@@ -244,8 +250,16 @@ def _io_split(report: dict, tally: Tally) -> dict[str, int]:
     return split
 
 
-def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str], tuple[tuple[str, float, float], ...]]:
-    """In-totals host energy, every host name, and the in-totals rows as (region, kWh, gCO2e).
+def _host_pue(value: object) -> float | None:
+    """A recorded host PUE in [1, MAX_PUE], else None (not recorded, or not believable)."""
+    if type(value) in (int, float) and 1.0 <= value <= MAX_PUE:  # NaN fails both comparisons
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str], HostRows]:
+    """In-totals host energy, every host name, and the in-totals rows as (region, kWh, gCO2e,
+    PUE or None).
 
     A host's carbon is not otherwise read (the window's database/messaging figures are): a bad
     one becomes 0 here without being counted, so the counters stay what they were before the
@@ -263,7 +277,8 @@ def _hosts(gs: dict, tally: Tally) -> tuple[float, frozenset[str], tuple[tuple[s
             kwh = clean_float(row.get("energy_kwh", 0.0), tally)
             energy += kwh
             region = row.get("region", "unknown")
-            rows.append((region if type(region) is str else "", kwh, clean_float(row.get("co2_gco2", 0.0), _UNCOUNTED)))
+            rows.append((region if type(region) is str else "", kwh,
+                         clean_float(row.get("co2_gco2", 0.0), _UNCOUNTED), _host_pue(row.get("pue"))))
     return energy, frozenset(names), tuple(rows)
 
 

@@ -19,26 +19,22 @@ built, so the fold, the merge and the C fast path do not depend on the factors.
 
 from __future__ import annotations
 
-from functools import cache
-
+from aggregator.accumulators import HostRegionAcc, RegionAcc
 from aggregator.fold import AggregateState
 from aggregator.market import FORMULA, MarketFactors
 from schema.report import MarketFactors as MarketFactorsModel
 from schema.report import Scope2, Scope2Region
 
 
-@cache
-def _table_row(region: str) -> tuple[str, float]:
-    """Status and PUE of a region known only from host rows, as the agent writes them in a
-    region row: carbonspan's region table (PUE 1.0 when the region is not in it)."""
-    from agent.carbon.model import CarbonModel  # the agent's table: only for host-only regions
-
-    model = CarbonModel.default()
-    if region == "unknown":
-        return "unresolved", 1.0
-    if model.region(region) is None:
-        return "out_of_table", 1.0
-    return "resolved", model.pue_of(region)
+def _pue(racc: RegionAcc | None, hacc: HostRegionAcc | None) -> tuple[str, float | None]:
+    """Status and PUE of a region: its region rows', else the PUE its host rows recorded
+    (``host_only``), else none known (``host_only_no_pue``: lines written before host rows
+    recorded their PUE; the region then stays location-based)."""
+    if racc is not None:
+        return racc.status, racc.pue
+    if hacc is not None and hacc.pue is not None:
+        return "host_only", hacc.pue
+    return "host_only_no_pue", None
 
 
 def scope2(state: AggregateState, factors: MarketFactors) -> Scope2:
@@ -48,12 +44,14 @@ def scope2(state: AggregateState, factors: MarketFactors) -> Scope2:
     rows = []
     for name in sorted(set(state.regions) | set(state.host_regions)):
         racc, hacc = state.regions.get(name), state.host_regions.get(name)
-        status, pue = (racc.status, racc.pue) if racc is not None else _table_row(name)
+        status, known_pue = _pue(racc, hacc)
+        pue = 1.0 if known_pue is None else known_pue
         energy = racc.energy if racc is not None else 0.0
         host_energy = hacc.energy if hacc is not None else 0.0
         loc = (racc.carbon if racc is not None else 0.0) + (hacc.carbon if hacc is not None else 0.0)
         facility = (energy + host_energy) * pue
-        factor = factors.factor(name)
+        # No PUE known: the facility energy is unknown, so no factor can be applied.
+        factor = factors.factor(name) if known_pue is not None else None
         if factor is None:
             market = loc
         else:

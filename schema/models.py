@@ -85,6 +85,11 @@ class HostRow(_Model):
     watts: float = 0.0
     energy_kwh: float = 0.0
     co2_gco2: float = 0.0
+    pue: float | None = Field(
+        None,
+        description="the PUE applied to the host's energy in co2_gco2 (1.0 outside the region "
+        "table); absent in lines written before it was recorded",
+    )
     energy_model: str = Field("declared_watts", description="declared_watts or a measured tag")
 
 

@@ -93,12 +93,17 @@ class Scope2Region(_Model):
     """One region's purchased electricity, location-based and market-based (hosts included)."""
 
     region: str
-    status: str = Field("resolved", description="resolved, out_of_table (no PUE known: 1.0) or unresolved")
+    status: str = Field(
+        "resolved",
+        description="the region rows' status (resolved, out_of_table: PUE 1.0, unresolved); host_only: "
+        "only hosts, PUE as their rows recorded it; host_only_no_pue: only hosts from lines that did not "
+        "record a PUE, so the region stays location-based even with a factor",
+    )
     market_basis: Literal["contractual", "location_fallback"] = Field(
         description="contractual: a factor was given for the region; location_fallback: none, the grid average stands"
     )
     market_factor_gco2_kwh: float | None = Field(None, description="the factor applied (null on location_fallback)")
-    pue: float = Field(1.0, description="the region's PUE (its region rows; the region table for host-only regions)")
+    pue: float = Field(1.0, description="the region's PUE (its region rows; else its host rows'; 1.0 when none known)")
     energy_kwh: float = Field(0.0, description="application energy of the region's rows")
     host_energy_kwh: float = Field(0.0, description="energy of database/broker hosts in totals in the region")
     facility_energy_kwh: float = Field(0.0, description="(energy_kwh + host_energy_kwh) x pue")

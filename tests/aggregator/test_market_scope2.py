@@ -37,9 +37,9 @@ FACTORS_TOML = f'[market]\nsource = "{SOURCE}"\n[market.regions]\nEU-West-3 = 0.
 def _hosts(i: int = 0) -> list[HostRow]:
     return [
         # 0.004 kWh in eu-central-1: 0.004 x 329.6 x 1.15 = 1.51616 g
-        HostRow(name="pg", kind="database", region="eu-central-1", energy_kwh=0.004, co2_gco2=1.51616),
+        HostRow(name="pg", kind="database", region="eu-central-1", energy_kwh=0.004, co2_gco2=1.51616, pue=1.15),
         # 0.001 kWh in us-east-1, a region no span uses: 0.001 x 379 x 1.15 = 0.43585 g
-        HostRow(name="kafka", kind="messaging", region="us-east-1", energy_kwh=0.001, co2_gco2=0.43585),
+        HostRow(name="kafka", kind="messaging", region="us-east-1", energy_kwh=0.001, co2_gco2=0.43585, pue=1.15),
         # not in totals: in neither figure
         HostRow(name="spare", kind="database", region="eu-central-1", in_totals=False, energy_kwh=9.0, co2_gco2=9e3),
     ]
@@ -85,9 +85,9 @@ def test_worked_example_two_contractual_regions_one_fallback_and_hosts(tmp_path)
     r = rows["pl"]
     assert (r.market_basis, r.market_factor_gco2_kwh) == ("location_fallback", None)
     assert r.market_based_kgco2eq == r.location_based_kgco2eq == pytest.approx(35.448e-3, rel=1e-12)
-    # us-east-1: only the kafka host (PUE 1.15 from the region table), fallback: 10 x 0.43585 g
+    # us-east-1: only the kafka host (PUE 1.15, as its rows recorded it), fallback: 10 x 0.43585 g
     r = rows["us-east-1"]
-    assert (r.status, r.pue, r.energy_kwh, r.market_basis) == ("resolved", 1.15, 0.0, "location_fallback")
+    assert (r.status, r.pue, r.energy_kwh, r.market_basis) == ("host_only", 1.15, 0.0, "location_fallback")
     assert r.host_energy_kwh == pytest.approx(0.01) and r.market_based_kgco2eq == pytest.approx(4.3585e-3)
     # location = operational + database + messaging = 10 x (0.09545 + 0.37904 + 3.5448 + 1.51616 + 0.43585)
     #          = 10 x 5.9713 g = 59.713 g;  market = 10 x (0 + 4.09975 + 3.5448 + 0.43585) = 80.804 g
@@ -135,7 +135,7 @@ def test_equality_property_holds_for_any_energies(tmp_path_factory, services, ho
     """For every region, factor = the intensity the location figure used -> market = location."""
     svcs = [synth.Svc(f"s{i}", region, energy * 1e-9) for i, (region, energy) in enumerate(services)]
     host = [HostRow(name="pg", kind="database", region="pl", energy_kwh=host_wh * 1e-6,
-                    co2_gco2=host_wh * 1e-6 * 590.8 * 1.5)]
+                    co2_gco2=host_wh * 1e-6 * 590.8 * 1.5, pue=1.5)]
     root = _archive(tmp_path_factory.mktemp("eq"), [synth.window_report(T0, svcs, hosts=host)], parts=1)
     state = run_local(discover([str(root)]), PERIOD)
     location = build_report(state, PERIOD, "", MarketFactors("x", {"ap-south-1": 1.0})).aggregate.scope2
@@ -147,26 +147,57 @@ def test_equality_property_holds_for_any_energies(tmp_path_factory, services, ho
         s2.location_based_kgco2eq, rel=1e-9)
 
 
-def test_host_only_regions_take_the_region_table_pue_and_unknown_regions_none(tmp_path):
-    hosts = [HostRow(name="pg", kind="database", region="us-east-1", energy_kwh=0.01, co2_gco2=4.3585),
-             HostRow(name="bahrain", kind="database", region="me-south-1", energy_kwh=0.01),  # out of table
-             HostRow(name="nowhere", kind="messaging", energy_kwh=0.01)]  # region "unknown"
+def test_host_only_regions_take_the_pue_their_rows_recorded(tmp_path):
+    """The agent records the PUE it applied to each host row (1.0 outside its region table);
+    a region only hosts use takes it from there (the aggregator never reads the agent's table)."""
+    hosts = [HostRow(name="pg", kind="database", region="us-east-1", energy_kwh=0.01, co2_gco2=4.3585, pue=1.15),
+             HostRow(name="bahrain", kind="database", region="me-south-1", energy_kwh=0.01, pue=1.0),  # out of table
+             HostRow(name="nowhere", kind="messaging", energy_kwh=0.01, pue=1.0)]  # region "unknown"
     reports = [synth.window_report(T0 + timedelta(minutes=i), [synth.Svc("api", "eu-west-3", 0.002)], hosts=hosts)
                for i in range(2)]
     factors = MarketFactors("s", {"us-east-1": 100.0, "me-south-1": 500.0})
     rows = {r.region: r for r in _report(_archive(tmp_path / "a", reports, 1), factors).aggregate.scope2.regions}
     # us-east-1: 2 x 0.01 kWh x 1.15 (AWS) = 0.023 kWh x 100 g = 2.3 g
-    assert (rows["us-east-1"].pue, rows["us-east-1"].market_based_kgco2eq) == (1.15, pytest.approx(2.3e-3))
-    # me-south-1: not in the table, so no PUE (1.0, as its region rows would say): 0.02 x 500 = 10 g
-    assert (rows["me-south-1"].status, rows["me-south-1"].pue) == ("out_of_table", 1.0)
+    assert (rows["us-east-1"].status, rows["us-east-1"].pue) == ("host_only", 1.15)
+    assert rows["us-east-1"].market_based_kgco2eq == pytest.approx(2.3e-3)
+    # me-south-1: not in the agent's table, so its rows say PUE 1.0: 0.02 x 500 = 10 g
+    assert (rows["me-south-1"].status, rows["me-south-1"].pue) == ("host_only", 1.0)
     assert rows["me-south-1"].market_based_kgco2eq == pytest.approx(10e-3)
-    assert (rows["unknown"].status, rows["unknown"].market_basis) == ("unresolved", "location_fallback")
+    assert rows["unknown"].market_basis == "location_fallback"
+
+
+def test_host_rows_without_a_believable_pue_keep_their_region_location_based(tmp_path):
+    """Lines written before host rows recorded a PUE (and rows whose PUE is not a number in
+    [1, 10]) give a host-only region no facility energy: even with a factor it stays
+    location-based (host_only_no_pue), the regions with rows are unaffected."""
+    def window(i: int, pue) -> dict:
+        body = synth.window_report(T0 + timedelta(minutes=i), [synth.Svc("api", "eu-west-3", 0.002)], hosts=[
+            HostRow(name="pg", kind="database", region="us-east-1", energy_kwh=0.01, co2_gco2=4.3585)]).model_dump(mode="json")
+        host = body["green_summary"]["hosts"][0]
+        host.pop("pue")
+        if pue is not ...:
+            host["pue"] = pue
+        return body
+
+    reports = [window(i, pue) for i, pue in enumerate([..., None, 0.5, 11.0, [1.2], "1.2", True])]
+    factors = MarketFactors("s", {"us-east-1": 100.0, "eu-west-3": 0.0})
+    s2 = _report(_archive(tmp_path / "a", reports, 1), factors).aggregate.scope2
+    rows = {r.region: r for r in s2.regions}
+    r = rows["us-east-1"]
+    assert (r.status, r.market_basis, r.market_factor_gco2_kwh) == ("host_only_no_pue", "location_fallback", None)
+    assert r.market_based_kgco2eq == r.location_based_kgco2eq == pytest.approx(7 * 4.3585e-3)
+    assert (rows["eu-west-3"].market_basis, rows["eu-west-3"].market_based_kgco2eq) == ("contractual", 0.0)
+    reports.append(window(7, 1.15))  # one line that records it is enough: the first recorded PUE
+    r = {r.region: r for r in _report(_archive(tmp_path / "b", reports, 1), factors).aggregate.scope2.regions}["us-east-1"]
+    assert (r.status, r.pue, r.market_basis) == ("host_only", 1.15, "contractual")
+    assert r.market_based_kgco2eq == pytest.approx(8 * 0.01 * 1.15 * 100 / 1000)
 
 
 def _host_lines(regions_per_window: list[list[str]]) -> list[bytes]:
     reports = [synth.window_report(T0 + timedelta(minutes=i), [synth.Svc("api", "eu-west-3", 0.001)],
                                    hosts=[HostRow(name=f"h{j}", kind="database", region=r, energy_kwh=0.001 * (j + 1),
-                                                  co2_gco2=0.1 * (j + 1)) for j, r in enumerate(rs)])
+                                                  co2_gco2=0.1 * (j + 1), pue=[None, 1.1, 1.5][(i + j) % 3])
+                                          for j, r in enumerate(rs)])
                for i, rs in enumerate(regions_per_window)]
     return [orjson.dumps(rec) for rec in synth.sealed_lines(reports)]
 
@@ -195,6 +226,7 @@ def test_host_regions_merge_like_one_sequential_fold_even_past_the_cap(windows, 
     for name, acc in whole.host_regions.items():
         assert (total.host_regions[name].energy, total.host_regions[name].carbon, total.host_regions[name].rows) \
             == pytest.approx((acc.energy, acc.carbon, acc.rows), rel=1e-12)
+        assert total.host_regions[name].pue == acc.pue  # the first recorded, in file order
 
 
 @pytest.mark.timeout(120)
