@@ -92,6 +92,41 @@ def window_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
     for name in sorted(n for n in host_names & (set(energy_map) | set(carbon_map)) if isinstance(n, str)):
         out.append(Finding(location, "host_in_services",
                            f"host {name!r} appears in a per-service map; hosts are never a service"))
+    return out + _carbon_terms(location, rec["report"], gs["co2"])
+
+
+def _carbon_terms(location: str, report: dict[str, Any], co2: Any) -> list[Finding]:
+    """``co2.total.mid`` = operational + embodied + database + messaging, and, where the line
+    records how (``methodology.embodied_per`` and ``embodied_carbon_per_request_gco2``, lines
+    since 2026-11-30), embodied = requests x per-request figure, requests being
+    ``window.traces`` or ``window.root_spans``."""
+    if not isinstance(co2, dict) or not isinstance(co2.get("total"), dict):
+        return []
+    terms = [co2.get(f"{t}_gco2", 0.0) for t in ("operational", "embodied", "database", "messaging")]
+    mid = co2["total"].get("mid")
+    if not all(type(x) in (int, float) for x in [*terms, mid]):
+        return []  # a non-number is reported by the checks above or is a missing optional figure
+    out = []
+    if not _close(mid, math.fsum(terms)):
+        out.append(Finding(location, "total_invariant",
+                           f"co2.total.mid = {mid:.9g} g but operational + embodied + database + "
+                           f"messaging = {math.fsum(terms):.9g} g"))
+    meth, window = report.get("methodology"), report.get("window")
+    if not isinstance(meth, dict) or not isinstance(window, dict):
+        return out
+    unit, per = meth.get("embodied_per"), meth.get("embodied_carbon_per_request_gco2")
+    field = {"trace": "traces", "root_span": "root_spans"}.get(unit) if isinstance(unit, str) else None
+    if field is None or not isinstance(per, str):
+        return out
+    try:
+        per_g = float(per)
+    except ValueError:
+        return [*out, Finding(location, "bad_value", f"methodology.embodied_carbon_per_request_gco2 {per!r} is not a number")]
+    count = window.get(field)
+    if type(count) is int and math.isfinite(per_g) and not _close(count * per_g, terms[1]):
+        out.append(Finding(location, "embodied_invariant",
+                           f"co2.embodied_gco2 = {terms[1]:.9g} g but window.{field} {count} x "
+                           f"{per_g:g} g per request = {count * per_g:.9g} g (embodied_per = {unit!r})"))
     return out
 
 

@@ -118,6 +118,36 @@ def test_energy_invariant(archive):
     assert any(k == (f"{FILE0}:3", "energy_invariant") for k in _kinds(archive))
 
 
+def test_carbon_terms_and_embodied_invariants(archive):
+    """total.mid must be the sum of its four terms; where a line records how embodied carbon
+    was charged, embodied = window.traces (or root_spans) x the per-request figure."""
+    def inflate_mid(report):
+        report["green_summary"]["co2"]["total"]["mid"] += 1.0
+
+    _reseal_from(archive, FILE0, 1, inflate_mid)
+    assert (f"{FILE0}:2", "total_invariant") in _kinds(archive)
+
+    def per_root_span(report):  # 3 root spans x 0.002 g = 0.006 g, total kept consistent
+        report["window"]["root_spans"] = 3
+        report["methodology"] = {"embodied_per": "root_span", "embodied_carbon_per_request_gco2": "0.002"}
+        co2 = report["green_summary"]["co2"]
+        co2["total"]["mid"] += 0.006 - co2["embodied_gco2"]
+        co2["embodied_gco2"] = 0.006
+
+    _reseal_from(archive, FILE1, 1, per_root_span)
+    # consistent: no invariant finding (the chain findings are FILE0's reseal, seen from FILE1)
+    assert not [k for k in _kinds(archive) if k[0].startswith(f"{FILE1}:") and k[1].endswith("_invariant")]
+
+    def charge_per_trace_instead(report):  # same line, but embodied from traces, not root spans
+        per_root_span(report)
+        co2 = report["green_summary"]["co2"]
+        co2["embodied_gco2"] = report["window"]["traces"] * 0.002
+        co2["total"]["mid"] = sum(co2[f"{t}_gco2"] for t in ("operational", "embodied", "database", "messaging"))
+
+    _reseal_from(archive, FILE1, 1, charge_per_trace_instead)
+    assert (f"{FILE1}:2", "embodied_invariant") in _kinds(archive)
+
+
 def test_malformed_line_is_a_finding_not_a_crash(archive):
     lines = _lines(archive, FILE0)
     _put(archive, FILE0, lines[:1] + [b'{"torn": '] + lines[1:])
@@ -256,6 +286,9 @@ def test_aggregate_says_when_the_dask_scheduler_cannot_be_reached(archive, tmp_p
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     import dask
+    import distributed  # noqa: F401  (load its config defaults first: leaving a config.set that
+    # created the "distributed" key removes the whole key, defaults included, and every later
+    # Dask test in the process then fails with KeyError: 'distributed')
 
     with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
         code = main(["aggregate", str(archive), "--from", "2026-11-01", "--to", "2026-11-30", "--engine", "dask",
