@@ -193,7 +193,13 @@ def _plan_regions(names: list[str], ctx: ScoringContext) -> _RegionPlan:
 
 
 def live_ok(live, now_s: float, max_age_s: float) -> bool:
+    """A usable live reading: a known tag, a plausible value, and no older (nor further in the
+    future) than its source's own bound if it has one (ENTSO-E publishes an hour late), else
+    ``max_age_s`` (``[sources] max_signal_age_s``)."""
     value = live.gco2_kwh
+    own = getattr(live, "max_age_s", None)
+    if own is not None:
+        max_age_s = own
     return (
         live.tag in LIVE_INTENSITY_TAGS
         and isinstance(value, int | float)

@@ -27,6 +27,7 @@ class LiveIntensity:
     tag: str  # "electricity_maps_api" | "grid_operator_api"
     taken_at: float  # unix seconds of the poll that fetched it (never after the end of its period)
     estimated: bool = False  # the provider marked the value as estimated
+    max_age_s: float | None = None  # its source's own staleness bound (None: Signals.max_signal_age_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,6 +188,9 @@ class GridOperatorConfig(PollSettings):
     api_key_env: str | None = None  # entsoe: the security token; default ENTSOE_SECURITY_TOKEN
     api_key_file: str | None = None
     zone_map: dict[str, str] = Field(default_factory=dict)  # entsoe: region -> zone or EIC
+    # This source's readings are stale after this many seconds; None: the operator's own
+    # default (entsoe: 7200, as it publishes up to an hour late), else [sources] max_signal_age_s.
+    max_signal_age_s: float | None = Field(None, gt=0, le=7 * 86_400)
 
     @model_validator(mode="after")
     def _check(self) -> GridOperatorConfig:

@@ -99,6 +99,10 @@ class EntsoE:
     key: ClassVar[str] = "entsoe"
     default_base_url: ClassVar[str] = ENTSOE_BASE_URL
     default_regions: ClassVar[tuple[str, ...]] = DEFAULT_REGIONS
+    # Actual generation is published up to an hour after the interval (Regulation (EU)
+    # 543/2013, art. 16): the last complete interval is often 60-75 min old when fetched, so
+    # the global 1 h bound would make nearly every reading stale on arrival.
+    default_max_age_s: ClassVar[float | None] = 7200.0
 
     def __init__(self, name: str = "entsoe", cfg: GridOperatorConfig | None = None) -> None:
         self.name = name

@@ -195,6 +195,11 @@ class GridOperatorSource(LiveSource):
         self.stats = self.operator.stats  # the operator's counters show in health()
         self.cfg = cfg
         self.base_url = cfg.base_url or self.operator.default_base_url
+        self.max_age_s = (
+            cfg.max_signal_age_s
+            if cfg.max_signal_age_s is not None
+            else self.operator.default_max_age_s
+        )
 
     def start(self) -> None:
         self.operator.start()
@@ -204,5 +209,9 @@ class GridOperatorSource(LiveSource):
     def fetch(self, zone: str) -> LiveIntensity:
         reading = self.operator.fetch(self.base_url, zone, self.cfg.timeout_s, self.clock())
         return LiveIntensity(
-            reading.gco2_kwh, self.tag, self.confirmed_at(reading.period_end), reading.estimated
+            reading.gco2_kwh,
+            self.tag,
+            self.confirmed_at(reading.period_end),
+            reading.estimated,
+            self.max_age_s,
         )

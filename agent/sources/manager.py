@@ -278,7 +278,10 @@ class SourceManager:
 
         def live_stale(now: float, last: float | None) -> bool:
             readings = src.snapshot(now)
-            return not readings or any(now - r.taken_at > max_age for r in readings.values())
+            return not readings or any(
+                now - r.taken_at > (max_age if r.max_age_s is None else r.max_age_s)
+                for r in readings.values()
+            )
 
         return live_stale
 

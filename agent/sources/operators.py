@@ -40,6 +40,7 @@ class GridOperator(Protocol):
 
     default_base_url: str
     default_regions: tuple[str, ...]
+    default_max_age_s: float | None  # its readings' staleness bound (None: [sources] max_signal_age_s)
     stats: dict[str, int]  # shown in the source's health()
 
     def zones(self, regions: Iterable[str]) -> dict[str, str]:
@@ -62,6 +63,7 @@ class OneZoneOperator:
     zone: ClassVar[str] = ""
     default_base_url: ClassVar[str] = ""
     default_regions: ClassVar[tuple[str, ...]] = ()
+    default_max_age_s: ClassVar[float | None] = None
 
     def __init__(self, name: str = "", cfg: GridOperatorConfig | None = None) -> None:
         self.name = name or self.key

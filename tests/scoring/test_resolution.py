@@ -276,6 +276,18 @@ def test_a_live_reading_dated_in_the_future_is_not_fresh_forever(h, ahead_s, fre
         assert rep.counters["live_intensity_stale_spans"] == 1
 
 
+@pytest.mark.parametrize("own_bound,fresh", [(None, False), (7200.0, True), (3000.0, False)])
+def test_a_live_reading_with_its_own_age_bound_is_judged_by_it(h, own_bound, fresh):
+    # 90 minutes old: stale under the global 3600 s, fresh under a source bound of 7200 s
+    # (ENTSO-E publishes an hour late), stale again under a tighter bound of its own
+    sig = Signals(live_intensity={
+        "pl": LiveIntensity(100.0, "grid_operator_api", NOW_S - 5400, max_age_s=own_bound)})
+    rep = h.report([{"region": "pl", "op": "db"}], h.PLAIN, signals=sig)
+    row = rep.green_summary.regions[0]
+    assert (row.intensity_source, row.intensity_estimated) == (("real_time", False) if fresh else ("annual", True))
+    assert row.co2_gco2 == pytest.approx(1.5e-5 if fresh else 8.862e-5)  # 1e-7 x (100 | 590.8) x 1.5
+
+
 @pytest.mark.parametrize("ahead_s,fresh", [(60, True), (1000, False)])
 def test_a_measured_rate_dated_in_the_future_is_not_fresh_forever(h, ahead_s, fresh):
     # interval 30 s: fresh within 3 x 30 = 90 s of the clock, on either side

@@ -313,6 +313,26 @@ def test_one_request_per_bidding_zone_and_the_reading_per_region(endpoint, monke
     assert mgr.health()["grid_operator"]["series_consumption"] == 1  # DE-LU's pumping series
 
 
+@pytest.mark.parametrize("extra,bound", [({}, 7200.0), ({"max_signal_age_s": 5400}, 5400.0)])
+def test_entsoe_readings_carry_their_own_two_hour_staleness_bound(endpoint, monkeypatch, extra, bound):
+    """ENTSO-E publishes up to an hour late: at 14:25 the 12:00-13:00 hour is 85 minutes old, stale
+    under the global 3600 s, so its readings carry 7200 s (or the source's own setting), and the
+    scorer and the manager's health judge them by it."""
+    from agent.score import live_ok
+
+    monkeypatch.setenv("TEST_ENTSOE_TOKEN", TOKEN)
+    fr = a75(series("B14", NOON, "PT60M", [45000], zone=FR), series("B04", NOON, "PT60M", [3000], zone=FR))
+    serve_entsoe(endpoint, {FR: fr})
+    mgr, clock = manager(entsoe_table(endpoint, regions=["eu-west-3"], **extra), at=NOON + 3600 + 85 * 60)
+    mgr.poll_all()
+    reading = mgr.current().live_intensity["eu-west-3"]
+    assert (reading.max_age_s, clock() - reading.taken_at) == (bound, 85 * 60)
+    assert live_ok(reading, clock(), mgr.current().max_signal_age_s)  # 5,100 s old, within the bound
+    assert not live_ok(reading, reading.taken_at + bound + 1, 3600.0)
+    gb = SourceManager(parse_sources({"grid_operator": {"operator": "gb_eso", "base_url": endpoint.base}}))
+    assert gb.live[0].max_age_s is None  # other operators keep the global [sources] bound
+
+
 def test_zone_map_takes_a_zone_name_or_an_eic_code(endpoint, monkeypatch):
     monkeypatch.setenv("TEST_ENTSOE_TOKEN", TOKEN)
     serve_entsoe(endpoint, {FR: a75(series("B14", NOON, "PT60M", [1000], zone=FR)),
