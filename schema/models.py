@@ -134,7 +134,7 @@ class WindowReport(_Model):
     per_endpoint_io_ops: list[EndpointIoOps] = Field(default_factory=list)
     counters: dict[str, int] = Field(
         default_factory=dict,
-        description="spans_rejected, fields_ignored, regions_invalid, region_overflow, ... (by reason)",
+        description="spans_rejected, trace_id_invalid, region_invalid, region_overflow, ... (by reason; the full list is in docs/archive-format.md)",
     )
     methodology: dict[str, str] = Field(
         default_factory=dict, description="intensity table, PUE and coefficient sources in force"
