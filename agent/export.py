@@ -211,6 +211,14 @@ def retry_info_bytes(seconds: int) -> bytes:
     return b"\x0a" + encode_varint(len(duration)) + duration
 
 
+RETRY_INFO_TYPE_URL = b"type.googleapis.com/google.rpc.RetryInfo"
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
 def export_response_bytes(rejected: int, message: str) -> bytes:
     """``ExportTraceServiceResponse`` wire bytes; empty when nothing was rejected.
 
@@ -224,7 +232,17 @@ def export_response_bytes(rejected: int, message: str) -> bytes:
     return b"\x0a" + encode_varint(len(inner)) + inner
 
 
-def status_bytes(code: int, message: str) -> bytes:
-    """``google.rpc.Status{code, message}`` wire bytes (OTLP/HTTP error body for protobuf)."""
-    msg = message.encode()
-    return b"\x08" + encode_varint(code) + b"\x12" + encode_varint(len(msg)) + msg
+def status_bytes(code: int, message: str, retry_info: bytes | None = None) -> bytes:
+    """``google.rpc.Status{code, message[, details: [Any(RetryInfo)]]}`` wire bytes: the
+    OTLP/HTTP error body for protobuf, and the gRPC ``grpc-status-details-bin`` trailer.
+
+    The OTLP spec lets a client retry RESOURCE_EXHAUSTED only when the server sends RetryInfo;
+    the Collector's exporter and the Go SDK look for it in the status details (gRPC's rich
+    error model), the Python SDK in the ``google.rpc.retryinfo-bin`` trailer, so a gRPC refusal
+    sends both. Status: code field 1 (varint), message field 2, details field 3 (repeated Any);
+    Any: type_url field 1, value field 2.
+    """
+    out = b"\x08" + encode_varint(code) + _field(2, message.encode())
+    if retry_info is not None:
+        out += _field(3, _field(1, RETRY_INFO_TYPE_URL) + _field(2, retry_info))
+    return out

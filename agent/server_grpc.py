@@ -17,7 +17,12 @@ from typing import Any
 import grpc
 
 from agent.daemon_config import AgentSettings
-from agent.export import ExportHandler, export_response_bytes, retry_info_bytes
+from agent.export import (
+    ExportHandler,
+    export_response_bytes,
+    retry_info_bytes,
+    status_bytes,
+)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
@@ -35,7 +40,7 @@ class GrpcReceiver:
         self.handler = handler
         self.settings = settings
         self.port = 0
-        self._retry = ((("google.rpc.retryinfo-bin", retry_info_bytes(settings.retry_after_s)),))
+        self._retry_info = retry_info_bytes(settings.retry_after_s)
         limit = settings.max_request_bytes
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=settings.grpc_workers, thread_name_prefix="grpc"),
@@ -85,9 +90,17 @@ class GrpcReceiver:
         outcome = h.export(request, "protobuf", "grpc")
         if outcome.code == "ok":
             return export_response_bytes(outcome.rejected, outcome.message)
+        code = _CODES[outcome.code]
         if outcome.code in ("exhausted", "unavailable"):
-            context.set_trailing_metadata(self._retry)
-        context.abort(_CODES[outcome.code], outcome.message)
+            # RetryInfo twice: as the status details (read by the Collector and the Go SDK,
+            # which otherwise treat RESOURCE_EXHAUSTED as permanent and drop the batch) and as
+            # its own trailer (read by the Python SDK)
+            details = status_bytes(code.value[0], outcome.message, self._retry_info)
+            context.set_trailing_metadata((
+                ("grpc-status-details-bin", details),
+                ("google.rpc.retryinfo-bin", self._retry_info),
+            ))
+        context.abort(code, outcome.message)
         raise AssertionError("unreachable")  # context.abort raises
 
     def stop(self, grace_s: float) -> Any:

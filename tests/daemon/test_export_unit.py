@@ -70,6 +70,17 @@ def test_retry_info_is_what_the_otel_exporter_parses(seconds: int) -> None:
     assert RetryInfo.FromString(retry_info_bytes(seconds)).retry_delay == Duration(seconds=seconds)
 
 
+@given(code=st.integers(0, 16), message=st.text(max_size=200), seconds=st.integers(0, 10**6))
+def test_status_with_retry_info_is_what_grpc_rich_errors_parse(code: int, message: str, seconds: int) -> None:
+    """The grpc-status-details-bin trailer: Status{code, message, details: [Any(RetryInfo)]},
+    as the Collector's exporter and the Go SDK unpack it."""
+    status = status_pb2.Status.FromString(status_bytes(code, message, retry_info_bytes(seconds)))
+    assert (status.code, status.message, len(status.details)) == (code, message, 1)
+    info = RetryInfo()
+    assert status.details[0].Unpack(info) and info.retry_delay == Duration(seconds=seconds)
+    assert not status_pb2.Status.FromString(status_bytes(code, message)).details
+
+
 @given(rejected=st.integers(0, 2**62), message=st.text(max_size=200))
 def test_export_response_and_status_match_the_protobuf_classes(rejected: int, message: str) -> None:
     resp = ExportTraceServiceResponse.FromString(export_response_bytes(rejected, message))

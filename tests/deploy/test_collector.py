@@ -116,11 +116,6 @@ def test_http_refusal_is_one_the_collectors_otlphttp_exporter_retries(overloaded
     assert err.code == 429 and err.headers["Retry-After"].isdigit()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the agent sends RetryInfo as a google.rpc.retryinfo-bin trailer, which the Python SDK reads; "
-    "the Collector (and the Go SDK) read RetryInfo only from the status details "
-    "(grpc-status-details-bin) and treat RESOURCE_EXHAUSTED without it as permanent: "
-    "deploy/otel-collector/README.md says to use the otlphttp fragment until this passes"))
 def test_grpc_refusal_carries_retry_info_in_the_status_details(overloaded) -> None:
     from google.rpc import status_pb2
     from google.rpc.error_details_pb2 import RetryInfo
@@ -138,4 +133,12 @@ def test_grpc_refusal_carries_retry_info_in_the_status_details(overloaded) -> No
     details = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin")
     assert details is not None, "no status details: the Collector drops this batch"
     status = status_pb2.Status.FromString(details)
-    assert any(d.Is(RetryInfo.DESCRIPTOR) for d in status.details)
+    # gRPC's rich error model: the details' code and message are the call's own
+    assert (status.code, status.message) == (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], err.details())
+    infos = [d for d in status.details if d.Is(RetryInfo.DESCRIPTOR)]
+    assert len(infos) == 1
+    info = RetryInfo()
+    infos[0].Unpack(info)
+    assert info.retry_delay.seconds == 1  # the agent's retry_after_s = 1
+    # and the Python SDK's trailer is still there
+    assert dict(err.trailing_metadata() or ()).get("google.rpc.retryinfo-bin") == info.SerializeToString()
