@@ -17,6 +17,7 @@ import hmac
 import logging
 import zlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
@@ -93,6 +94,9 @@ def _inflate_stream(body: bytes, wbits: int, limit: int) -> bytes:
     return b"".join(out)
 
 
+_NO_SLOT: AbstractContextManager[object] = nullcontext()  # reusable: holds no state
+
+
 class ExportHandler:
     def __init__(
         self,
@@ -142,8 +146,18 @@ class ExportHandler:
     def count(self, protocol: str, outcome: str) -> None:
         self.metrics.requests.labels(protocol, outcome).inc()
 
-    def export(self, body: bytes, fmt: str, protocol: str) -> Outcome:
-        """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``)."""
+    def export(
+        self,
+        body: bytes,
+        fmt: str,
+        protocol: str,
+        work_slot: AbstractContextManager[object] = _NO_SLOT,
+    ) -> Outcome:
+        """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``).
+
+        Admission comes first and costs nothing, so a request past ``queue_size`` is refused
+        at once; an admitted one then holds ``work_slot`` (gRPC: one of ``grpc_workers``) while
+        it is decoded, scored and made durable."""
         if not self.is_ready():
             return self._done(
                 protocol, Outcome("unavailable", f"the agent is {self.state()}; retry")
@@ -158,7 +172,9 @@ class ExportHandler:
                 ),
             )
         try:
-            return self._done(protocol, self._export(body, fmt))
+            with work_slot:
+                outcome = self._export(body, fmt)
+            return self._done(protocol, outcome)
         finally:
             self.pipeline.release()
 

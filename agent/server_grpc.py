@@ -11,6 +11,7 @@ ever built in Python; gzip request compression is undone by gRPC core, which enf
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,10 +43,18 @@ class GrpcReceiver:
         self.port = 0
         self._retry_info = retry_info_bytes(settings.retry_after_s)
         limit = settings.max_request_bytes
+        # A thread for every request that can be admitted plus grpc_workers more, so that past
+        # queue_size the handler itself answers (RESOURCE_EXHAUSTED with RetryInfo, which
+        # clients retry) instead of gRPC core's concurrency cap (without RetryInfo: the
+        # Collector and the Go SDK would drop the batch). The work itself - decode, score, WAL -
+        # is done by at most grpc_workers requests at a time (the measured sweet spot).
+        self._work_slots = threading.BoundedSemaphore(settings.grpc_workers)
+        threads = settings.queue_size + settings.grpc_workers
         self.server = grpc.server(
-            ThreadPoolExecutor(max_workers=settings.grpc_workers, thread_name_prefix="grpc"),
-            # beyond the pool, gRPC itself answers RESOURCE_EXHAUSTED instead of queueing forever
-            maximum_concurrent_rpcs=settings.queue_size + settings.grpc_workers,
+            ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+            # the hard cap: admitted requests, plus as many again being refused (each holds
+            # its request body); beyond it gRPC core answers RESOURCE_EXHAUSTED on its own
+            maximum_concurrent_rpcs=settings.queue_size + threads,
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", 1 << 20),
@@ -87,7 +96,7 @@ class GrpcReceiver:
                     grpc.StatusCode.UNAUTHENTICATED,
                     "missing or wrong bearer token: send metadata 'authorization: Bearer <token>'",
                 )
-        outcome = h.export(request, "protobuf", "grpc")
+        outcome = h.export(request, "protobuf", "grpc", self._work_slots)
         if outcome.code == "ok":
             return export_response_bytes(outcome.rejected, outcome.message)
         code = _CODES[outcome.code]
