@@ -35,12 +35,13 @@ def _write(root: Path, n_files: int) -> None:
         (root / "agent-a" / f"windows-20261130-{f:06d}.jsonl").write_bytes(out)
 
 
-def _peak_bytes(root: Path) -> int:
+def _peak_bytes(root: Path) -> tuple[int, int]:
+    """(peak traced bytes, windows folded) for a local fold of ``root``."""
     files = discover([str(root)])
     tracemalloc.start()
     try:
-        run_local(files, Period.parse("2026-11-01", "2026-12-31"))
-        return tracemalloc.get_traced_memory()[1]
+        state = run_local(files, Period.parse("2026-11-01", "2026-12-31"))
+        return tracemalloc.get_traced_memory()[1], state.windows
     finally:
         tracemalloc.stop()
 
@@ -48,8 +49,9 @@ def _peak_bytes(root: Path) -> int:
 def test_ten_times_the_lines_do_not_take_ten_times_the_memory(tmp_path):
     _write(tmp_path / "small", 2)  # 1,000 windows
     _write(tmp_path / "large", 20)  # 10,000 windows, same services and regions
-    small = _peak_bytes(tmp_path / "small")
-    large = _peak_bytes(tmp_path / "large")
+    small, small_windows = _peak_bytes(tmp_path / "small")
+    large, large_windows = _peak_bytes(tmp_path / "large")
+    assert (small_windows, large_windows) == (1_000, 10_000)  # every line was folded
     # A fold that kept lines, windows or per-line objects would grow ~10x here; a streaming fold
     # keeps one file chunk and the per-service state, so the peak stays within 1.5x.
     assert large < 1.5 * small, f"peak {large:,} B for 10,000 windows vs {small:,} B for 1,000"
