@@ -11,7 +11,7 @@ ever built in Python; gzip request compression is undone by gRPC core, which enf
 
 from __future__ import annotations
 
-import threading
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,6 +36,22 @@ _CODES = {
 }
 
 
+class WorkSlots:
+    """``n`` tokens in a ``queue.SimpleQueue``: a waiter blocks in C with the GIL released,
+    where ``threading.Semaphore`` waits through a Python ``Condition`` (a lock made per wait)."""
+
+    def __init__(self, n: int) -> None:
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(n):
+            self._tokens.put(None)
+
+    def __enter__(self) -> None:
+        self._tokens.get()
+
+    def __exit__(self, *exc: object) -> None:
+        self._tokens.put(None)
+
+
 class GrpcReceiver:
     def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
         self.handler = handler
@@ -48,7 +64,7 @@ class GrpcReceiver:
         # clients retry) instead of gRPC core's concurrency cap (without RetryInfo: the
         # Collector and the Go SDK would drop the batch). The work itself - decode, score, WAL -
         # is done by at most grpc_workers requests at a time (the measured sweet spot).
-        self._work_slots = threading.BoundedSemaphore(settings.grpc_workers)
+        self._work_slots = WorkSlots(settings.grpc_workers)
         threads = settings.queue_size + settings.grpc_workers
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
