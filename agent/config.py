@@ -28,14 +28,13 @@ found, e.g. ``[green] use_hourly_profiles: expected true or false, got "yes"``. 
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole string: use fullmatch
+from schema.constants import REGION_RE
 
 # Upper bounds. A value past one is a unit mistake (W for kW, g for t), and a bound keeps every
 # sum a window can form finite: an unbounded factor of 1e305 overflowed the report to inf.

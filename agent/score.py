@@ -40,7 +40,8 @@ from agent.carbon.names import all_short, intern_table
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
 from agent.carbon.signals import Signals
 from agent.carbon.tagcodes import CODE, SOURCE_TAGS, proxy_code
-from agent.config import REGION_RE, Config, GreenConfig
+from agent.config import Config, GreenConfig
+from schema.constants import REGION_RE
 from schema.tags import LIVE_INTENSITY_TAGS
 
 __all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]

@@ -16,19 +16,19 @@ and saying what to write; nothing is folded before the file is known to be good.
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from schema.constants import REGION_RE
+
 #: A factor above this is a unit mistake (kg or lb for g, per MWh for per kWh), not a grid:
 #: lignite, the dirtiest generation, emits about 1,200 g/kWh life-cycle (IPCC AR5 WGIII).
 MAX_FACTOR_GCO2_KWH = 10_000.0
 MAX_FACTOR_REGIONS = 1024  # the aggregator's region cap
 MAX_SOURCE_CHARS = 2048
-REGION_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the agent's rule for region names
 FORMULA = (
     "per region r: facility energy = (energy_kwh + host_energy_kwh) x pue; market_based_r = "
     "facility energy x factor_r / 1000 kg where a factor is given (contractual), else "

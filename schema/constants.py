@@ -8,6 +8,8 @@ energy figure: ``total_io_ops x ENERGY_PER_IO_OP_KWH``.
 
 from __future__ import annotations
 
+import re
+
 #: kWh per I/O operation for the I/O proxy (weight 1.0).
 ENERGY_PER_IO_OP_KWH: float = 1e-7
 
@@ -19,3 +21,8 @@ SCI_FORMULA: str = "SCI = ((E x I) + M) per R"
 #: and a disclosure report keeps. The agent cuts longer names to it; the aggregator refuses
 #: longer ones (counted), so everything the agent writes, the aggregator keeps.
 MAX_NAME_BYTES: int = 256
+
+#: A region name the agent uses (from a span attribute or the config) and a market factors
+#: file may name: 1-64 ASCII letters, digits, ``-`` or ``_``; match the whole string
+#: (``fullmatch``). The C decoders apply the same rule (``agent/otlp/_batch.h``).
+REGION_RE: re.Pattern[str] = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -25,7 +25,6 @@ when a protobuf message is merged. Counters count spans affected, once per span 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -43,6 +42,7 @@ from agent.batch import (
     OP_SQL_UPDATE,
     SpanBatch,
 )
+from schema.constants import REGION_RE
 
 MAX_TIMESTAMP_NS: Final = int(datetime(2201, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000
 #: Bumped with every change of a rule; the C decoder reports its own and ``agent.otlp.fast``
@@ -90,7 +90,6 @@ SPAN_KEYS: Final = frozenset(
     }
 )  # fmt: skip
 
-_REGION_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SQL_KEYWORDS: Final = {
     "SELECT": OP_SQL_SELECT,
     "INSERT": OP_SQL_INSERT,
@@ -102,7 +101,7 @@ _LETTERS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy
 
 
 def valid_region(value: AttrValue) -> bool:
-    return isinstance(value, str) and _REGION_RE.fullmatch(value) is not None
+    return isinstance(value, str) and REGION_RE.fullmatch(value) is not None
 
 
 def sql_class(statement: str) -> int:
