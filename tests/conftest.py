@@ -9,8 +9,14 @@ landing is not decided by the draw. A failure found in ``dev`` prints its reprod
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import settings
+
+# Helpers shared by several test directories (agent_process.py) import as top-level modules.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
 settings.register_profile("dev", print_blob=True)
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -4,13 +4,12 @@
 (kernel-picked ports) started with the ConfigMap's carbonspan.toml (ports, bind, archive dir and
 window length overridden by flags) plus the ConfigMap's commented ``[sources]`` example pointed
 at a stand-in Electricity Maps API, fed through the SDK settings of deploy/otel-collector/*.env,
-and scraped once it has archived windows with spans. The agent process comes from the helper
-tests/daemon uses (``AgentProcess`` in tests/daemon/conftest.py), loaded from its file.
+and scraped once it has archived windows with spans. The agent process is the one every
+process-level test uses (``AgentProcess``, tests/agent_process.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from unittest import mock
 
 import pytest
 import yaml
+from agent_process import AgentProcess, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,18 +38,6 @@ DASHBOARD = DEPLOY / "grafana" / "carbonspan-dashboard.json"
 REGION = "eu-west-3"
 
 
-def _daemon_helpers() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "carbonspan_daemon_test_helpers", REPO / "tests" / "daemon" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-DAEMON = _daemon_helpers()
-AgentProcess = DAEMON.AgentProcess
-wait_for = DAEMON.wait_for
 
 
 @dataclass

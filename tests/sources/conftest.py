@@ -12,11 +12,15 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import orjson
 import pytest
+from agent_process import AgentProcess
 
 
 @dataclass
@@ -160,3 +164,24 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
 @pytest.fixture
 def until() -> Callable[..., bool]:
     return wait_for
+
+
+# ---- a real agent process with a [sources] table ------------------------------------------------
+def start_agent_with(tmp_path, config: str, env: dict[str, str]) -> AgentProcess:
+    """``carbonspan agent`` on loopback with ``config``; windows of 60 s (archived at stop)."""
+    return AgentProcess(tmp_path / "arch", ["--window-seconds", "60"], env, config)
+
+
+def post_spans(agent: AgentProcess) -> None:
+    """Five SQL client spans of checkout over OTLP/HTTP JSON (region: the config's default)."""
+    now = time.time_ns()
+    spans = [{"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "SELECT", "kind": 3,
+              "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now - 10**9 + 10**6),
+              "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}}]} for i in range(5)]
+    body = orjson.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}}]},
+        "scopeSpans": [{"spans": spans}]}]})  # fmt: skip
+    req = urllib.request.Request(f"{agent.http_url}/v1/traces", data=body,
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200

@@ -14,8 +14,7 @@ import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 
-from .agentproc import Agent, otlp_json
-from .conftest import Route
+from .conftest import Route, post_spans, start_agent_with
 
 NS = "urn:iec62325.351:tc57wg16:451-6:generationloaddocument:3:0"
 FR = "10YFR-RTE------C"
@@ -64,12 +63,12 @@ base_url = "{endpoint.base}"
 api_key_env = "TEST_ENTSOE_TOKEN"
 regions = ["eu-west-3"]
 """
-    agent = Agent(tmp_path, cfg_text, {"TEST_ENTSOE_TOKEN": TOKEN})
+    agent = start_agent_with(tmp_path, cfg_text, {"TEST_ENTSOE_TOKEN": TOKEN}).wait_ready()
     try:
-        agent.post_spans(otlp_json())
+        post_spans(agent)
     finally:
-        stderr = agent.stop()
-    seen = agent.stdout
+        assert agent.stop() == 0
+    stderr, stdout = "".join(agent.stderr_text()), agent.stdout_text()
     lines = agent.records()
     gs = lines[-1]["report"]["green_summary"]
     assert gs["energy_model"] == "grid_operator_api"
@@ -81,4 +80,4 @@ regions = ["eu-west-3"]
     assert abs(row["grid_intensity_gco2_kwh"] - 2_476_000 / 62_800) < 1e-9
     assert row["intensity_estimated"] is False
     assert any(f"securityToken={TOKEN}" in p and f"in_Domain={FR}" in p for p, _ in endpoint.requests)
-    assert TOKEN not in stderr and TOKEN not in "".join(seen)
+    assert TOKEN not in stderr and TOKEN not in stdout

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import orjson
+from agent_process import AgentProcess
 
-from .agentproc import Agent, otlp_json
+from .conftest import post_spans, start_agent_with
 
 
 def config(endpoint) -> str:
@@ -27,8 +28,8 @@ regions = ["eu-west-3"]
 """
 
 
-def spawn(tmp_path, endpoint, key: str) -> Agent:
-    return Agent(tmp_path, config(endpoint), {"TEST_EM_KEY": key})
+def spawn(tmp_path, endpoint, key: str) -> AgentProcess:
+    return start_agent_with(tmp_path, config(endpoint), {"TEST_EM_KEY": key})
 
 
 def test_agent_scores_with_live_intensity(tmp_path, endpoint):
@@ -36,11 +37,11 @@ def test_agent_scores_with_live_intensity(tmp_path, endpoint):
         "zone": "FR", "carbonIntensity": 33.0, "isEstimated": False,
         "datetime": datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00.000Z")}),
         content_type="application/json", require={"auth-token": "good"})
-    agent = spawn(tmp_path, endpoint, "good")
+    agent = spawn(tmp_path, endpoint, "good").wait_ready()
     try:
-        agent.post_spans(otlp_json())
+        post_spans(agent)
     finally:
-        agent.stop()
+        assert agent.stop() == 0
     lines = agent.records()
     gs = lines[-1]["report"]["green_summary"]
     assert gs["energy_model"] == "electricity_maps_api"
@@ -52,8 +53,8 @@ def test_agent_scores_with_live_intensity(tmp_path, endpoint):
 
 def test_agent_refuses_to_start_with_a_refused_key(tmp_path, endpoint):
     endpoint.set("/v3/carbon-intensity/latest?zone=FR", b"{}", require={"auth-token": "good"})
-    proc = spawn(tmp_path, endpoint, "revoked").proc
-    code = proc.wait(timeout=30)
-    err = proc.stderr.read()  # type: ignore[union-attr]
+    agent = spawn(tmp_path, endpoint, "revoked")
+    code = agent.proc.wait(timeout=30)
+    err = "".join(agent.stderr_text())
     assert code != 0
     assert "electricity_maps refused our credentials" in err and "HTTP 401" in err
