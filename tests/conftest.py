@@ -14,9 +14,12 @@ from pathlib import Path
 
 from hypothesis import settings
 
-# Helpers shared by several test directories (agent_process.py) import as top-level modules.
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
+# Helpers shared by several test directories (tests/_shared/agent_process.py) import as
+# top-level modules. Only that directory goes on sys.path: tests/ itself would put its
+# subdirectories (tests/schema, tests/aggregator, ...) before the packages of the same name.
+_SHARED = str(Path(__file__).parent / "_shared")
+if _SHARED not in sys.path:
+    sys.path.append(_SHARED)
 
 settings.register_profile("dev", print_blob=True)
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -1,4 +1,4 @@
-"""Fixtures around a real ``carbonspan agent`` subprocess (``tests/agent_process.py``)."""
+"""Fixtures around a real ``carbonspan agent`` subprocess (``tests/_shared/agent_process.py``)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 window length overridden by flags) plus the ConfigMap's commented ``[sources]`` example pointed
 at a stand-in Electricity Maps API, fed through the SDK settings of deploy/otel-collector/*.env,
 and scraped once it has archived windows with spans. The agent process is the one every
-process-level test uses (``AgentProcess``, tests/agent_process.py).
+process-level test uses (``AgentProcess``, tests/_shared/agent_process.py).
 """
 
 from __future__ import annotations

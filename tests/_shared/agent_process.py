@@ -1,6 +1,6 @@
 """A real ``carbonspan agent`` subprocess on 127.0.0.1 (ports picked by the kernel: port 0),
 shared by the daemon, deploy and sources tests (``from agent_process import AgentProcess``;
-``tests/conftest.py`` puts this directory on ``sys.path``)."""
+``tests/conftest.py`` puts tests/_shared on ``sys.path``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.archive import read_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _LISTEN = re.compile(r"OTLP/gRPC [\d.]+:(\d+), OTLP/HTTP [\d.]+:(\d+)")
 
 
