@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test demo bench lint schema clean
+.PHONY: venv install test demo bench lint schema clean
 
 $(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agent/otlp/_jsonlex.h agent/otlp/_batch.h aggregator/_fold.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "carbonspan needs Python >= 3.11"'
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agen
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# `carbonspan` on PATH: the editable install in .venv, then activate it (or `pipx install .`).
+install: $(STAMP)
+	@echo "installed: $(VENV)/bin/carbonspan ($$($(VENV)/bin/carbonspan --version))"
+	@echo "put it on PATH with:  source $(VENV)/bin/activate"
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q

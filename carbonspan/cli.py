@@ -29,6 +29,38 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def accelerators() -> dict[str, bool]:
+    """Which optional C accelerators this install uses (False: the pure-Python path, same
+    answers, slower; e.g. installed without a C compiler, or a stale build refused)."""
+    found: dict[str, bool] = {}
+    try:
+        from agent.otlp import FAST_DECODER
+        from agent.otlp.jsonfast import FAST_JSON
+
+        found["otlp-protobuf"], found["otlp-json"] = bool(FAST_DECODER), bool(FAST_JSON)
+    except ImportError:
+        found["otlp-protobuf"] = found["otlp-json"] = False
+    try:
+        from aggregator.fold_fast import FAST
+
+        found["aggregate-fold"] = FAST is not None
+    except ImportError:
+        found["aggregate-fold"] = False
+    return found
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version, then one word per accelerator (``C`` or ``python``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parts = ", ".join(f"{k} {'C' if v else 'python'}" for k, v in accelerators().items())
+        print(f"carbonspan {__version__} (decoders and fold: {parts})")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carbonspan",
@@ -36,7 +68,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "with hash-chained archives and auditable disclosure reports.",
         epilog="Run 'carbonspan COMMAND --help' for a command's options and an example.",
     )
-    parser.add_argument("--version", action="version", version=f"carbonspan {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the version and which C accelerators are in use, then exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, summary) in SUBCOMMANDS.items():
         if only is not None and name != only:
