@@ -34,9 +34,11 @@ log = logging.getLogger("carbonspan.agent")
 def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
     """Bind ``agent.score`` / ``agent.window`` to this agent's config (and live signals)."""
     from agent.score import ScoringContext, WindowPartial, score_batch
-    from agent.window import build_report
+    from agent.window import build_report, unscored_regions
 
     base = ScoringContext.from_config(cfg.green)
+    for warning in unscored_regions(cfg.green, base.model):
+        log.warning("%s", warning)
 
     def context(now: int) -> Any:
         # the window's clock stands in for absurd span timestamps and judges signal freshness

@@ -6,6 +6,8 @@ co2.operational_gco2          = sum over services of their carbon (application o
 host energy                   = watts x window seconds / 3.6e6   (declared watts x count,
                                 or the measured watts a source publishes for the host)
 energy_kwh                    = sum per_service_energy_kwh + host energy counted in totals
+energy_without_carbon_kwh     = energy of regions[] rows unresolved / out_of_table + energy of
+                                in-totals hosts whose region is not in the table (all at 0 g)
 co2.embodied_gco2 (M)         = requests x embodied_carbon_per_request_gco2, where requests is
                                 window.traces (distinct trace ids; embodied_per = "trace", the
                                 default) or window.root_spans (embodied_per = "root_span")
@@ -20,10 +22,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from agent.carbon.model import KIND_NAMES, KIND_REAL_TIME, methodology
+from agent.carbon.model import KIND_NAMES, KIND_REAL_TIME, CarbonModel, methodology
 from agent.carbon.partial import UNKNOWN, WindowPartial
 from agent.carbon.tagcodes import TAGS
-from agent.config import MAX_HOST_WATTS, HostConfig
+from agent.config import MAX_HOST_WATTS, GreenConfig, HostConfig
 from agent.score import ScoringContext, live_ok
 from schema import (
     Co2,
@@ -114,6 +116,10 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
     mid = operational + embodied + database + messaging
     energy_kwh = float(energy.sum()) + sum(h.energy_kwh for h in in_totals)
     window_tag = pick_window_tag(service_tags + [h.energy_model for h in in_totals])
+    regions = _region_rows(partial, ctx)
+    uncarbonised = sum(r.energy_kwh for r in regions if r.status != "resolved") + sum(
+        h.energy_kwh for h in in_totals if ctx.model.region(h.region) is None
+    )
     return GreenSummary(
         total_io_ops=partial.io_ops,
         co2=Co2(
@@ -129,8 +135,9 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
             database_gco2=database,
             messaging_gco2=messaging,
         ),
-        regions=_region_rows(partial, ctx),
+        regions=regions,
         energy_kwh=energy_kwh,
+        energy_without_carbon_kwh=float(uncarbonised),
         energy_model=window_tag if energy_kwh > 0 else "",
         per_service_energy_kwh={s: float(e) for s, e in zip(partial.services, energy, strict=True)},
         per_service_carbon_kgco2eq={
@@ -150,6 +157,26 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
         },
         hosts=hosts,
     )
+
+
+def unscored_regions(cfg: GreenConfig, model: CarbonModel) -> list[str]:
+    """One warning per configured region the intensity table lacks: its energy counts at 0 g
+    (``energy_without_carbon_kwh`` on every window line that has some)."""
+    out: list[str] = []
+    where: list[tuple[str, str]] = []
+    if cfg.default_region:
+        where.append(("[green] default_region", cfg.default_region))
+    where += [(f"[green.service_regions] {s}", r) for s, r in cfg.service_regions.items()]
+    where += [(f"[[green.hosts]] {h.name} region", h.region) for h in cfg.hosts]
+    for key, region in where:
+        if model.region(region) is None:
+            why = "no region" if region == UNKNOWN else f"{region!r} is not in the intensity table"
+            out.append(
+                f"{key}: {why}, so its energy is counted at 0 gCO2e (recorded per window as "
+                "green_summary.energy_without_carbon_kwh); use a region of the table "
+                "(docs/carbon-model.md) or add one"
+            )
+    return out
 
 
 def embodied_requests(partial: WindowPartial, ctx: ScoringContext) -> int:

@@ -115,6 +115,12 @@ class GreenSummary(_Model):
         default_factory=dict, description="entry spans (server/consumer) per service"
     )
     hosts: list[HostRow] = Field(default_factory=list)
+    energy_without_carbon_kwh: float = Field(
+        0.0,
+        description="energy counted at 0 g because its region is unresolved or out of the "
+        "intensity table: regions[] rows with those statuses + in-totals hosts in such regions; "
+        "0 on lines written before it was recorded",
+    )
 
     def host_energy_in_totals_kwh(self) -> float:
         return sum(h.energy_kwh for h in self.hosts if h.in_totals)

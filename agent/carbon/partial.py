@@ -6,9 +6,10 @@ requests, per-(service, endpoint) I/O counts, the window's distinct 64-bit trace
 count of root spans (spans without a parent: requests that began in this window, here).
 Memory is O(cells + endpoints + traces), never O(spans) and never services x regions.
 
-Caps are applied when a partial is merged into a window: regions beyond ``MAX_REGIONS`` fold
-into ``unknown`` (0 g, counted per span) and (service, endpoint) keys beyond
-``MAX_ENDPOINTS`` into ``(service, "(other)")`` (counted per op). ``score_batch`` returns an
+Caps are applied when a partial is merged into a window: services beyond ``MAX_SERVICES``
+fold into the service ``(other)`` (their energy, carbon, ops and requests kept there; counted
+per span), regions beyond ``MAX_REGIONS`` into ``unknown`` (0 g, counted per span) and
+(service, endpoint) keys beyond ``MAX_ENDPOINTS`` into ``(service, "(other)")`` (counted per op). ``score_batch`` returns an
 uncapped partial (its size is bounded by the batch), so folding a window batch by batch,
 ``empty().merge(p1).merge(p2)...``, equals ``empty().merge(score(whole))``: the law the
 property tests check. Below the caps merging is also associative.
@@ -24,10 +25,14 @@ import orjson
 
 from agent.carbon.tagcodes import CODE, TAGS, TO_UNKNOWN
 
+#: names in a window's per-service maps, "(other)" included (the aggregator's cap): past
+#: MAX_SERVICES - 1 named services, new ones fold into "(other)"
+MAX_SERVICES = 4096
 MAX_REGIONS = 256  # distinct real regions per window; later ones are scored as "unknown"
 MAX_ENDPOINTS = 4096  # (service, endpoint) keys per window; new ones then -> (service, "(other)")
 UNKNOWN = "unknown"
 OTHER_ENDPOINT = "(other)"
+OTHER_SERVICE = "(other)"  # the service that holds the services past MAX_SERVICES
 _SUMS = ("energy", "carbon", "ops", "measured_ops", "span_count")  # per-cell sums
 _MAXES = ("etag", "ltag")  # per-cell highest tag codes
 _CELL_ARRAYS = ("cell_svc", "cell_reg", *_SUMS, *_MAXES)
@@ -111,11 +116,10 @@ class WindowPartial:
         counters = dict(self.counters)
         for k, v in other.counters.items():
             bump(counters, k, v)
-        s_index = {k: i for i, k in enumerate(self.services)}
-        s_map = np.array(
-            [s_index.setdefault(k, len(s_index)) for k in other.services], dtype=np.int64
-        )
-        services = list(s_index)
+        services, s_map, renamed = self._merge_services(other)
+        if renamed:  # counted per span, so the count is the same however a window is batched
+            moved = np.isin(other.cell_svc, np.fromiter(renamed, np.int64, len(renamed)))
+            bump(counters, "service_overflow", int(other.span_count[moved].sum()))
         regions, r_map, folded = self._merge_regions(other)
         theirs = {k: getattr(other, k) for k in _CELL_ARRAYS}
         folded_cells = folded[other.cell_reg]
@@ -133,12 +137,11 @@ class WindowPartial:
         est = _padded(self.region_estimated, len(regions))
         est[r_map[kept & other.region_estimated]] = True
         requests = _padded(self.requests, len(services))
-        requests[s_map] += other.requests  # services map to distinct rows
-        service_region = list(self.service_region) + [
-            int(r_map[other.service_region[i]])
-            for i in range(len(other.services))
-            if s_map[i] >= len(self.services)
-        ]
+        np.add.at(requests, s_map, other.requests)  # folded services share the "(other)" row
+        service_region = list(self.service_region)
+        for i, row in enumerate(s_map.tolist()):  # a new row takes its first service's region
+            if row == len(service_region):
+                service_region.append(int(r_map[other.service_region[i]]))
         traces, pending = self.traces, [*self.pending_traces, other.traces, *other.pending_traces]
         if sum(c.size for c in pending) > max(traces.size, 4096):
             traces, pending = np.unique(np.concatenate([traces, *pending])), []
@@ -149,7 +152,7 @@ class WindowPartial:
             region_kind=kind,
             region_estimated=est,
             requests=requests,
-            endpoints=self._merge_endpoints(other, counters),
+            endpoints=self._merge_endpoints(other, counters, renamed),
             traces=traces.astype(np.uint64, copy=False),
             spans=self.spans + other.spans,
             counters=counters,
@@ -157,6 +160,26 @@ class WindowPartial:
             pending_traces=pending,
             **cells,
         )
+
+    def _merge_services(
+        self, other: WindowPartial
+    ) -> tuple[list[str], np.ndarray, dict[int, str]]:
+        """Merged service list, other's index -> merged index, and other's services folded
+        into ``(other)`` (index -> name) because the window already holds MAX_SERVICES - 1."""
+        index = {k: i for i, k in enumerate(self.services)}
+        real = len(index) - (OTHER_SERVICE in index)
+        s_map = np.zeros(len(other.services), dtype=np.int64)
+        renamed: dict[int, str] = {}
+        for j, name in enumerate(other.services):
+            if name not in index:
+                if name != OTHER_SERVICE and real >= MAX_SERVICES - 1:
+                    renamed[j] = name
+                    name = OTHER_SERVICE
+                if name not in index:
+                    index[name] = len(index)
+                    real += name != OTHER_SERVICE
+            s_map[j] = index[name]
+        return list(index), s_map, renamed
 
     def _merge_regions(self, other: WindowPartial) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Merged region list, other's index -> merged index, and other's folded regions."""
@@ -177,13 +200,19 @@ class WindowPartial:
             r_map[j] = index[name]
         return regions, r_map, folded
 
-    def _merge_endpoints(self, other: WindowPartial, counters: dict) -> dict[tuple[str, str], int]:
+    def _merge_endpoints(
+        self, other: WindowPartial, counters: dict, renamed: dict[int, str]
+    ) -> dict[tuple[str, str], int]:
         endpoints = dict(self.endpoints)
+        theirs = other.endpoints.items()
+        if renamed:  # endpoints of services folded into "(other)" go with them
+            folded = set(renamed.values())
+            theirs = [((OTHER_SERVICE if s in folded else s, e), n) for (s, e), n in theirs]
         if len(endpoints) + len(other.endpoints) <= MAX_ENDPOINTS:  # no cap can apply
-            for key, n in other.endpoints.items():
+            for key, n in theirs:
                 endpoints[key] = endpoints.get(key, 0) + n
         else:
-            for key, n in other.endpoints.items():
+            for key, n in theirs:
                 WindowPartial.add_endpoint(endpoints, key, n, counters)
         return endpoints
 

@@ -240,9 +240,11 @@ def test_property_merge_equals_concatenation_with_small_caps(h, a, b, c, green, 
         score_mod.MAX_REGIONS,
         partial_mod.MAX_ENDPOINTS,
         score_mod.MAX_ENDPOINTS,
+        partial_mod.MAX_SERVICES,
     )
     partial_mod.MAX_REGIONS = score_mod.MAX_REGIONS = 3
     partial_mod.MAX_ENDPOINTS = score_mod.MAX_ENDPOINTS = 2
+    partial_mod.MAX_SERVICES = 2
     try:
         ctx = h.context(green, signals=signals)
 
@@ -253,6 +255,7 @@ def test_property_merge_equals_concatenation_with_small_caps(h, a, b, c, green, 
         whole = WindowPartial.empty().merge(score(a + b + c))
         assert len([r for r in whole.regions if r != "unknown"]) <= 3
         assert len([e for e in whole.endpoints if e[1] != "(other)"]) <= 2
+        assert len(whole.services) <= 2
         window = WindowPartial.empty()
         for part in (a, b, c):
             window = window.merge(score(part))
@@ -266,4 +269,5 @@ def test_property_merge_equals_concatenation_with_small_caps(h, a, b, c, green, 
             score_mod.MAX_REGIONS,
             partial_mod.MAX_ENDPOINTS,
             score_mod.MAX_ENDPOINTS,
+            partial_mod.MAX_SERVICES,
         ) = saved

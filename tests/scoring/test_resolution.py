@@ -295,3 +295,37 @@ def test_a_measured_rate_dated_in_the_future_is_not_fresh_forever(h, ahead_s, fr
     rep = h.report([{"region": "pl", "op": "db"}], h.PLAIN, signals=sig)
     assert rep.green_summary.energy_kwh == pytest.approx(5e-7 if fresh else 1e-7)
     assert rep.counters.get("measured_stale_spans", 0) == (0 if fresh else 1)
+
+
+def test_service_cap_folds_new_services_into_other_with_their_figures(h):
+    from agent.carbon.partial import MAX_SERVICES, OTHER_SERVICE
+
+    ctx = h.context(h.PLAIN)
+    spans = [
+        {"service": f"s{i}", "region": "eu-west-3" if i < MAX_SERVICES - 1 else "pl", "op": "db",
+         "entry": True, "trace": i + 1}
+        for i in range(MAX_SERVICES + 7)
+    ]
+    batch = score_batch(h.build_batch(spans), ctx)
+    whole = WindowPartial.empty().merge(batch)
+    # 4,095 named services and "(other)": at most MAX_SERVICES names, as the aggregator keeps
+    assert len(whole.services) == MAX_SERVICES and whole.services[-1] == OTHER_SERVICE
+    assert whole.counters["service_overflow"] == 8
+    gs = h.report(spans, h.PLAIN).green_summary
+    # the 8 folded services' energy and carbon are in "(other)", scored in their own region
+    assert gs.per_service_energy_kwh[OTHER_SERVICE] == pytest.approx(8e-7)
+    assert gs.per_service_carbon_kgco2eq[OTHER_SERVICE] > 0
+    assert gs.per_service_region[OTHER_SERVICE] == "pl"
+    assert gs.per_service_requests[OTHER_SERVICE] == 8
+    assert sum(gs.per_service_energy_kwh.values()) == pytest.approx(gs.energy_kwh)
+    assert sum(gs.per_service_carbon_kgco2eq.values()) * 1000 == pytest.approx(
+        gs.co2.operational_gco2)
+    # batch by batch equals at once; a folded service stays folded in later batches
+    half = len(spans) // 2
+    merged = (WindowPartial.empty().merge(score_batch(h.build_batch(spans[:half]), ctx))
+              .merge(score_batch(h.build_batch(spans[half:]), ctx)))
+    assert merged.same_as(whole, rel=1e-12)
+    again = merged.merge(score_batch(h.build_batch(spans[-2:] + spans[:1]), ctx))
+    assert again.counters["service_overflow"] == 10
+    assert again.requests[again.services.index(OTHER_SERVICE)] == 10
+    assert again.requests[again.services.index("s0")] == 2
