@@ -82,6 +82,11 @@ def _malformed(ev: dict[str, Any]) -> str | None:
          and isinstance(verdict.get("ships"), str)),
         ("delta_pp", number(ev.get("delta_pp"))),
         ("evaluated_at", isinstance(ev.get("evaluated_at"), str)),
+        # absent on events recorded before identities were (they match no policy); present,
+        # it must be an object with a digest, or it could be half-believed
+        ("policy_identity", "policy_identity" not in ev or (
+            isinstance(ev["policy_identity"], dict)
+            and isinstance(ev["policy_identity"].get("digest"), str | None))),
     )
     bad = [k for k, ok in checks if not ok]
     return f"missing or malformed {', '.join(bad)}" if bad else None

@@ -18,7 +18,7 @@ import orjson
 from placement.audit import read_log, resolve_log_path
 from placement.decision import settings_from_env
 from placement.evaluate import FORECAST_GREEDY, PERSISTENCE_HOURS
-from placement.evaluation import record_evaluation, run_evaluation
+from placement.evaluation import evaluate_candidate, record_evaluation
 from placement.formula import FormulaError
 from placement.place import resolve
 from placement.registry import UnknownPolicy, available
@@ -63,13 +63,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_env()
         trace = parse_trace(read_json(args.trace, "trace"))
-        result = run_evaluation(trace, args.name, settings)
+        result, identity = evaluate_candidate(trace, args.name, settings)
     except (ValueError, TraceError, UnknownPolicy, FormulaError) as exc:
         return _fail(str(exc))
     recorded = None
     if args.record:
         try:
-            recorded = record_evaluation(resolve_log_path(args.audit_log), trace, result, settings)
+            recorded = record_evaluation(resolve_log_path(args.audit_log), trace, result, settings,
+                                         identity=identity)
         except ValueError as exc:
             return _fail(str(exc), 1)
     if args.json:
@@ -126,7 +127,7 @@ def _list(args: argparse.Namespace) -> int:
     log = read_log(resolve_log_path(args.audit_log))
     rows = [
         {"seq": r.seq, "hash": r.hash, "ts": r.ts, **{k: r.event.get(k) for k in
-         ("policy", "trace", "best_simple", "delta_pp", "margin_pp", "verdict")}}
+         ("policy", "policy_identity", "trace", "best_simple", "delta_pp", "margin_pp", "verdict")}}
         for r in log.evaluations
         if args.policy is None or r.event.get("policy") == args.policy
     ]

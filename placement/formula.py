@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from placement.identity import formula_identity
 from placement.providers import ArrayProvider
 
 Fn = Callable[[Mapping[str, np.ndarray]], np.ndarray]
@@ -106,6 +107,10 @@ class FormulaProvider(ArrayProvider):
         self.origin = origin
         self.description = description or f"{'maximize' if maximize else 'minimize'} {expr}"
         self._fn, self.fields = compile_formula(expr, f"{origin}: {name}")
+
+    def identity(self) -> dict[str, Any]:
+        """The canonical digest of the formula's content (``placement.identity``)."""
+        return formula_identity(self.name, "maximize" if self.maximize else "minimize", self.expr)
 
     def score_arrays(self, f: Mapping[str, np.ndarray]) -> np.ndarray:
         missing = sorted(self.fields - f.keys())

@@ -1,19 +1,24 @@
 """The runtime gate: a policy may place on carbon only with a current, real, winning R-ec
-evaluation on record.
+evaluation of *that* policy on record.
 
-Resolving a policy (``carbonspan place``, :func:`placement.place`) first *probes* it: two
-clusters identical but for ``carbon_intensity`` are scored; different scores mean it weighs
-carbon, whatever the plugin declares. A carbon-weighing policy then goes through the table:
+Resolving a policy (``carbonspan place``, :func:`placement.place`) first *probes* it: clusters
+that differ only in ``carbon_intensity`` are scored; any difference in any score means it
+weighs carbon, whatever the plugin declares. A carbon-weighing policy then goes through the
+table; only evaluations whose ``policy_identity`` matches the policy's identity now count
+(``placement.identity``: an edited formula, an upgraded plugin or changed built-in code is a
+different policy):
 
     latest real evaluation of the policy      what placement does
-    none / only synthetic / unreadable log    carbon-first (carbon-aware) -> carbon-simple;
-    / older than the cadence / baseline won   any other -> runs with its carbon input withheld
-    retired                                   carbon input withheld (carbon-simple too)
+    none / only synthetic / other identity    carbon-first (carbon-aware) -> carbon-simple;
+    / unreadable log / older than the         any other -> runs with its carbon input withheld
+    cadence / baseline won
+    retired, or the capability retired        carbon input withheld (carbon-simple too)
     candidate won, current                    runs as requested
 
-``carbon-simple`` is the simple baseline the gate falls back to, so it runs unless the
-capability is retired (the latest real evaluation of *any* policy says retire). A retirement
-does not expire with age: only a newer real evaluation lifts it (the conservative reading).
+Retirement is capability-wide: while the latest real evaluation of *any* policy says retire,
+every carbon-weighing policy is withheld, its own current win notwithstanding; it does not
+expire with age, and the next real evaluation that ships lifts it. ``carbon-simple`` is the
+simple baseline the gate falls back to, so it runs unless the capability is retired.
 ``CARBONSPAN_CARBON_POLICY_GATE=warn`` lets the requested policy run and records in the
 report what enforce would have done.
 """
@@ -30,6 +35,8 @@ import numpy as np
 
 from placement.audit import LogState, Recorded
 from placement.decision import RETIRE, SHIP_CANDIDATE, Settings
+from placement.identity import KEY as IDENTITY_KEY
+from placement.identity import describe, same_policy
 from placement.providers import CARBON_FIRST, CarbonSimple
 from placement.sample import sample_digest
 
@@ -98,49 +105,73 @@ def _age_days(rec: Recorded, now: datetime) -> float:
     return (now - when).total_seconds() / 86400.0
 
 
-def _latest_real(log: LogState, policy: str | None) -> tuple[Recorded | None, int]:
+def _real(log: LogState, policy: str | None) -> tuple[list[Recorded], int]:
+    """The real evaluations (of ``policy``, or of any), oldest first, and how many synthetic."""
     mine = [r for r in log.evaluations if policy is None or r.event.get("policy") == policy]
     real = [r for r in mine if not _synthetic(r)]
-    return (real[-1] if real else None), len(mine) - len(real)
+    return real, len(mine) - len(real)
 
 
 def _retirement(log: LogState) -> Recorded | None:
-    latest, _ = _latest_real(log, None)
+    """The current retirement: the latest real evaluation of any policy, if it says retire."""
+    real, _ = _real(log, None)
+    latest = real[-1] if real else None
     if latest is not None and (latest.event.get("verdict") or {}).get("action") == RETIRE:
         return latest
     return None
 
 
-def _fallback(name: str, why: str, log: LogState, evidence: Recorded | None) -> Decision:
+def _fallback(name: str, why: str, evidence: Recorded | None) -> Decision:
     if name in CARBON_FIRST:
-        retired = _retirement(log)
-        if retired is None:
-            return Decision(SIMPLE, REPLACED, why, evidence)
-        why += (
-            f"; and carbon-aware placement is retired (evaluation seq {retired.seq} of "
-            f"{retired.event.get('policy')!r}), so {SIMPLE} is withheld too"
-        )
-        return Decision(name, WITHHELD, why, retired)
+        return Decision(SIMPLE, REPLACED, why, evidence)
     return Decision(name, WITHHELD, why, evidence)
 
 
-def decide_gate(name: str, log: LogState, settings: Settings, now: datetime) -> Decision:
-    """Apply the gate table to a carbon-weighing policy ``name``."""
+def _retired(name: str, retired: Recorded) -> Decision:
+    """A current retirement withholds carbon from every carbon-weighing policy, whatever its
+    own evidence says: the verdict says placement stops using carbon."""
+    why = (f"carbon-aware placement retired by evaluation seq {retired.seq} of "
+           f"{retired.event.get('policy')!r} ({retired.ts}): "
+           f"{(retired.event.get('verdict') or {}).get('reason', '')}; only a newer real "
+           "evaluation that ships lifts it")
+    return Decision(name, WITHHELD, why, retired)
+
+
+def _this_policy(name: str, mine: list[Recorded], identity: Mapping[str, Any] | None):
+    """The evaluations of exactly this policy, or why there are none (identity mismatch)."""
+    same = [r for r in mine if identity is not None and same_policy(r.event.get(IDENTITY_KEY), identity)]
+    if same or not mine:
+        return same, None
+    latest = mine[-1]
+    return [], (f"the evaluated {name} (seq {latest.seq}) had {describe(latest.event.get(IDENTITY_KEY))}; "
+                f"this one has {describe(identity)}: a changed policy has no evaluation until it "
+                "is re-evaluated")
+
+
+def decide_gate(
+    name: str, log: LogState, settings: Settings, now: datetime,
+    identity: Mapping[str, Any] | None = None,
+) -> Decision:
+    """Apply the gate table to a carbon-weighing policy ``name`` whose identity (see
+    ``placement.identity``) is ``identity``; only evaluations of that identity count."""
     if log.problem:
         why = f"{log.problem}; treated as no evaluation (fail closed)"
-        return Decision(SIMPLE, AS_REQUESTED, why, None) if name == SIMPLE else _fallback(name, why, log, None)
+        return Decision(SIMPLE, AS_REQUESTED, why, None) if name == SIMPLE else _fallback(name, why, None)
+    retired = _retirement(log)
+    if retired is not None:
+        return _retired(name, retired)
     if name == SIMPLE:
-        retired = _retirement(log)
-        if retired is not None:
-            why = f"carbon-aware placement retired by evaluation seq {retired.seq}: {retired.event['verdict'].get('reason', '')}"
-            return Decision(name, WITHHELD, why, retired)
         return Decision(name, AS_REQUESTED, f"{SIMPLE} is the simple baseline; not retired", None)
-    latest, n_synth = _latest_real(log, name)
-    if latest is None:
+    mine, n_synth = _real(log, name)
+    same, changed = _this_policy(name, mine, identity)
+    if changed:
+        return _fallback(name, changed, mine[-1])
+    if not same:
         why = f"no R-ec evaluation of {name} recorded in {log.path}"
         if n_synth:
             why = f"only synthetic R-ec evaluations of {name} ({n_synth}); synthetic evaluations never gate"
-        return _fallback(name, why, log, None)
+        return _fallback(name, why, None)
+    latest = same[-1]
     verdict = latest.event.get("verdict") or {}
     cite = f"evaluation seq {latest.seq} ({latest.ts})"
     if verdict.get("action") == RETIRE:
@@ -148,12 +179,12 @@ def decide_gate(name: str, log: LogState, settings: Settings, now: datetime) -> 
     age = _age_days(latest, now)
     if age < -1.0:  # more than a day ahead of this clock: skew or a forged date
         why = f"latest real {cite} is dated {-age:.0f} days in the future; treated as no evaluation"
-        return _fallback(name, why, log, latest)
+        return _fallback(name, why, latest)
     if age > settings.retest_days:
         why = f"re-test overdue: latest real {cite} is {age:.0f} days old > cadence {settings.retest_days:g} days"
-        return _fallback(name, why, log, latest)
+        return _fallback(name, why, latest)
     if verdict.get("action") != SHIP_CANDIDATE or verdict.get("ships") != name:
         why = f"simple baseline {verdict.get('ships')} won {cite}: {verdict.get('reason', '')}"
-        return _fallback(name, why, log, latest)
+        return _fallback(name, why, latest)
     why = f"won {cite}, delta {latest.event.get('delta_pp', float('nan')):.2f} pp, {age:.0f} days old"
     return Decision(name, AS_REQUESTED, why, latest)

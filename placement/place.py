@@ -32,6 +32,7 @@ from placement.gate import (
     gate_mode,
     weighs_carbon,
 )
+from placement.identity import policy_identity
 from placement.providers import choose, fits
 from placement.registry import get_provider
 
@@ -49,6 +50,7 @@ class Resolution:
     evidence: dict[str, Any] | None
     would_have: dict[str, Any] | None
     provider: Any
+    identity: dict[str, Any] | None = None
 
     def objective(self) -> dict[str, Any]:
         out = {
@@ -59,6 +61,7 @@ class Resolution:
             "mode": self.mode,
             "weighs_carbon": self.weighs_carbon,
             "evidence": self.evidence,
+            "identity": self.identity,
         }
         if self.would_have is not None:
             out["would_have"] = self.would_have
@@ -85,23 +88,24 @@ def resolve(
     mode = gate_mode(env)
     provider = get_provider(policy) if isinstance(policy, str) else policy
     name = provider.name
+    identity = policy_identity(provider)
     if not weighs_carbon(provider):
         why = "does not weigh carbon (probe); runs as requested"
         return Resolution(name, name, AS_REQUESTED, _reason(name, name, AS_REQUESTED, why),
-                          mode, False, None, None, provider)
+                          mode, False, None, None, provider, identity)
     log = read_log(resolve_log_path(audit_log))
-    d = decide_gate(name, log, settings_from_env(env), now or datetime.now(UTC))
+    d = decide_gate(name, log, settings_from_env(env), now or datetime.now(UTC), identity)
     evidence = d.evidence.cite() if d.evidence else None
     reason = _reason(name, d.effective, d.action, d.why)
     if mode == "warn" and d.action != AS_REQUESTED:
         would = {"effective": d.effective, "action": d.action, "reason": reason}
         why = f"gate in warn mode, runs as requested; enforce would: {reason}"
         return Resolution(name, name, "warn", _reason(name, name, "warn", why), mode, True,
-                          evidence, would, provider)
+                          evidence, would, provider, identity)
     runner = {AS_REQUESTED: provider, WITHHELD: Withheld(provider)}.get(d.action)
     if d.action == REPLACED:
         runner = get_provider(SIMPLE)
-    return Resolution(name, d.effective, d.action, reason, mode, True, evidence, None, runner)
+    return Resolution(name, d.effective, d.action, reason, mode, True, evidence, None, runner, identity)
 
 
 def validate_clusters(clusters: Any) -> list[dict[str, Any]]:

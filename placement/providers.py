@@ -20,6 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from placement.identity import builtin_identity, code_digest
+
 #: cluster fields every provider can rely on (numbers; carbon_intensity may be null)
 NUMERIC_FIELDS = ("carbon_intensity", "cost_per_hour", "capacity", "used")
 
@@ -97,6 +99,13 @@ class ArrayProvider:
         s = self.score_arrays(cluster_arrays(clusters, job))[0]
         return [None if not np.isfinite(v) else float(v) for v in s]
 
+    def identity(self) -> dict[str, Any]:
+        """A built-in's identity: its code version is the digest of its class and the ranking
+        helpers it scores with (``placement.identity``)."""
+        return builtin_identity(
+            self.name, code_digest(type(self), ArrayProvider, cluster_arrays, dense_rank, lexicographic)
+        )
+
 
 class CarbonAware(ArrayProvider):
     """Carbon-first: lowest declared intensity, then lowest cost, then most headroom."""
@@ -151,10 +160,11 @@ CARBON_FIRST = frozenset({"carbon-aware"})
 class ExternalProvider:
     """Wraps a third-party provider so a wrong answer is an error naming the plugin."""
 
-    def __init__(self, name: str, inner: Any, origin: str) -> None:
+    def __init__(self, name: str, inner: Any, origin: str, identity: dict[str, Any] | None = None) -> None:
         self.name = name
         self.inner = inner
         self.origin = origin
+        self.identity = identity  # distribution, version and entry point (``placement.identity``)
         self.description = getattr(inner, "description", f"third-party provider from {origin}")
 
     def score(self, clusters, job) -> list[float | None]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.formula import load_policy_file
+from placement.identity import plugin_identity
 from placement.providers import BUILTINS, ExternalProvider
 
 GROUP = "carbonspan.placement_policies"
@@ -51,7 +52,7 @@ def _load_plugin(name: str, ep: Any) -> ExternalProvider:
         obj = obj()
     if not callable(getattr(obj, "score", None)):
         raise UnknownPolicy(f"placement provider {name!r} ({origin}) has no score(clusters, job)")
-    return ExternalProvider(name, obj, origin)
+    return ExternalProvider(name, obj, origin, plugin_identity(name, ep))
 
 
 def available() -> dict[str, str]:

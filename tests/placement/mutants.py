@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: fast in-process tests first, so a caught mutant stops early (-x); the CLI tests last
 FILES = [f"tests/placement/test_{n}.py" for n in
-         ("model", "decision", "gate", "plugins_audit", "sanitisers", "real_traces", "docs",
-          "cli")]
+         ("model", "decision", "gate", "identity", "plugins_audit", "sanitisers", "real_traces",
+          "docs", "cli")]
 
 #: (file, original text, mutated text, what it breaks)
 MUTATIONS: list[tuple[str, str, str, str]] = [
@@ -56,8 +56,9 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "self.inner.score([dict(c) for c in clusters], job)", "withholding does not neutralise"),
     ("placement/gate.py", "        if a != b:\n            return True",
      "        if a != b:\n            return False", "probe never sees carbon"),
-    ("placement/gate.py", "    if name in CARBON_FIRST:\n        retired",
-     "    if name not in CARBON_FIRST:\n        retired", "fallback swaps replace/withhold"),
+    ("placement/gate.py", "    if name in CARBON_FIRST:\n        return Decision(SIMPLE, REPLACED",
+     "    if name not in CARBON_FIRST:\n        return Decision(SIMPLE, REPLACED",
+     "fallback swaps replace/withhold"),
     ("placement/gate.py", 'if verdict.get("action") == RETIRE:\n        return Decision(name, WITHHELD',
      'if verdict.get("action") == "never":\n        return Decision(name, WITHHELD',
      "retirement of the policy ignored"),
@@ -110,6 +111,22 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "return Placement(np.zeros_like(trace.home), start)", "threshold-shift leaves the home region"),
     ("placement/audit.py", '("delta_pp", number(ev.get("delta_pp"))),', '("delta_pp", True),',
      "a non-numeric delta in an event is trusted"),
+    # issue 13, item 1: evidence belongs to the policy that was measured
+    ("placement/gate.py", "same = [r for r in mine if identity is not None and same_policy(",
+     "same = [r for r in mine if True or same_policy(",
+     "an evaluation of another identity (same name) licenses"),
+    ("placement/identity.py", '"name": name, "goal": goal,', '"name": name, "goal": "any",',
+     "a formula's identity ignores minimize/maximize"),
+    ("placement/identity.py", '"version": None if dist is None else str(dist.version),',
+     '"version": None,', "a plugin's identity ignores its version"),
+    ("placement/providers.py", "code_digest(type(self), ArrayProvider,", "code_digest(ArrayProvider,",
+     "a built-in's code version ignores its own code"),
+    ("placement/audit.py", 'and isinstance(ev["policy_identity"].get("digest"), str | None))),',
+     "or True)),", "a malformed policy identity is trusted"),
+    # item 2: retirement is capability-wide
+    ("placement/gate.py", "    if retired is not None:\n        return _retired(name, retired)",
+     "    if retired is not None and name == SIMPLE:\n        return _retired(name, retired)",
+     "a policy's own win outlives a retirement"),
 ]
 
 

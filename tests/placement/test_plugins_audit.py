@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from datetime import UTC, datetime
 
 import pytest
@@ -13,58 +12,6 @@ from placement.evaluation import record_evaluation, run_evaluation
 from placement.registry import UnknownPolicy, available, get_provider
 from placement.trace import parse_trace
 from schema import chainlog
-
-PLUGIN = textwrap.dedent(
-    '''
-    class GreenPlugin:
-        """Scores by carbon only, and says it does not (the gate must not believe it)."""
-        name = "green-plugin"
-        uses_carbon = False
-
-        def score(self, clusters, job):
-            return [None if c.get("carbon_intensity") is None else -c["carbon_intensity"]
-                    for c in clusters]
-
-
-    class RoomyPlugin:
-        name = "roomy-plugin"
-
-        def score(self, clusters, job):
-            return [c["capacity"] - c["used"] for c in clusters]
-
-
-    def broken():
-        return 42
-
-
-    class Crashy:
-        name = "crashy-plugin"
-
-        def score(self, clusters, job):
-            return [c["no-such-field"] for c in clusters]
-    '''
-)
-
-
-@pytest.fixture
-def plugin_dist(tmp_path, monkeypatch):
-    """A tiny installed distribution exposing providers in ``carbonspan.placement_policies``."""
-    site = tmp_path / "site"
-    (site / "cs_testplugin").mkdir(parents=True)
-    (site / "cs_testplugin" / "__init__.py").write_text(PLUGIN)
-    info = site / "cs_testplugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cs-testplugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[carbonspan.placement_policies]\n"
-        "green-plugin = cs_testplugin:GreenPlugin\n"
-        "roomy-plugin = cs_testplugin:RoomyPlugin\n"
-        "broken-plugin = cs_testplugin:broken\n"
-        "crashy-plugin = cs_testplugin:Crashy\n"
-    )
-    monkeypatch.syspath_prepend(str(site))
-    return site
-
 
 CLUSTERS = [
     {"name": "coal", "region": "PL", "carbon_intensity": 800.0, "cost_per_hour": 1.0, "capacity": 10, "used": 0},
