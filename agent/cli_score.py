@@ -29,7 +29,9 @@ example:
 
 Files are OTLP JSON (one ExportTraceServiceRequest object, or NDJSON: one per line; hex or
 base64 ids) or binary protobuf ExportTraceServiceRequest: .json/.ndjson are read as JSON,
-.pb/.bin as protobuf, anything else is detected by content.
+.pb/.bin as protobuf, anything else is detected by content. Jaeger JSON (the query API's
+{"data": [...]} or the UI's download) and Zipkin v2 JSON (a span list) are recognised by
+content and scored as the OTLP spans they carry (docs/carbon-model.md section 9).
 
 The report goes to stdout; warnings (ignored input, configured regions missing from the
 intensity table) go to stderr. Exit status 0, or 2 when the configuration or a file cannot
@@ -47,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="OTLP JSON/NDJSON or protobuf file"
+        "files", nargs="+", metavar="FILE",
+        help="OTLP JSON/NDJSON or protobuf, Jaeger JSON or Zipkin v2 JSON file"
     )
     parser.add_argument("--config", metavar="PATH", help="carbonspan.toml ([green] table)")
     parser.add_argument("--agent-id", default="", help="agent_id to stamp on the report")

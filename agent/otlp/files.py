@@ -1,11 +1,14 @@
-"""Read OTLP trace files: JSON, NDJSON or protobuf, plain or gzip-compressed.
+"""Read trace files: OTLP JSON, NDJSON or protobuf, Jaeger JSON, Zipkin v2 JSON; plain or gzip.
 
 ``.json`` holds one ``ExportTraceServiceRequest`` object (or, as the Collector's file
 exporter writes, one per line), ``.ndjson``/``.jsonl`` one object per line, ``.pb``/``.bin``
 one serialized protobuf request. Any other name is sniffed: a document whose first
 non-blank byte is ``{`` is JSON (``{`` can never start a valid protobuf request: it would
-be field 15 with the deprecated group wire type), anything else is protobuf. A gzip magic
-number is honoured under every name.
+be field 15 with the deprecated group wire type), and so is one starting with ``[`` (a
+Zipkin v2 span list), anything else is protobuf. A gzip magic number is honoured under every
+name. A JSON document that is not OTLP is detected by content (``agent.otlp.foreign``): Jaeger
+and Zipkin v2 exports are translated to the OTLP spans they carry; anything else is refused
+naming what it is, never read as an empty batch.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from agent.batch import SpanBatch
 from agent.otlp.concat import concat_batches
 from agent.otlp.errors import OtlpDecodeError
+from agent.otlp.foreign import to_otlp
 from agent.otlp.jsonfast import decode_json_fast
 from agent.otlp.jsonfmt import decode_json, decode_json_into, parse_json
 from agent.otlp.rules import BatchBuilder
@@ -50,29 +54,39 @@ def _decode_ndjson(data: bytes, path: Path) -> SpanBatch:
         if not line.strip():
             continue
         try:
-            batches.append(decode_json(line))
+            batches.append(_decode_document(line))
         except OtlpDecodeError as exc:
             raise OtlpDecodeError(f"{path}, line {number}: {exc}") from None
     return concat_batches(batches)
 
 
-def _decode_json(data: bytes, path: Path) -> SpanBatch:
-    """One object; a file of several lines that is not one object is read as NDJSON."""
-    batch = decode_json_fast(data)  # the C walker, when built, for the usual well-formed file
-    if batch is not None:
-        return batch
+def _decode_document(data: bytes) -> SpanBatch:
+    """One JSON document of any supported format -> its batch."""
+    if data.lstrip()[:1] != b"[":
+        batch = decode_json_fast(data)  # the C walker, when built, for the usual OTLP file
+        if batch is not None and (len(batch) or batch.rejected):
+            return batch
+        if batch is None and data.lstrip()[:1] != b"{":
+            return decode_json(data)  # not an object: the walk's own message
+    doc = parse_json(data)
+    fmt, otlp = to_otlp(doc)  # raises naming the document when it is no trace format we read
+    builder = BatchBuilder()
+    where = "" if fmt == "otlp" else f"{fmt} JSON (read as the OTLP spans it carries): "
     try:
-        doc = parse_json(data)
+        decode_json_into(builder, otlp)
     except OtlpDecodeError as exc:
-        if len(data.strip().splitlines()) > 1:
+        raise OtlpDecodeError(f"{where}{exc}") from None
+    return builder.build()
+
+
+def _decode_json(data: bytes, path: Path) -> SpanBatch:
+    """One document; a file of several lines that is not one document is read as NDJSON."""
+    try:
+        return _decode_document(data)
+    except OtlpDecodeError as exc:
+        if len(data.strip().splitlines()) > 1 and str(exc).startswith("not valid JSON"):
             return _decode_ndjson(data, path)
         raise OtlpDecodeError(f"{path}: {exc}") from None
-    builder = BatchBuilder()
-    try:
-        decode_json_into(builder, doc)
-    except OtlpDecodeError as exc:
-        raise OtlpDecodeError(f"{path}: {exc}") from None
-    return builder.build()
 
 
 def _decode_protobuf(data: bytes, path: Path) -> SpanBatch:
@@ -99,6 +113,6 @@ def read_trace_file(path: str | Path) -> SpanBatch:
         return _decode_json(data, path)
     if suffix in _PROTOBUF_SUFFIXES:
         return _decode_protobuf(data, path)
-    if data.lstrip()[:1] == b"{":
+    if data.lstrip()[:1] in (b"{", b"["):
         return _decode_json(data, path)
     return _decode_protobuf(data, path)

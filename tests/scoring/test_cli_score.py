@@ -246,8 +246,18 @@ def test_a_file_with_no_spans_is_scored_as_zero_with_a_warning_naming_it(tmp_pat
     """Valid OTLP/JSON but nothing to score (a wrong file, an empty export): the report is the
     empty window (exit 0, as OTLP allows an empty request) and stderr names the file."""
     empty, full = tmp_path / "empty.json", tmp_path / "full.json"
-    empty.write_text('{"x": 1}')
+    empty.write_text('{"resourceSpans": []}')
     full.write_text(json.dumps(six_sql_request()))
     proc = run(str(empty), str(full))
     assert proc.returncode == 0 and json.loads(proc.stdout)["window"]["spans"] == 6
     assert f"warning: {empty}: no spans in it" in proc.stderr and str(full) not in proc.stderr
+
+
+def test_a_json_document_that_is_no_trace_format_is_refused_naming_its_keys(tmp_path):
+    """Not OTLP, Jaeger or Zipkin (here: some other JSON): exit 2 naming the file and what it
+    holds, never an empty report dated 1970."""
+    other = tmp_path / "metrics.json"
+    other.write_text('{"resourceMetrics": [], "x": 1}')
+    proc = run(str(other))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert str(other) in proc.stderr and "[resourceMetrics, x]" in proc.stderr
