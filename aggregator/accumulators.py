@@ -74,17 +74,15 @@ class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
 class _Layout:
     """How one (service names, tags, hosts) combination folds; see AggregateState._runtime."""
 
-    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple")
+    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple", "host_named")
 
     def __init__(self) -> None:
-        self.targets: list[ServiceAcc | None | object] = []  # None: past the cap; _HOST: excluded
+        self.targets: list[ServiceAcc | None] = []  # None: past the cap
         self.tag_counts: dict[str, int] = {}
         self.rejected = 0
         self.unknown = False
         self.simple = True
-
-
-_HOST = object()  # a layout target: the entry is a host, never a service
+        self.host_named = 0  # entries named like a host of the window (services all the same)
 
 
 class RegionAcc(RegionSums):  # type: ignore[misc,valid-type]

@@ -21,6 +21,9 @@ from aggregator.render import print_summary
 from aggregator.render_html import render_html
 from aggregator.report import build_report, report_bytes
 
+#: Exit status when no window starts inside the period (and --allow-empty was not given).
+EXIT_EMPTY = 3
+
 EPILOG = """example:
   carbonspan aggregate archives/ --from 2026-11-01 --to 2026-11-30 \\
       --org "ACME Corp" --out report.json --html report.html
@@ -39,6 +42,9 @@ EPILOG = """example:
     eu-west-3 = 0.0
     eu-central-1 = 713.0
   Regions not listed keep their location-based (grid average) carbon.
+
+  Exit status: 0 written; 1 --strict-attribution failed; 2 bad input; 3 no window starts in
+  the period (nothing written; --allow-empty writes the report saying "No data in this period").
 """
 
 
@@ -67,6 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--market-factors", type=Path, metavar="FILE",
                    help="TOML file of contractual emission factors per region (gCO2e/kWh): adds the "
                         "market-based Scope 2 figure beside the location-based one")
+    p.add_argument("--allow-empty", action="store_true",
+                   help=f"write the report even when no window starts in the period (else exit {EXIT_EMPTY}, "
+                        "writing nothing)")
     p.set_defaults(func=handle)
 
 
@@ -107,9 +116,12 @@ def handle(args: argparse.Namespace) -> int:
         return _fail(f"the Dask engine failed: {exc}; check --scheduler (tcp://host:8786) "
                      "or leave it out to start two local workers")
     if state.windows == 0:
-        logging.getLogger("carbonspan.aggregate").warning(
-            "no window starts inside the period (%d read outside it, %d malformed lines); "
-            "check --from/--to against the archive dates", state.windows_outside, state.malformed)
+        message = (f"No data in this period: no window starts inside it ({state.windows_outside} read "
+                   f"outside it, {state.malformed} malformed lines); check --from/--to against the "
+                   "archive dates")
+        if not args.allow_empty:
+            return _fail(f"{message}, or pass --allow-empty to write the empty report anyway", EXIT_EMPTY)
+        logging.getLogger("carbonspan.aggregate").warning("%s (written because of --allow-empty)", message)
     report = build_report(state, period, args.org, market)
     if report.aggregate.scope2 is not None and report.aggregate.scope2.unmatched_factor_regions:
         logging.getLogger("carbonspan.aggregate").warning(

@@ -116,12 +116,20 @@ def fold_file(f: ArchiveFile, period: Period, strict: bool = False, known: Known
 
 
 def _announce(f: ArchiveFile, state: AggregateState) -> None:
-    """One warning per archive file that used the fallback, logged where the run is driven."""
+    """One warning per archive file that used the fallback, and one per file with one-sided
+    windows, logged where the run is driven."""
     if state.fallback_windows:
         log.warning(
             "%s: %d window(s) without runtime attribution used the I/O-proxy fallback; "
             "upgrade the agent that wrote it for per-service energy",
             f.label, state.fallback_windows,
+        )
+    if state.one_sided_windows:
+        log.warning(
+            "%s: %d window(s) had only one of per_service_energy_kwh / per_service_carbon_kgco2eq "
+            "non-empty; they were folded by the I/O-proxy path from the line's totals "
+            "(aggregate.one_sided_windows) so neither total is lost; check the agent that wrote it",
+            f.label, state.one_sided_windows,
         )
 
 

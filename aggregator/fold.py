@@ -2,14 +2,18 @@
 
 Each window takes one of two paths (docs/report-format.md):
 
-- **runtime** - the line carries per-service maps: sum them per service;
-- **proxy** - no maps (a v1.0 line): split the window's application energy and carbon by
+- **runtime** - the line carries both per-service maps, each non-empty: sum them per service;
+- **proxy** - no maps (a v1.0 line), or only one of the two (a *one-sided* window, counted in
+  ``one_sided_windows``: its other side's total would be lost): split the window's
+  application energy and carbon by
   each service's share of I/O ops; energy is ``energy_kwh`` when > 0, else
   ``total_io_ops x ENERGY_PER_IO_OP_KWH``; with nothing to split by the window goes to the
   ``_unattributed`` bucket (or fails under strict attribution).
 
-Hosts (database, broker) are never a service: their energy and carbon go to the totals and
-to ``carbon_breakdown`` only. ``merge`` is ordered - the left side's first-seen facts win and
+Hosts and services are separate namespaces: the host rows (``green_summary.hosts``) are the
+only host terms; their energy and carbon go to the totals and to ``carbon_breakdown`` only. A
+per-service entry is a service even when a host carries the same name (counted in
+``host_named_services``), so Σ applications + hosts = total on both paths. ``merge`` is ordered - the left side's first-seen facts win and
 caps apply as if the right side's windows had been folded after the left's - so folding file
 partitions and merging them in file order is the same computation on one machine or on Dask.
 """
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from aggregator.accumulators import _HOST, FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
+from aggregator.accumulators import FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
 from aggregator.fold_fast import PlainRuntime
 from aggregator.fold_proxy import ProxyFast
 from aggregator.fold_regions import RegionRows
@@ -81,7 +85,8 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     dropped_services: int = 0
     dropped_energy: float = 0.0
     dropped_carbon: float = 0.0
-    host_terms_excluded: int = 0
+    host_named_services: int = 0  # per-service entries named like a host of their window (kept)
+    one_sided_windows: int = 0  # runtime maps with only one side non-empty: folded by the proxy
     rejected_models: int = 0
     dropped_regions: int = 0
     dropped_host_rows: int = 0  # host rows past the host-region cap (max_regions)
@@ -174,6 +179,8 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         if w.names is not None:
             self._runtime(w)
         else:
+            if w.one_sided:
+                self.one_sided_windows += 1
             self._proxy(w, location, strict)
         self.windows += 1
         if w.start < self.first_start:
@@ -215,6 +222,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         and reused, so a steady stream of windows costs a tight loop over figures."""
         self.runtime_windows += 1
         layout = self._layout(w)
+        self.host_named_services += layout.host_named
         if w.raw and layout.simple:
             app_energy, app_carbon, app_requests = self._credit_raw(layout, w.energies, w.carbons, w.requests)
         else:
@@ -253,15 +261,12 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         return app_energy, app_carbon, app_requests
 
     def _credit_mixed(self, layout: _Layout, w: Window) -> tuple[float, float, int]:
-        """The general loop over sanitised lists: entries may be hosts (excluded) or past the
-        service cap (dropped, counted)."""
+        """The general loop over sanitised lists: entries may be past the service cap (dropped,
+        counted)."""
         app_energy = app_carbon = 0.0
         app_requests = 0
         requests = w.requests or [0] * len(w.energies)
         for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=True):
-            if acc is _HOST:
-                self.host_terms_excluded += 1
-                continue
             app_energy += e
             app_carbon += c
             app_requests += r
@@ -314,8 +319,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         layout = _Layout()
         for name, raw_tag in zip(names, tags, strict=True):
             if name in w.host_names:
-                layout.targets.append(_HOST)
-                continue
+                layout.host_named += 1  # still a service: hosts are only their rows
             tag_in = raw_tag if type(raw_tag) is str and raw_tag else None
             tag = self.accept_model(tag_in)
             if tag is not None:
@@ -357,18 +361,17 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
                 )
             self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
             return
-        self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.host_names, w.model)
+        if w.host_names:
+            self.host_named_services += sum(1 for name in w.io_split if name in w.host_names)
+        self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.model)
 
     def _split_proxy(self, io_split: dict[str, int], io_total: int, app_energy: float, app_kg: float,
-                     hosts: frozenset[str], model: str | None) -> None:
-        """Credit each service its share of I/O ops (``io_total`` > 0); hosts are excluded."""
+                     model: str | None) -> None:
+        """Credit each service its share of I/O ops (``io_total`` > 0)."""
         # Every entry carries the window's one model, so after the first credit the tag set's
         # answer is known: accepted (count one more) or rejected (count one more rejection).
         services, tag = self.services, _UNSET
         for name, ops in io_split.items():
-            if name in hosts:
-                self.host_terms_excluded += 1
-                continue
             share = ops / io_total
             acc = services.get(name)
             if acc is None or tag is _UNSET:  # a new or dropped service, or the first entry

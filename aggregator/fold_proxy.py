@@ -18,7 +18,6 @@ from aggregator.sanitize import MAX_COUNT
 from schema.constants import ENERGY_PER_IO_OP_KWH
 
 _EMPTY: dict = {}
-_NO_HOSTS: frozenset[str] = frozenset()
 
 
 def _tag(value: object) -> str | None:
@@ -63,5 +62,5 @@ class ProxyFast:
         self.energy += app_energy + 0.0  # type: ignore[attr-defined]
         self.operational_kg += app_kg  # type: ignore[attr-defined]
         self.requests += f.traces  # type: ignore[attr-defined]
-        self._split_proxy(split, io_total, app_energy, app_kg, _NO_HOSTS, model)  # type: ignore[attr-defined]
+        self._split_proxy(split, io_total, app_energy, app_kg, model)  # type: ignore[attr-defined]
         return finish_window(self, start, f, meta, line_hash)

@@ -115,6 +115,7 @@ class Window:
     model_map: Any = None
     raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
     host_rows: HostRows = ()  # in-totals hosts: (region, kWh, gCO2e, PUE or None)
+    one_sided: bool = False  # only one per-service map is non-empty: the proxy path folds it
 
 
 _EMPTY: dict = {}
@@ -211,10 +212,12 @@ def _aligned(mapping: dict, names: tuple[str, ...]) -> list:
 
 
 def _runtime_maps(gs: dict, w: Window, tally: Tally) -> None:
-    """Fill the runtime fields of ``w`` (names stay None when both maps are empty)."""
+    """Fill the runtime fields of ``w``. Names stay None unless both maps are non-empty: with
+    one side empty its total would be lost, so such a window is ``one_sided`` (proxy path)."""
     energy = _obj(gs, "per_service_energy_kwh")
     carbon = _obj(gs, "per_service_carbon_kgco2eq")
-    if not energy and not carbon:
+    if not energy or not carbon:
+        w.one_sided = bool(energy or carbon)
         return
     names = tuple(energy)
     same = tuple(carbon) == names  # the usual shape: both maps list the same services in order

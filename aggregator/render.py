@@ -84,6 +84,20 @@ def scope2_line(report: DisclosureReport) -> str:
     return line
 
 
+NO_DATA = "No data in this period"
+
+
+def warnings(report: DisclosureReport) -> list[str]:
+    """What a reader must know before trusting the figures, in plain words (terminal and HTML
+    show the same list): an empty period first."""
+    agg = report.aggregate
+    out = []
+    if agg.windows == 0:
+        out.append(f"{NO_DATA}: no measurement window starts inside it, so every figure below is zero "
+                   "for lack of data, not because nothing ran.")
+    return out
+
+
 def summary_table(report: DisclosureReport) -> Table:
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
@@ -99,13 +113,14 @@ def summary_table(report: DisclosureReport) -> Table:
         table.add_row(f"... {hidden} more", "", "", "", "", "", "")
     table.caption = (
         f"total {fmt_kwh(agg.total_energy_kwh)}, {fmt_kg(agg.total_carbon_kgco2eq)} CO2e over "
-        f"{agg.windows:,} windows; coverage {agg.period_coverage:.1%} "
+        f"{agg.windows:,} windows; attributed by the agent {agg.period_coverage:.1%} "
         f"(runtime {agg.runtime_windows:,}, fallback {agg.fallback_windows:,}); "
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
         f"dropped service entries {agg.dropped_services:,}"
         + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
         + "\n" + breakdown(report)
         + ("\n" + scope2_line(report) if report.aggregate.scope2 is not None else "")
+        + "".join(f"\nWARNING: {w}" for w in warnings(report))
     )
     return table
 

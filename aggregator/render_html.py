@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import LOCATION_LABEL, MARKET_LABEL, fmt_kg, fmt_kwh
+from aggregator.render import LOCATION_LABEL, MARKET_LABEL, fmt_kg, fmt_kwh, warnings
 from schema.report import DisclosureReport
 
 MAX_BARS = 25
@@ -22,6 +22,7 @@ h1{margin-bottom:.2rem}h2{border-bottom:2px solid #cfe3d2;padding-bottom:.2rem;m
 .card b{display:block;font-size:1.5rem}table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e2ece3}td.n,th.n{text-align:right}
 code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
+.warn{background:#fff4e0;border-left:4px solid #c77700;padding:.6rem 1rem;margin:.6rem 0}
 """
 
 
@@ -104,8 +105,8 @@ def _scope2(report: DisclosureReport) -> str:
 def _coverage(report: DisclosureReport) -> str:
     agg, inp = report.aggregate, report.inputs
     lines = [
-        f"{agg.period_coverage:.1%} of the {agg.windows:,} measurement windows carried per-service "
-        f"figures from the agent ({agg.runtime_windows:,}); {agg.fallback_windows:,} came from older "
+        f"Attributed by the agent: {agg.period_coverage:.1%} of the {agg.windows:,} measurement windows "
+        f"carried per-service figures from the agent ({agg.runtime_windows:,}); {agg.fallback_windows:,} came from older "
         "agents and were split between services by their share of I/O operations.",
         f"{agg.unattributed_windows:,} windows could not be split at all and are shown as _unattributed.",
         f"{inp.malformed_lines:,} unreadable archive lines were skipped; {agg.sanitised_values:,} "
@@ -149,7 +150,7 @@ def render_html(report: DisclosureReport) -> str:
         *electricity,
         _card("Energy", fmt_kwh(agg.total_energy_kwh)),
         _card("Requests", f"{agg.total_requests:,}"),
-        _card("Coverage", f"{agg.period_coverage:.1%}"),
+        _card("Attributed by the agent", f"{agg.period_coverage:.1%}"),
     ])
     breakdown = _table(["part", "carbon"], [
         ["running the applications", fmt_kg(b.operational_kgco2eq)],
@@ -165,7 +166,8 @@ def render_html(report: DisclosureReport) -> str:
         f"<title>Carbon disclosure {escape(report.organisation)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
         f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
-        f'<div class="cards">{cards}</div>'
+        + "".join(f'<p class="warn"><b>Warning.</b> {escape(w)}</p>' for w in warnings(report))
+        + f'<div class="cards">{cards}</div>'
         f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
         f"<h2>Carbon per service</h2>{_bars(report)}"
         f"<h2>Per region</h2>{_regions(report)}"

@@ -59,7 +59,11 @@ def _iso(t: datetime) -> str:
 def window_report(start: datetime, services: Sequence[Svc], *, runtime: bool = True,
                   agent_id: str = "agent-a", length_s: int = 60, hosts: Sequence[HostRow] = (),
                   embodied_g: float = 0.0) -> WindowReport:
-    """A consistent window. ``runtime=False`` gives a v1.0 line (no runtime maps)."""
+    """A consistent window. ``runtime=False`` gives a v1.0 line (no runtime maps). A host row
+    given without watts draws its energy over the whole window (watts = kWh x 3.6e6 / length),
+    as the agent's rows do."""
+    hosts = [h if h.watts or not length_s else h.model_copy(update={"watts": h.energy_kwh * 3.6e6 / length_s})
+             for h in hosts]
     per_energy = {s.name: s.energy_kwh for s in services}
     per_carbon = {
         s.name: s.energy_kwh * REGIONS[s.region][0] * REGIONS[s.region][1] / 1000.0 for s in services

@@ -18,12 +18,13 @@ import orjson
 from aggregator.engines import run_local
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
 from aggregator.market import MarketFactorsError, from_report
-from aggregator.read import Period
+from aggregator.read import Period, to_epoch
 from aggregator.report import build_report, content_hash
 from schema.chain import record_hash, verify_chain
 
 REL_TOL = 1e-6
 ABS_TOL = 1e-12
+J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,16 @@ def _numbers(mapping: Any) -> list[float] | None:
 
 
 def window_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
-    """The invariants of one runtime window line (v1.0 lines have none to check)."""
+    """The invariants of one window line: its host rows' energy, and those of a runtime line
+    (per-service sums, carbon terms; v1.0 lines have no per-service maps to check)."""
+    try:
+        host_found = host_energy_findings(location, rec["report"])
+    except (KeyError, TypeError, AttributeError):
+        host_found = []  # reported below as a malformed window
+    return host_found + _runtime_findings(location, rec)
+
+
+def _runtime_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
     try:
         gs = rec["report"]["green_summary"]
         energy_map = gs.get("per_service_energy_kwh") or {}
@@ -88,11 +98,48 @@ def window_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
         out.append(Finding(location, "energy_invariant",
                            f"sum of per_service_energy = {sum(energies):.9g} kWh but energy_kwh "
                            f"minus host energy = {app:.9g} kWh"))
-    host_names = {h.get("name") for h in hosts}
-    for name in sorted(n for n in host_names & (set(energy_map) | set(carbon_map)) if isinstance(n, str)):
-        out.append(Finding(location, "host_in_services",
-                           f"host {name!r} appears in a per-service map; hosts are never a service"))
     return out + _carbon_terms(location, rec["report"], gs["co2"])
+
+
+def _window_seconds(window: Any) -> float | None:
+    """``window.end - window.start`` in seconds, or None when either is not a readable time."""
+    if not isinstance(window, dict) or not isinstance(window.get("start"), str) or not isinstance(window.get("end"), str):
+        return None
+    try:
+        return to_epoch(window["end"]) - to_epoch(window["start"])
+    except ValueError:
+        return None
+
+
+def host_energy_findings(location: str, report: dict[str, Any]) -> list[Finding]:
+    """Every host row draws its watts for the whole window: ``energy_kwh = watts x (end -
+    start) / 3.6e6`` (docs/auditors-guide.md). The window's times are written to the
+    microsecond, so up to 2 µs of the window's length (truncation of both ends) is allowed."""
+    hosts = report["green_summary"].get("hosts") or []
+    if not isinstance(hosts, list) or not hosts:
+        return []
+    seconds = _window_seconds(report.get("window"))
+    out = []
+    for i, row in enumerate(hosts):
+        if not isinstance(row, dict):
+            continue  # the chain and the aggregator report a line of this shape
+        watts, energy = row.get("watts", 0.0), row.get("energy_kwh", 0.0)
+        name = row.get("name") if isinstance(row.get("name"), str) else f"hosts[{i}]"
+        if type(watts) not in (int, float) or type(energy) not in (int, float):
+            out.append(Finding(location, "bad_value", f"host {name!r}: watts or energy_kwh is not a number"))
+            continue
+        if seconds is None:
+            out.append(Finding(location, "host_energy_invariant",
+                               f"host {name!r}: window.start/window.end are not readable times, so its "
+                               f"{energy:.9g} kWh cannot be checked against {watts:g} W"))
+            continue
+        expected = watts * max(0.0, seconds) / J_PER_KWH
+        slack = abs(watts) * 2e-6 / J_PER_KWH + REL_TOL * abs(expected) + ABS_TOL
+        if not abs(energy - expected) <= slack:
+            out.append(Finding(location, "host_energy_invariant",
+                               f"host {name!r}: energy_kwh = {energy:.9g} kWh but watts {watts:g} W x "
+                               f"window length {seconds:.6f} s / 3.6e6 = {expected:.9g} kWh"))
+    return out
 
 
 def _carbon_terms(location: str, report: dict[str, Any], co2: Any) -> list[Finding]:

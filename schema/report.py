@@ -148,7 +148,13 @@ class Aggregate(_OmitNone):
     dropped_carbon_kgco2eq: float = 0.0
     sanitised_values: int = Field(0, description="NaN, +-Inf, negative or out-of-range -> 0")
     missing_values: int = Field(0, description="non-numeric values read as missing")
-    host_terms_excluded: int = Field(0, description="host names found in per-service maps")
+    host_named_services: int = Field(
+        0, description="per-service entries named like a host of their window: services all the same "
+        "(hosts and services are separate namespaces; host rows are the only host terms)"
+    )
+    one_sided_windows: int = Field(
+        0, description="windows with only one of the two per-service maps non-empty: folded by the proxy path"
+    )
     rejected_energy_models: int = Field(0, description="tags over 64 bytes or past the tag cap")
     dropped_regions: int = Field(0, description="region rows past the region cap")
     per_service_energy_models: dict[str, list[str]] = Field(default_factory=dict)

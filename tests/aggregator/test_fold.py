@@ -84,24 +84,39 @@ def test_strict_attribution_fails_naming_file_and_line(tmp_path, fold):
         fold(root, strict=True)
 
 
-def test_hosts_are_never_a_service_and_fill_the_breakdown(tmp_path, fold):
+def _hosts_and_a_clash(v1: bool) -> dict:
+    """A window whose service "pg-main" shares its name with the database host "pg-main" (an
+    honest line: energy_kwh = services + in-totals hosts, operational = services' carbon)."""
     hosts = [HostRow(name="pg-main", kind="database", energy_kwh=2e-3, co2_gco2=0.5),
              HostRow(name="kafka", kind="messaging", energy_kwh=1e-3, co2_gco2=0.25),
              HostRow(name="spare", kind="database", in_totals=False, energy_kwh=9.0, co2_gco2=9.0)]
-    w = _win(0, hosts=hosts).model_dump(mode="json")
-    gs = w["green_summary"]
-    gs["per_service_energy_kwh"]["pg-main"] = 5.0  # a hostile line sneaks a host into the map
-    gs["per_service_carbon_kgco2eq"]["pg-main"] = 5.0
+    clash = Svc("pg-main", "pl", energy_kwh=5e-3, requests=2, io_ops=100, model="io_proxy_v3")
+    w = _win(0, services=(A, B, clash), hosts=hosts)
+    return synth.v1_dict(w) if v1 else w.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("v1", [False, True], ids=["runtime", "proxy"])
+def test_a_service_named_like_a_host_is_a_service_and_hosts_fill_the_breakdown(tmp_path, fold, v1):
+    """Hosts and services are separate namespaces (issue 11, item 3): the host rows are the
+    only host terms, a per-service entry is a service whatever its name; on both paths
+    sum(applications) + hosts = total."""
+    w = _hosts_and_a_clash(v1)
+    if v1:
+        w["green_summary"]["energy_kwh"] = 1e-3 + 2e-3 + 5e-3 + 3e-3  # services + in-totals hosts
     state = fold(_write(tmp_path, [w]))
     report = build_report(state, Period.everything())
     agg = report.aggregate
-    assert "pg-main" not in state.services and agg.host_terms_excluded == 1
+    assert "pg-main" in state.services and agg.host_named_services == 1
     assert agg.carbon_breakdown.database_kgco2eq == pytest.approx(5e-4)  # 0.5 g; 'spare' not in totals
     assert agg.carbon_breakdown.messaging_kgco2eq == pytest.approx(2.5e-4)
     assert agg.host_energy_kwh == pytest.approx(3e-3)
     apps = sum(a.energy_kwh for a in report.applications)
-    assert apps == pytest.approx(agg.total_energy_kwh - agg.host_energy_kwh)  # 3e-3 = 6e-3 - 3e-3
-    assert agg.total_energy_kwh == pytest.approx(6e-3)
+    # 1e-3 + 2e-3 + 5e-3 (services, pg-main the service among them) + 3e-3 (hosts) = 1.1e-2 kWh
+    assert apps + agg.host_energy_kwh == pytest.approx(agg.total_energy_kwh) == pytest.approx(1.1e-2)
+    if not v1:
+        assert state.services["pg-main"].energy == pytest.approx(5e-3)
+        carbon = sum(a.carbon_kgco2eq for a in report.applications)
+        assert carbon == pytest.approx(agg.carbon_breakdown.operational_kgco2eq)
 
 
 def _many_services_window(names, energy=1e-6, start=T0, tags=None):

@@ -105,12 +105,32 @@ def test_resealed_windows_still_fail_their_invariants(archive):
     _reseal_from(archive, FILE0, 1, break_carbon)
     assert (f"{FILE0}:2", "carbon_invariant") in _kinds(archive)
 
-    def host_as_service(report):
-        gs = report["green_summary"]
-        gs["hosts"] = [{"name": "svc-00", "kind": "database", "energy_kwh": 0.0}]
+    def host_short_of_its_window(report):  # 100 W over a 60 s window is 100 x 60 / 3.6e6 kWh
+        report["green_summary"]["hosts"] = [{"name": "pg", "kind": "database", "watts": 100.0,
+                                             "in_totals": False, "energy_kwh": 100.0 * 20 / 3.6e6}]
 
-    _reseal_from(archive, FILE1, 1, host_as_service)
-    assert (f"{FILE1}:2", "host_in_services") in _kinds(archive)
+    _reseal_from(archive, FILE1, 1, host_short_of_its_window)
+    assert (f"{FILE1}:2", "host_energy_invariant") in _kinds(archive)
+
+
+def _host_named_like_a_service(report, kwh=100.0 * 60 / 3.6e6):
+    """An honest line gains database host "svc-00", the name of one of its services."""
+    gs = report["green_summary"]
+    assert "svc-00" in gs.get("per_service_energy_kwh", {"svc-00": 0})
+    gs["hosts"] = [{"name": "svc-00", "kind": "database", "watts": 100.0, "energy_kwh": kwh}]
+    gs["energy_kwh"] = sum(gs["per_service_energy_kwh"].values()) + kwh
+
+
+def test_a_host_named_like_a_service_is_not_a_finding_but_its_energy_is_checked(archive):
+    """Hosts and services are separate namespaces (issue 11, item 3): an honest archive with a
+    host and a service of one name verifies; a host row short of watts x window length
+    (issue 11, item 1: every running second charged) is a host_energy_invariant."""
+    _reseal_from(archive, FILE1, 1, _host_named_like_a_service)  # the chain's last file: it stays whole
+    assert _kinds(archive) == []
+    _reseal_from(archive, FILE1, 1, lambda r: _host_named_like_a_service(r, kwh=100.0 * 59 / 3.6e6))
+    found = verify_archives(discover([str(archive)]))[0]
+    assert [(f.location, f.kind) for f in found] == [(f"{FILE1}:2", "host_energy_invariant")]
+    assert "watts 100 W x window length 60.000000 s" in found[0].message
 
 
 def test_energy_invariant(archive):
@@ -189,7 +209,7 @@ def test_aggregate_cli_writes_json_and_html_and_summary(archive, tmp_path, capsy
                                 "first_window": "2026-11-01T00:00:00Z", "last_window": "2026-11-01T00:11:00Z"}
     assert "<svg" in html.read_text()
     shown = " ".join(capsys.readouterr().out.split())  # rich wraps lines to the terminal width
-    assert "svc-00" in shown and "coverage" in shown  # the summary table
+    assert "svc-00" in shown and "attributed by the agent" in shown  # the summary table
     assert "windows 2026-11-01T00:00:00Z .. 2026-11-01T00:11:00Z" in shown  # the windows' own times
     b = report["aggregate"]["carbon_breakdown"]
     assert f"services (operational) {b['operational_kgco2eq'] * 1000:,.3f} g" in shown
@@ -243,7 +263,7 @@ def test_aggregate_shows_progress_over_files_on_a_terminal(archive, tmp_path):
     text = out.decode("utf-8", "replace")
     assert "folding" in text and "/2" in text  # the bar over the archive's 2 files
     assert "\x1b[" in text  # drawn with terminal control sequences, not plain lines
-    assert "svc-00" in text and "coverage" in text  # then the summary
+    assert "svc-00" in text and "attributed" in text  # then the summary
 
 
 def test_aggregate_cli_strict_attribution_names_file_and_line(tmp_path, capsys):
@@ -272,11 +292,19 @@ def test_aggregate_refuses_an_output_directory_that_does_not_exist_before_readin
         assert f"{flag} {target}: the directory {target.parent} does not exist" in err and "Traceback" not in err
 
 
-def test_aggregate_warns_when_no_window_is_in_the_period(archive, tmp_path, caplog):
-    out = tmp_path / "r.json"
-    assert main(["aggregate", str(archive), "--from", "2027-01-01", "--to", "2027-01-31", "--out", str(out)]) == 0
+def test_aggregate_over_an_empty_period_exits_3_unless_allowed_and_says_no_data(archive, tmp_path, capsys, caplog):
+    """Issue 11, item 6: a period without windows is not a tidy 0 g report: exit 3, nothing
+    written; with --allow-empty the JSON, the HTML and the terminal say "No data in this period"."""
+    out, html = tmp_path / "r.json", tmp_path / "r.html"
+    args = ["aggregate", str(archive), "--from", "2027-01-01", "--to", "2027-01-31", "--out", str(out), "--html", str(html)]
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "No data in this period: no window starts inside it (12 read outside it" in err
+    assert "--allow-empty" in err and not out.exists() and not html.exists()
+    assert main([*args, "--allow-empty"]) == 0
     assert json.loads(out.read_bytes())["aggregate"]["windows"] == 0
-    assert "no window starts inside the period (12 read outside it" in caplog.text
+    assert "No data in this period" in html.read_text() and "No data in this period" in caplog.text
+    assert "WARNING: No data in this period" in capsys.readouterr().out
 
 
 def test_aggregate_says_when_the_dask_scheduler_cannot_be_reached(archive, tmp_path, capsys):

@@ -1,0 +1,76 @@
+"""A real agent whose service shares its name with a configured host (issue 11, item 3).
+
+Hosts and services are separate namespaces: the agent writes the service "pg" into the
+per-service maps and the database host "pg" as a host row; ``aggregate`` keeps the service
+(its energy and carbon are an application's) and charges the host from its row only;
+``verify`` passes the honest archive (no ``host_in_services``) and checks the host row's
+energy against watts x window length.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_process import AgentProcess
+
+from carbonspan.cli import main
+
+CONFIG = """
+[green]
+default_region = "eu-west-3"
+[[green.hosts]]
+name = "pg"
+kind = "database"
+region = "eu-west-3"
+watts = 360.0
+"""
+
+
+def _send(agent: AgentProcess, n: int) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "pg", "cloud.region": "eu-west-3"}))
+    provider.add_span_processor(SimpleSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{agent.http_url}/v1/traces", timeout=5)))
+    tracer = provider.get_tracer("t")
+    for _ in range(n):
+        with tracer.start_as_current_span("GET /orders", kind=SpanKind.SERVER), \
+                tracer.start_as_current_span("SELECT orders", kind=SpanKind.CLIENT,
+                                             attributes={"db.system": "postgresql",
+                                                         "db.statement": "SELECT * FROM orders"}):
+            pass
+    provider.shutdown()
+
+
+def test_a_service_named_like_a_host_is_a_service_for_agent_aggregate_and_verify(tmp_path: Path, capsys):
+    root = tmp_path / "archives"
+    agent = AgentProcess(root, ["--window-seconds", "1"], {}, CONFIG).wait_ready()
+    try:
+        _send(agent, 20)
+    finally:
+        assert agent.stop() == 0
+    lines = [r["report"]["green_summary"] for r in agent.records()]
+    assert any(gs["per_service_energy_kwh"].get("pg", 0.0) > 0 for gs in lines)  # the service "pg"
+    assert all([h["name"] for h in gs["hosts"]] == ["pg"] for gs in lines)  # and the host "pg"
+    out = tmp_path / "report.json"
+    assert main(["aggregate", str(root), "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(root), "--report", str(out)]) == 0, capsys.readouterr().out
+    assert "host_in_services" not in capsys.readouterr().out
+    report = json.loads(out.read_bytes())
+    agg, apps = report["aggregate"], {a["service_name"]: a for a in report["applications"]}
+    service_kwh = sum(gs["per_service_energy_kwh"].get("pg", 0.0) for gs in lines)
+    host_kwh = sum(h["energy_kwh"] for gs in lines for h in gs["hosts"])
+    assert apps["pg"]["energy_kwh"] == pytest.approx(service_kwh) and service_kwh > 0
+    assert agg["host_energy_kwh"] == pytest.approx(host_kwh) and host_kwh > 0
+    assert agg["host_named_services"] >= 1
+    # sum(applications) + hosts = total; the service's carbon is operational, the host's database
+    assert sum(a["energy_kwh"] for a in apps.values()) + agg["host_energy_kwh"] == pytest.approx(agg["total_energy_kwh"])
+    assert apps["pg"]["carbon_kgco2eq"] == pytest.approx(agg["carbon_breakdown"]["operational_kgco2eq"])
+    assert agg["carbon_breakdown"]["database_kgco2eq"] > 0
