@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("placement.cli", "evaluate and gate carbon-aware placement policies"),
     "place": ("placement.cli_place", "place one job through the policy gate"),
     "admit": ("admission.cli", "energy-accounted multi-tenant admission (pool/1)"),
+    "simulate": ("scheduling.cli", "simulate a cluster from OpenDC experiment files (energy, carbon, shifting)"),
 }
 
 

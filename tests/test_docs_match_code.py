@@ -341,6 +341,7 @@ CLI_DOCS = {
     "policy": "docs/placement.md",
     "place": "docs/placement.md",
     "admit": "docs/admission.md",
+    "simulate": "docs/simulation.md",
 }
 
 

@@ -1,0 +1,300 @@
+"""The scheduling core: an event loop over arrivals, completions, carbon changes, guard instants
+and decision ticks (never a per-second loop). It decides where and when each task runs and
+produces run *segments* (task, host, wall start, task-time offsets); energy and carbon are
+integrated afterwards over fragment boundaries (``scheduling.energy``).
+
+Order at one instant: completions, then carbon changes (the stopper may pause), then guard
+releases, then arrivals, then one placement pass over the queue in FIFO order. The queue is
+head-of-line: the first task that fits no host waits, and the tasks behind it wait with it
+(OpenDC's FilterScheduler does the same).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduling.policy import HostState, Request
+from scheduling.prefabs import TimeshiftSpec
+from scheduling.shift import SHORT_MS, ShiftRules, latest_release
+from scheduling.topology import Hosts
+from scheduling.workload import Workload
+
+FINISH, CARBON, GUARD, TICK = 0, 1, 2, 4
+WAITING, HELD, RUNNING, DONE, UNSCHEDULABLE = 1, 2, 3, 4, 5
+
+
+@dataclass
+class Schedule:
+    """What the loop decided: one row per run segment, per-task facts, counters."""
+
+    seg_task: np.ndarray
+    seg_host: np.ndarray
+    seg_wall: np.ndarray  # wall-clock start (ms)
+    seg_off0: np.ndarray  # task-time offsets covered [off0, off1)
+    seg_off1: np.ndarray
+    start: np.ndarray  # first start, -1 if never
+    finish: np.ndarray  # -1 if never
+    host: np.ndarray  # the host it finished on (-1)
+    deferred_ms: np.ndarray  # held for carbon before its first start
+    paused_ms: np.ndarray  # paused by the stopper until resumed
+    guard_released: np.ndarray  # bool: released by the deadline guard
+    status: np.ndarray  # DONE | UNSCHEDULABLE
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+class Loop:
+    def __init__(self, wl: Workload, hosts: Hosts, policy: Any, seed: int, compat: bool,
+                 provider: Any = None) -> None:
+        self.wl, self.hosts, self.seed, self.compat = wl, hosts, seed, compat
+        self.shift = policy if isinstance(policy, TimeshiftSpec) else None
+        self.place_policy = policy.placement if self.shift else policy
+        self.rules = ShiftRules(self.shift, provider, compat) if self.shift else None
+        self.state = HostState(hosts)
+        n = wl.n
+        self.runtime = wl.runtime
+        self.done_off = np.zeros(n, dtype=np.int64)
+        self.seg_start = np.zeros(n, dtype=np.int64)
+        self.task_host = np.full(n, -1, dtype=np.int64)
+        self.status = np.zeros(n, dtype=np.int8)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.start = np.full(n, -1, dtype=np.int64)
+        self.finish = np.full(n, -1, dtype=np.int64)
+        self.deferred = np.zeros(n, dtype=np.int64)
+        self.paused = np.zeros(n, dtype=np.int64)
+        self.held_since = np.zeros(n, dtype=np.int64)
+        self.was_paused = np.zeros(n, dtype=bool)
+        self.forced = np.zeros(n, dtype=bool)
+        self.segs: list[tuple[int, int, int, int, int]] = []
+        self.events: list[tuple[int, int, int, int]] = []
+        self.queue: deque[int] = deque()
+        self.held: tuple[list[int], list[int]] = ([], [])  # short, long
+        self.running: set[int] = set()
+        self.n_clusters = len(hosts.cluster_names)
+        self.hold_flags = np.zeros((self.n_clusters, 2), dtype=bool)
+        self.counters = {"tasks_unschedulable": 0, "pauses": 0, "guard_releases": 0,
+                         "held_tasks": 0, "placement_passes": 0}
+        self._requests: dict[int, Request] = {}
+        self._fit_empty: dict[tuple, bool] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def request(self, i: int) -> Request:
+        r = self._requests.get(i)
+        if r is None:
+            wl = self.wl
+            r = Request(int(wl.cpu_count[i]), float(wl.cpu_capacity[i]), float(wl.memory[i]),
+                        int(wl.gpu_count[i]), float(wl.gpu_capacity[i]), key=int(wl.task_id[i]))
+            self._requests[i] = r
+        return r
+
+    def fits_somewhere(self, r: Request) -> bool:
+        key = (r.cpu_count, r.cpu_capacity, r.memory, r.gpu_count, r.gpu_capacity)
+        if key not in self._fit_empty:
+            empty = HostState(self.hosts)
+            self._fit_empty[key] = bool(self.place_policy.fits(empty, r).any())
+        return self._fit_empty[key]
+
+    def push(self, t: int, kind: int, payload: int, version: int = 0) -> None:
+        heapq.heappush(self.events, (t, kind, payload, version))
+
+    def deferrable(self, i: int) -> bool:
+        return bool(self.shift is not None and self.wl.deferrable[i] and self.wl.deadline[i] >= 0)
+
+    def may_hold(self, i: int, now: int) -> bool:
+        """The deadline guard (compat: OpenDC's ``now + duration < deadline`` at decision time)."""
+        remaining = int(self.runtime[i] - self.done_off[i])
+        if self.compat:
+            return now + remaining < int(self.wl.deadline[i])
+        return now < latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)
+
+    def held_everywhere(self, i: int) -> bool:
+        cls = 0 if self.runtime[i] - self.done_off[i] < SHORT_MS else 1
+        return bool(self.hold_flags[:, cls].all())
+
+    def hold(self, i: int, now: int) -> None:
+        cls = 0 if self.runtime[i] - self.done_off[i] < SHORT_MS else 1
+        self.status[i] = HELD
+        self.held_since[i] = now
+        self.held[cls].append(i)
+        self.counters["held_tasks"] += 1
+        if not self.compat:
+            remaining = int(self.runtime[i] - self.done_off[i])
+            g = latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)
+            self.push(g, GUARD, i, int(self.version[i]))
+
+    def unhold(self, i: int, now: int) -> None:
+        waited = now - int(self.held_since[i])
+        if self.was_paused[i]:
+            self.paused[i] += waited
+        else:
+            self.deferred[i] += waited
+        self.status[i] = WAITING
+        self.queue.append(i)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def arrive(self, i: int, now: int) -> None:
+        if not self.fits_somewhere(self.request(i)):
+            self.status[i] = UNSCHEDULABLE
+            self.counters["tasks_unschedulable"] += 1
+            return
+        if self.deferrable(i) and self.held_everywhere(i) and self.may_hold(i, now):
+            self.hold(i, now)
+        else:
+            self.status[i] = WAITING
+            self.queue.append(i)
+
+    def complete(self, i: int, now: int) -> None:
+        self.state.place(int(self.task_host[i]), self.request(i), -1)
+        self.running.discard(i)
+        self.segs.append((i, int(self.task_host[i]), int(self.seg_start[i]), int(self.done_off[i]),
+                          int(self.runtime[i])))
+        self.done_off[i] = self.runtime[i]
+        self.status[i] = DONE
+        self.finish[i] = now
+
+    def pause(self, i: int, now: int) -> None:
+        ran = now - int(self.seg_start[i])
+        if ran <= 0:
+            return
+        self.state.place(int(self.task_host[i]), self.request(i), -1)
+        self.running.discard(i)
+        self.segs.append((i, int(self.task_host[i]), int(self.seg_start[i]), int(self.done_off[i]),
+                          int(self.done_off[i]) + ran))
+        self.done_off[i] += ran
+        self.version[i] += 1
+        self.was_paused[i] = True
+        self.counters["pauses"] += 1
+        self.hold(i, now)
+
+    def carbon_change(self, now: int) -> None:
+        rules = self.rules
+        for c, trace in enumerate(self.hosts.traces):
+            self.hold_flags[c] = rules.hold(c, trace, now)
+            if self.shift.stopper is None or not rules.high(trace, now):
+                continue
+            for i in sorted(self.running):
+                if self.hosts.cluster[self.task_host[i]] != c:
+                    continue
+                if (self.compat or self.wl.deferrable[i]) and self.wl.deadline[i] >= 0 and self.may_hold(i, now):
+                    self.pause(i, now)
+        for cls in (0, 1):
+            if not self.hold_flags[:, cls].all():
+                released, self.held[cls][:] = list(self.held[cls]), []
+                for i in sorted(released):
+                    if self.status[i] == HELD:
+                        self.unhold(i, now)
+
+    def guard(self, i: int, version: int, now: int) -> None:
+        if self.status[i] == HELD and version == self.version[i]:
+            self.forced[i] = True
+            self.counters["guard_releases"] += 1
+            for lst in self.held:
+                if i in lst:
+                    lst.remove(i)
+            self.unhold(i, now)
+
+    def compat_recheck(self, now: int) -> None:
+        """OpenDC re-checks every held task at each decision: release those out of slack."""
+        for lst in self.held:
+            for i in [j for j in lst if not self.may_hold(j, now)]:
+                lst.remove(i)
+                self.forced[i] = True
+                self.unhold(i, now)
+
+    def place_pass(self, now: int) -> None:
+        self.counters["placement_passes"] += 1
+        q = self.queue
+        while q:
+            i = q[0]
+            allowed = None
+            if self.deferrable(i) and not self.forced[i]:
+                cls = 0 if self.runtime[i] - self.done_off[i] < SHORT_MS else 1
+                ok = ~self.hold_flags[:, cls]
+                if ok.all():
+                    allowed = None
+                elif ok.any():
+                    allowed = ok[self.hosts.cluster]
+            h = self.place_policy.select(self.state, self.request(i), self.seed, allowed)
+            if h < 0:
+                return
+            q.popleft()
+            self.state.place(h, self.request(i))
+            self.task_host[i] = h
+            self.seg_start[i] = now
+            if self.start[i] < 0:
+                self.start[i] = now
+            self.status[i] = RUNNING
+            self.running.add(i)
+            self.version[i] += 1
+            self.push(now + int(self.runtime[i] - self.done_off[i]), FINISH, i, int(self.version[i]))
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> Schedule:
+        wl = self.wl
+        order = np.argsort(wl.submit, kind="stable")
+        submits = wl.submit[order]
+        if wl.n == 0:
+            return self.result()
+        t0, nxt = int(submits[0]), 0
+        if self.shift:
+            lo, hi = t0, int(submits[-1] + 4 * max(int(self.runtime.max()), 1) + 30 * 86_400_000)
+            for trace in self.hosts.traces:
+                if trace is not None:
+                    for t in trace.change_points(lo, hi):
+                        self.push(int(t), CARBON, 0)
+            self.push(t0, CARBON, 0)
+            if not self.compat:
+                self.push(t0, TICK, 0)
+        tick = int(self.shift.decision_interval_min * 60_000) if self.shift else 0
+        finished = 0
+        while nxt < order.size or self.events:
+            t_evt = self.events[0][0] if self.events else None
+            t_arr = int(submits[nxt]) if nxt < order.size else None
+            now = min(t for t in (t_evt, t_arr) if t is not None)
+            while self.events and self.events[0][0] == now:
+                _, kind, i, ver = heapq.heappop(self.events)
+                if kind == FINISH and ver == self.version[i] and self.status[i] == RUNNING:
+                    self.complete(i, now)
+                    finished += 1
+                elif kind == CARBON:
+                    if i == 0 and not (self.events and self.events[0][:2] == (now, CARBON)):
+                        self.carbon_change(now)
+                elif kind == GUARD:
+                    self.guard(i, ver, now)
+                elif kind == TICK and self.pending(nxt, order.size):
+                    self.push(now + tick, TICK, 0)
+            while nxt < order.size and int(submits[nxt]) == now:
+                self.arrive(int(order[nxt]), now)
+                nxt += 1
+            if self.compat and self.shift:
+                self.compat_recheck(now)
+            self.place_pass(now)
+            if not self.pending(nxt, order.size):
+                break
+        return self.result()
+
+    def pending(self, nxt: int, n: int) -> bool:
+        return nxt < n or bool(self.queue) or bool(self.running) or any(self.held)
+
+    def result(self) -> Schedule:
+        s = np.array(self.segs, dtype=np.int64).reshape(-1, 5)
+        counters = dict(self.counters)
+        if self.rules:
+            counters.update(self.rules.counters)
+        status = np.where(self.status == UNSCHEDULABLE, UNSCHEDULABLE, DONE).astype(np.int8)
+        counters["tasks_never_finished"] = int(((self.status != DONE) & (self.status != UNSCHEDULABLE)).sum())
+        return Schedule(s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 4], self.start, self.finish,
+                        self.task_host, self.deferred, self.paused, self.forced, status, counters)
+
+
+def schedule(wl: Workload, hosts: Hosts, policy: Any, *, seed: int = 0, compat: bool = False,
+             provider: Any = None) -> Schedule:
+    """Run the event loop for one scenario."""
+    return Loop(wl, hosts, policy, seed, compat, provider).run()

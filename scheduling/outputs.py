@@ -1,0 +1,58 @@
+"""Writing results: per scenario and run a folder of parquet files like OpenDC's, and the
+summary table across scenarios (docs/simulation.md, "Outputs")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+
+SUMMARY_COLUMNS = ("scenario", "policy", "energy_kwh", "carbon_kg", "reduction_pct",
+                   "deadline_misses", "mean_delay_h", "p95_delay_h", "forecast")
+
+
+def write_result(result: Any, out_dir: Path) -> Path:
+    """``OUT/<scenario label>/{task,host,powerSource,service}.parquet`` + ``summary.json``."""
+    folder = out_dir / result.scenario.label
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, table in result.tables.items():
+        if name in result.scenario.files:
+            pq.write_table(table, folder / f"{name}.parquet")
+    (folder / "summary.json").write_bytes(orjson.dumps(result.summary, option=orjson.OPT_INDENT_2))
+    return folder
+
+
+def summary_rows(summaries: list[dict]) -> list[dict]:
+    rows = []
+    for s in summaries:
+        red = s.get("reduction_pct")
+        rows.append({
+            "scenario": s["scenario"], "policy": s["policy"],
+            "energy_kwh": round(s["energy_j"] / 3.6e6, 3), "carbon_kg": round(s["carbon_g"] / 1000, 3),
+            "reduction_pct": None if red is None else round(red, 2),
+            "deadline_misses": f"{s['deadline_misses']}/{s['tasks_with_deadline']}",
+            "mean_delay_h": round(s["mean_delay_ms"] / 3.6e6, 3),
+            "p95_delay_h": round(s["p95_delay_ms"] / 3.6e6, 3), "forecast": s.get("forecast", ""),
+        })
+    return rows
+
+
+def render_summary(summaries: list[dict]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="carbonspan simulate")
+    for col in SUMMARY_COLUMNS:
+        table.add_column(col, justify="left" if col in ("scenario", "policy", "forecast") else "right")
+    for row in summary_rows(summaries):
+        table.add_row(*("—" if row[c] is None else str(row[c]) for c in SUMMARY_COLUMNS))
+    console = Console(width=160, record=True, force_terminal=False)
+    with console.capture() as cap:
+        console.print(table)
+        for s in summaries:
+            busy = {k: v for k, v in s.get("counters", {}).items() if v}
+            if busy:
+                console.print(f"{s['scenario']}: " + ", ".join(f"{k}={v}" for k, v in busy.items()))
+    return cap.get()
