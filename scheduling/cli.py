@@ -11,9 +11,9 @@ import orjson
 
 EPILOG = """\
 examples:
-  carbonspan simulate experiment.json --out results/
-  carbonspan simulate experiment.json --json --compat opendc
-  carbonspan simulate experiment.json --engine dask --scheduler tcp://127.0.0.1:8786
+  carbonspan simulate run experiment.json --out results/
+  carbonspan simulate run experiment.json --json --compat opendc
+  carbonspan simulate run experiment.json --engine dask --scheduler tcp://127.0.0.1:8786
   carbonspan simulate explain --policy policy.json --hosts hosts.json --task task.json --seed 7
   carbonspan simulate evaluate experiment.json --policy Timeshift --record
 

@@ -17,6 +17,7 @@ and without a forecast short tasks need "low and rising" (``current > previous``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,8 @@ SHORT_MS = 2 * HOUR_MS
 def latest_release(deadline: int, remaining: int, margin: float) -> int:
     """The deadline guard: the last instant from which ``remaining`` x (1 + margin) still ends
     by the deadline. A task may be held (or paused) only strictly before it."""
-    return int(deadline - int(np.ceil(remaining * (1.0 + margin))))
+    # rounded to a microsecond first, so 3,600,000 x 1.1 is 3,960,000 ms, not 3,960,001
+    return int(deadline - math.ceil(round(remaining * (1.0 + margin), 3)))
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""Forecast providers: as-of semantics (never reading the future), the noisy provider's
+calibration, and the labels that keep perfect foresight from passing as achievable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sim_inputs import HOUR, T0, experiment
+
+import scheduling
+from scheduling.carbon import make_trace
+from scheduling.forecast import PERFECT_LABEL, Noisy, Perfect, Persistence, Recorded, make_provider
+from scheduling.prefabs import make_policy
+from scheduling.shift import ShiftRules
+
+RNG = np.random.default_rng(42)
+VALUES = 200 + 80 * np.sin(np.arange(24 * 14) * 2 * np.pi / 24) + RNG.normal(0, 20, 24 * 14)
+TRACE = make_trace("t", T0 + HOUR * np.arange(VALUES.size), np.clip(VALUES, 1, None))
+
+
+def rules(provider) -> ShiftRules:
+    return ShiftRules(make_policy({"type": "timeshift", "taskStopper": {}}), provider)
+
+
+@pytest.mark.parametrize("provider", [Persistence(), "recorded"])
+def test_decisions_never_read_the_future(provider) -> None:
+    if provider == "recorded":  # day-ahead forecasts issued every 6 h, of the real values + 5 %
+        issued = np.repeat(T0 + 6 * HOUR * np.arange(50), 24)
+        ts = issued + HOUR * np.tile(np.arange(1, 25), 50)
+        provider = Recorded(issued, ts, TRACE.value_at(ts) * 1.05)
+    for now in T0 + HOUR * np.arange(30, 300, 7):
+        future = RNG.uniform(0, 1000, TRACE.values.size)
+        changed = TRACE.replaced_after(int(now), future)
+        if isinstance(provider, Recorded):  # and every forecast issued after now
+            late = provider.issued > now
+            vs = provider.values.copy()
+            vs[late] = RNG.uniform(0, 1000, int(late.sum()))
+            other = Recorded(provider.issued.copy(), provider.t_ms.copy(), vs)
+        else:
+            other = provider
+        a, b = rules(provider), rules(other)
+        assert a.hold(0, TRACE, int(now)) == b.hold(0, changed, int(now)), now
+        assert a.high(TRACE, int(now)) == b.high(changed, int(now)), now
+
+
+def test_the_perfect_provider_does_read_the_future_so_the_test_above_has_teeth() -> None:
+    differ = 0
+    for now in T0 + HOUR * np.arange(30, 300, 7):
+        changed = TRACE.replaced_after(int(now), RNG.uniform(0, 1000, TRACE.values.size))
+        differ += rules(Perfect()).hold(0, TRACE, int(now)) != rules(Perfect()).hold(0, changed, int(now))
+    assert differ > 5
+
+
+def test_persistence_is_the_same_time_yesterday_and_horizons_are_hours() -> None:
+    now = T0 + 100 * HOUR
+    f = Persistence().forecast(TRACE, now, 24 * HOUR)
+    assert f.size == 24
+    assert np.array_equal(f, TRACE.value_at(now + HOUR * np.arange(1, 25) - 24 * HOUR))
+    fine = make_trace("q", T0 + 900_000 * np.arange(96 * 3), np.arange(96 * 3, dtype=float))
+    assert Persistence().forecast(fine, T0 + 2 * 86_400_000, 24 * HOUR).size == 96  # 24 h of 15 min
+
+
+def test_noisy_provider_is_calibrated_correlated_growing_and_seeded() -> None:
+    trace = make_trace("flat", T0 + HOUR * np.arange(24 * 400), np.full(24 * 400, 100.0))
+    p = Noisy(mape=0.09, seed=5)
+    errs = np.array([p.forecast(trace, int(T0 + HOUR * k), 24 * HOUR) / 100.0 - 1
+                     for k in range(0, 24 * 380, 5)])
+    assert abs(np.abs(errs).mean() - 0.09) < 0.01  # mean absolute percentage error ~ 9 %
+    assert np.abs(errs[:, :6]).mean() < np.abs(errs[:, -6:]).mean()  # grows with the horizon
+    assert np.corrcoef(errs[:, 12], errs[:, 13])[0, 1] > 0.5  # correlated hour to hour
+    again = Noisy(mape=0.09, seed=5).forecast(trace, T0, 24 * HOUR)
+    assert np.array_equal(again, p.forecast(trace, T0, 24 * HOUR))
+    assert not np.array_equal(again, Noisy(mape=0.09, seed=6).forecast(trace, T0, 24 * HOUR))
+
+
+def test_provider_specs_and_their_errors(tmp_path) -> None:
+    assert isinstance(make_provider(None), Persistence)
+    assert make_provider({"type": "noisy", "mape": 0.07}).mape == 0.07
+    with pytest.raises(ValueError, match="unknown type 'oracle'"):
+        make_provider("oracle")
+    with pytest.raises(ValueError, match="unknown key"):
+        make_provider({"type": "noisy", "mapee": 0.1})
+    csv = tmp_path / "rec.csv"
+    csv.write_text("issued_at,timestamp,carbon_intensity\n2022-10-01T00:00Z,2022-10-01T01:00Z,120\n")
+    rec = make_provider({"type": "recorded", "pathToFile": str(csv)})
+    one = make_trace("t", np.array([T0]), np.array([100.0]))
+    assert rec.forecast(one, T0, HOUR)[0] == 120.0
+    assert np.isnan(rec.forecast(one, T0 - 1, HOUR)[0])  # nothing issued yet
+
+
+def test_every_output_labels_perfect_foresight_as_headroom(files) -> None:
+    trace = files.trace([100.0] * 72, start=T0 - 24 * HOUR)
+    topo = files.topology([{"hosts": [{"cores": 1}], "trace": trace}])
+    wl = files.workload([{"id": 0, "submit": T0 + HOUR, "fragments": [(HOUR, 1000)]}])
+    (res,) = scheduling.simulate(experiment(topo, wl, [{"type": "timeshift", "forecastProvider": "perfect"}]))
+    assert res.summary["forecast"] == PERFECT_LABEL == "perfect foresight: headroom, not achievable"
+    (compat,) = scheduling.simulate(experiment(topo, wl, [{"type": "timeshift"}]), compat=True)
+    assert "headroom, not achievable" in compat.summary["forecast"]
