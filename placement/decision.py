@@ -2,7 +2,11 @@
 
 Let π* be the better simple baseline and Δ = reduction(candidate) − reduction(π*) in
 percentage points. The candidate ships if Δ ≥ m, else π* ships. If what ships reduces
-emissions by less than r % against carbon-agnostic, carbon-aware placement is retired. A
+emissions by less than r % against carbon-agnostic, carbon-aware placement is retired.
+Both tests are decided on the figures as the verdict prints them: each reduction rounded to
+0.01 pp (half to even, on the float's exact value, which is what ``f"{x:.2f}"`` does), Δ the
+exact decimal difference of two such figures, and m and r as written (their shortest
+decimal form). So a verdict never says "+5.00 pp ... short of the margin 5 pp". A
 measurement older than the re-test cadence licenses nothing. The rule follows the finding of
 Sukprasert et al. (EuroSys 2024) that simple policies capture most of the achievable
 reduction and that the benefit shrinks as grids get greener: complexity has to pay for itself,
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from placement.evaluate import ORACLE, SIMPLE_BASELINES
@@ -30,6 +35,23 @@ SHIP_CANDIDATE = "ship-candidate"
 SHIP_BASELINE = "ship-baseline"
 RETIRE = "retire"
 EVENT_TYPE = "r-ec-evaluation"
+CENT = Decimal("0.01")  # the precision verdicts print reductions and Δ at
+
+
+def printed(pct: float) -> Decimal:
+    """A reduction (or Δ) exactly as the verdict prints it: ``f"{pct:.2f}"`` as a Decimal."""
+    return Decimal(pct).quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+def as_written(x: float) -> Decimal:
+    """A setting as its shortest decimal form (5.0 -> 5.0, 0.1 -> 0.1, not 0.1000…055)."""
+    return Decimal(repr(float(x)))
+
+
+def _num(x: float) -> str:
+    """A setting printed exactly as it is decided on (``5`` for 5.0, ``0.1``, ``5.0000001``)."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +99,25 @@ def decide(
     policies: Mapping[str, Mapping[str, float]], candidate: str, settings: Settings
 ) -> Verdict:
     """Apply R-ec then R-ed to one evaluation's figures."""
-    red = {n: float(v["reduction_pct"]) for n, v in policies.items()}
+    red = {n: printed(float(v["reduction_pct"])) for n, v in policies.items()}
     best = max(SIMPLE_BASELINES, key=lambda n: red[n])  # ties -> the first listed
-    delta = red[candidate] - red[best]
-    m = settings.margin_pp
-    if delta >= m:
+    delta = red[candidate] - red[best]  # exact: both are whole hundredths
+    m, r = settings.margin_pp, settings.retire_below_pct
+    if delta >= as_written(m):
         ships, action = candidate, SHIP_CANDIDATE
-        why = f"{candidate} beats {best} by {delta:.2f} pp >= margin {m:g} pp"
+        why = f"{candidate} beats {best} by {delta:.2f} pp >= margin {_num(m)} pp"
     else:
         ships, action = best, SHIP_BASELINE
-        why = f"{candidate} is {delta:+.2f} pp against {best}, short of the margin {m:g} pp"
+        why = f"{candidate} is {delta:+.2f} pp against {best}, short of the margin {_num(m)} pp"
     headroom = f"oracle headroom {red[ORACLE]:.2f} %"
-    if red[ships] < settings.retire_below_pct:
+    if red[ships] < as_written(r):
         return Verdict(
-            best, delta, ships, RETIRE,
+            best, float(delta), ships, RETIRE,
             f"{why}; {ships} reduces emissions by only {red[ships]:.2f} % "
-            f"< {settings.retire_below_pct:g} %: carbon-aware placement is retired "
+            f"< {_num(r)} %: carbon-aware placement is retired "
             f"(placement stops using carbon); {headroom}",
         )
-    return Verdict(best, delta, ships, action, f"{why}; {ships} ships; {headroom}")
+    return Verdict(best, float(delta), ships, action, f"{why}; {ships} ships; {headroom}")
 
 
 def result_json(

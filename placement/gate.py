@@ -42,8 +42,6 @@ from placement.sample import sample_digest
 
 ENV_GATE = "CARBONSPAN_CARBON_POLICY_GATE"
 SIMPLE = CarbonSimple.name
-#: intensity pairs the probe scores; any difference in any pair means "weighs carbon"
-PROBE_PAIRS = ((50.0, 500.0), (100.0, 120.0), (0.0, 1000.0), (300.0, 301.0))
 AS_REQUESTED, REPLACED, WITHHELD = "as-requested", "replaced", "carbon-withheld"
 
 
@@ -52,17 +50,6 @@ def gate_mode(env: Mapping[str, str] | None = None) -> str:
     if raw not in ("enforce", "warn"):
         raise ValueError(f"{ENV_GATE}={raw!r}: use 'enforce' (the default) or 'warn'")
     return raw
-
-
-def weighs_carbon(provider: Any) -> bool:
-    """Does the policy's choice depend on carbon intensity? Probed, never declared."""
-    base = {"name": "probe", "region": "probe", "cost_per_hour": 1.0, "capacity": 10.0, "used": 0.0}
-    for lo, hi in PROBE_PAIRS:
-        clusters = [{**base, "carbon_intensity": lo}, {**base, "carbon_intensity": hi}]
-        a, b = provider.score(clusters, {"id": "probe", "size": 1})
-        if a != b:
-            return True
-    return False
 
 
 class Withheld:

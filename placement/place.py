@@ -30,9 +30,9 @@ from placement.gate import (
     Withheld,
     decide_gate,
     gate_mode,
-    weighs_carbon,
 )
 from placement.identity import policy_identity
+from placement.probe import weighs_carbon
 from placement.providers import choose, fits
 from placement.registry import get_provider
 
@@ -82,14 +82,19 @@ def resolve(
     audit_log: str | Path | None = None,
     now: datetime | None = None,
     env: Mapping[str, str] | None = None,
+    clusters: Sequence[Mapping[str, Any]] | None = None,
+    job: Mapping[str, Any] | None = None,
 ) -> Resolution:
-    """Probe ``policy`` (a name, a YAML path or a provider object) and apply the gate."""
+    """Probe ``policy`` (a name, a YAML path or a provider object) and apply the gate.
+
+    ``clusters`` and ``job`` (what :func:`place` is placing) add probe runs around the real
+    clusters' own intensities (``placement.probe``)."""
     env = os.environ if env is None else env
     mode = gate_mode(env)
     provider = get_provider(policy) if isinstance(policy, str) else policy
     name = provider.name
     identity = policy_identity(provider)
-    if not weighs_carbon(provider):
+    if not weighs_carbon(provider, clusters, job):
         why = "does not weigh carbon (probe); runs as requested"
         return Resolution(name, name, AS_REQUESTED, _reason(name, name, AS_REQUESTED, why),
                           mode, False, None, None, provider, identity)
@@ -161,7 +166,7 @@ def place(
     """Place one job on the best fitting cluster under the gated policy; returns the report."""
     cl = validate_clusters(clusters)
     job = validate_job(job)
-    res = resolve(policy, audit_log=audit_log, now=now, env=env)
+    res = resolve(policy, audit_log=audit_log, now=now, env=env, clusters=cl, job=job)
     ok = fits(cl, job)
     if not any(ok):
         raise ValueError(

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: fast in-process tests first, so a caught mutant stops early (-x); the CLI tests last
 FILES = [f"tests/placement/test_{n}.py" for n in
-         ("model", "decision", "gate", "identity", "plugins_audit", "sanitisers", "real_traces",
-          "docs", "cli")]
+         ("model", "decision", "gate", "identity", "probe", "plugins_audit", "sanitisers",
+          "real_traces", "docs", "cli")]
 
 #: (file, original text, mutated text, what it breaks)
 MUTATIONS: list[tuple[str, str, str, str]] = [
@@ -54,8 +54,8 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "re-test cadence doubled"),
     ("placement/gate.py", 'self.inner.score([{**c, "carbon_intensity": same} for c in clusters], job)',
      "self.inner.score([dict(c) for c in clusters], job)", "withholding does not neutralise"),
-    ("placement/gate.py", "        if a != b:\n            return True",
-     "        if a != b:\n            return False", "probe never sees carbon"),
+    ("placement/probe.py", "    return not bool(same.all())", "    return False",
+     "probe never sees carbon"),
     ("placement/gate.py", "    if name in CARBON_FIRST:\n        return Decision(SIMPLE, REPLACED",
      "    if name not in CARBON_FIRST:\n        return Decision(SIMPLE, REPLACED",
      "fallback swaps replace/withhold"),
@@ -127,6 +127,25 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
     ("placement/gate.py", "    if retired is not None:\n        return _retired(name, retired)",
      "    if retired is not None and name == SIMPLE:\n        return _retired(name, retired)",
      "a policy's own win outlives a retirement"),
+    # item 3: the probe cannot be dodged
+    ("placement/probe.py", "*range(100, 2001, 25), 2250, 2500, 5000, 10000}", "*range(100, 1001, 25)}",
+     "the probe stops at 1000 g"),
+    ("placement/probe.py", "    if clusters:  # first,", "    if False:  # first,",
+     "the probe ignores the real clusters' own values"),
+    ("placement/probe.py", '(("eu-west-1a", "IE")', '(("probe", "probe")',
+     "the probe's clusters announce a probe"),
+    ("placement/probe.py", "same = (scores == first) |", "same = (scores == scores[:, :1]) |",
+     "the probe compares clusters with each other, not with themselves"),
+    # item 4: margins and retirement decided as printed
+    ("placement/decision.py", 'red = {n: printed(float(v["reduction_pct"]))',
+     'red = {n: Decimal(float(v["reduction_pct"]))', "the margin is decided on raw floats"),
+    ("placement/decision.py", "if delta >= as_written(m):", "if delta >= Decimal(m):",
+     "the margin is decided on its binary value, not as written"),
+    ("placement/decision.py", "if red[ships] < as_written(r):",
+     'if Decimal(policies[ships]["reduction_pct"]) < as_written(r):',
+     "retirement is decided on the raw reduction"),
+    ("placement/decision.py", "text = repr(float(x))", 'text = f"{float(x):g}"',
+     "a setting is printed rounded (the reason contradicts the decision)"),
 ]
 
 

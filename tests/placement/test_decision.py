@@ -104,3 +104,33 @@ def test_sample_is_the_issues_demonstration_trace():
     # the live spatial provider ends up exactly where lowest-average-region does
     live = run_evaluation(t, "carbon-aware", Settings())["policies"]
     assert live["carbon-aware"]["emissions_g"] == pytest.approx(live["lowest-average-region"]["emissions_g"])
+
+
+def test_a_margin_met_as_printed_is_met():
+    # issue 13 item 4, end to end: agnostic emits 1 g, carbon-aware 0.65 g, lowest-average
+    # 0.7 g: reductions 100 × (1 − 0.65) = 35.0 and 100 × (1 − 0.7) = 30.000000000000004,
+    # whose float difference 4.9999999999999964 once printed "+5.00 pp ... short of the margin"
+    doc = {"method": "average",
+           "regions": {"A": [1.0, 1.0], "B": [0.7, 0.1], "C": [0.65, 5.0]},
+           "jobs": [{"id": "j", "submit": 0, "duration": 1, "energy_kwh": 1.0, "slack": 0, "home": "A"}]}
+    r = run_evaluation(parse_trace(doc), "carbon-aware", Settings())
+    red = {n: v["reduction_pct"] for n, v in r["policies"].items()}
+    assert red["carbon-aware"] - red["lowest-average-region"] < 5.0  # the float noise is there
+    assert r["delta_pp"] == 5.0 and r["verdict"]["action"] == SHIP_CANDIDATE
+    assert "beats lowest-average-region by 5.00 pp >= margin 5 pp" in r["verdict"]["reason"]
+
+
+@pytest.mark.parametrize("reduction, retired", [(1.996, False), (1.994, True), (2.0 - 1e-15, False)])
+def test_retirement_is_decided_on_the_printed_reduction(reduction, retired):
+    v = decide(figures(cand=reduction, lowest=reduction, threshold=0.5), "cand", Settings())
+    assert (v.action == RETIRE) is retired
+    if retired:
+        assert "only 1.99 % < 2 %" in v.reason
+
+
+def test_settings_are_printed_as_decided():
+    # a margin of 5.0000001 pp is not met by 5.00 pp, and the reason says so in full
+    v = decide(figures(cand=35.0, lowest=30.0, threshold=1.0), "cand", Settings(margin_pp=5.0000001))
+    assert v.action == SHIP_BASELINE and "+5.00 pp against lowest-average-region, short of the margin 5.0000001 pp" in v.reason
+    v = decide(figures(cand=30.1, lowest=30.0, threshold=1.0), "cand", Settings(margin_pp=0.1))
+    assert v.action == SHIP_CANDIDATE and "by 0.10 pp >= margin 0.1 pp" in v.reason

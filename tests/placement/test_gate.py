@@ -9,7 +9,7 @@ import pytest
 from placement import place, resolve
 from placement.evaluation import record_evaluation, run_evaluation
 from placement.formula import FormulaProvider
-from placement.gate import weighs_carbon
+from placement.probe import weighs_carbon
 from placement.providers import CarbonSimple, CostAware
 from placement.trace import parse_trace
 
