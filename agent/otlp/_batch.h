@@ -26,7 +26,7 @@
 #define MAX_TIMESTAMP_NS 7289654400000000000ULL
 /* rules.RULES_VERSION: bumped with every change of a rule, so that agent.otlp.fast refuses a
  * stale build instead of silently decoding by old rules. */
-#define RULES_VERSION 3
+#define RULES_VERSION 4
 
 enum { OP_NONE, OP_SELECT, OP_INSERT, OP_UPDATE, OP_DELETE, OP_SQL_OTHER, OP_HTTP, OP_MESSAGING };
 enum { C_REGION_INVALID, C_SERVICE_INVALID, C_END_BEFORE_START, C_TS_ABSURD, C_TRACE_INVALID, C_PARENT_INVALID, NCOUNTERS };
@@ -34,7 +34,8 @@ enum { C_REGION_INVALID, C_SERVICE_INVALID, C_END_BEFORE_START, C_TS_ABSURD, C_T
 enum { P_ROOT, P_CHILD, P_INVALID };
 enum { V_NONE, V_STR, V_INT, V_OTHER };
 enum {
-    K_CLOUD_REGION, K_DB_SYSTEM, K_DB_SYSTEM_NAME, K_DB_STATEMENT, K_DB_QUERY_TEXT,
+    K_CLOUD_REGION, K_DB_SYSTEM, K_DB_SYSTEM_NAME, K_DB_OPERATION_NAME, K_DB_OPERATION,
+    K_DB_STATEMENT, K_DB_QUERY_TEXT,
     K_MESSAGING_SYSTEM, K_HTTP_URL, K_URL_FULL, K_SERVER_ADDRESS, K_NET_PEER_NAME,
     K_HTTP_METHOD, K_HTTP_REQUEST_METHOD, K_BODY_SIZE, K_CONTENT_LENGTH,
     N_SPAN_KEYS, K_SERVICE_NAME = N_SPAN_KEYS, N_KEYS
@@ -146,8 +147,10 @@ static int valid_region(const Val *v) {
 
 static int is_letter(uint8_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-static int sql_class(Str s) {
-    Py_ssize_t i = 0, n = s.n;
+/* rules._first_word: [*start, *end) is the first run of ASCII letters at or after i, after blanks,
+ * '(' and comments; 0 when a comment is unterminated. */
+static int first_word(Str s, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *end) {
+    Py_ssize_t n = s.n;
     const uint8_t *p = s.p;
     while (i < n) {
         uint8_t c = p[i];
@@ -156,12 +159,12 @@ static int sql_class(Str s) {
         } else if (c == '/' && i + 1 < n && p[i + 1] == '*') {
             Py_ssize_t j = i + 2;
             while (j + 1 < n && !(p[j] == '*' && p[j + 1] == '/')) j++;
-            if (j + 1 >= n) return OP_SQL_OTHER;
+            if (j + 1 >= n) return 0;
             i = j + 2;
         } else if (c == '-' && i + 1 < n && p[i + 1] == '-') {
             Py_ssize_t j = i + 2;
             while (j < n && p[j] != '\n') j++;
-            if (j >= n) return OP_SQL_OTHER;
+            if (j >= n) return 0;
             i = j + 1;
         } else {
             break;
@@ -169,15 +172,40 @@ static int sql_class(Str s) {
     }
     Py_ssize_t j = i;
     while (j < n && is_letter(p[j])) j++;
-    if (j - i != 6) return OP_SQL_OTHER;
-    char word[7];
-    for (int k = 0; k < 6; k++) word[k] = (char)(p[i + k] & ~0x20);  /* ASCII upper case */
-    word[6] = 0;
-    if (!strcmp(word, "SELECT")) return OP_SELECT;
-    if (!strcmp(word, "INSERT")) return OP_INSERT;
-    if (!strcmp(word, "UPDATE")) return OP_UPDATE;
-    if (!strcmp(word, "DELETE")) return OP_DELETE;
+    *start = i;
+    *end = j;
+    return 1;
+}
+
+/* Is the word p[0..len) equal to the upper-case literal w, ignoring ASCII case? */
+static int word_is(const uint8_t *p, Py_ssize_t len, const char *w) {
+    Py_ssize_t k = 0;
+    for (; w[k]; k++) if (k >= len || (char)(p[k] & ~0x20) != w[k]) return 0;  /* letters only */
+    return k == len;
+}
+
+static int keyword_class(const uint8_t *p, Py_ssize_t len) {
+    if (len != 6) return OP_SQL_OTHER;
+    if (word_is(p, len, "SELECT")) return OP_SELECT;
+    if (word_is(p, len, "INSERT")) return OP_INSERT;
+    if (word_is(p, len, "UPDATE")) return OP_UPDATE;
+    if (word_is(p, len, "DELETE")) return OP_DELETE;
     return OP_SQL_OTHER;
+}
+
+/* rules.sql_class */
+static int sql_class(Str s) {
+    Py_ssize_t i, j;
+    if (!first_word(s, 0, &i, &j)) return OP_SQL_OTHER;
+    return keyword_class(s.p + i, j - i);
+}
+
+/* rules.operation_class: "BATCH <op>" takes <op>'s class. */
+static int operation_class(Str s) {
+    Py_ssize_t i, j;
+    if (!first_word(s, 0, &i, &j)) return OP_SQL_OTHER;
+    if (word_is(s.p + i, j - i, "BATCH") && !first_word(s, j, &i, &j)) return OP_SQL_OTHER;
+    return keyword_class(s.p + i, j - i);
 }
 
 /* The first of keys a, b holding a non-empty string (rules._text). */
@@ -187,14 +215,25 @@ static const Val *text(const Val *v, uint32_t present, int a, int b) {
     return NULL;
 }
 
+/* rules.db_class: db.operation.name (or db.operation) when it names SELECT/INSERT/UPDATE/DELETE,
+ * else the first keyword of db.query.text (or db.statement), else other. */
+static int db_class(const Val *v, uint32_t present) {
+    const Val *name = text(v, present, K_DB_OPERATION_NAME, K_DB_OPERATION);
+    if (name) {
+        int op = operation_class(name->s);
+        if (op != OP_SQL_OTHER) return op;
+    }
+    const Val *statement = text(v, present, K_DB_QUERY_TEXT, K_DB_STATEMENT);
+    return statement ? sql_class(statement->s) : OP_SQL_OTHER;
+}
+
 /* rules.classify: only the calling side is I/O; a SERVER (2) or CONSUMER (5) span receives an
  * operation its caller already counted (db proxy, message consumer), so it is never db/messaging. */
 static int classify(int32_t kind, const Val *v, uint32_t present, int64_t *size) {
     *size = -1;
     if (kind != 2 && kind != 5) {
         if (text(v, present, K_DB_SYSTEM, K_DB_SYSTEM_NAME)) {
-            const Val *statement = text(v, present, K_DB_QUERY_TEXT, K_DB_STATEMENT);
-            return statement ? sql_class(statement->s) : OP_SQL_OTHER;
+            return db_class(v, present);
         }
         if (text(v, present, K_MESSAGING_SYSTEM, -1)) return OP_MESSAGING;
     }
@@ -216,10 +255,11 @@ static int key_id(Str k) {
     case 9: return KEY("db.system") ? K_DB_SYSTEM : -1;
     case 11: return KEY("http.method") ? K_HTTP_METHOD : -1;
     case 12: return KEY("cloud.region") ? K_CLOUD_REGION : KEY("db.statement") ? K_DB_STATEMENT
-                  : KEY("service.name") ? K_SERVICE_NAME : -1;
+                  : KEY("service.name") ? K_SERVICE_NAME : KEY("db.operation") ? K_DB_OPERATION : -1;
     case 13: return KEY("db.query.text") ? K_DB_QUERY_TEXT : KEY("net.peer.name") ? K_NET_PEER_NAME : -1;
     case 14: return KEY("db.system.name") ? K_DB_SYSTEM_NAME : KEY("server.address") ? K_SERVER_ADDRESS : -1;
     case 16: return KEY("messaging.system") ? K_MESSAGING_SYSTEM : -1;
+    case 17: return KEY("db.operation.name") ? K_DB_OPERATION_NAME : -1;
     case 19: return KEY("http.request.method") ? K_HTTP_REQUEST_METHOD : -1;
     case 23: return KEY("http.response.body.size") ? K_BODY_SIZE : -1;
     case 28: return KEY("http.response_content_length") ? K_CONTENT_LENGTH : -1;

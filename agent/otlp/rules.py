@@ -47,8 +47,9 @@ from schema.constants import REGION_RE
 MAX_TIMESTAMP_NS: Final = int(datetime(2201, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000_000
 #: Bumped with every change of a rule; the C decoder reports its own and ``agent.otlp.fast``
 #: refuses a build that disagrees (2: SERVER/CONSUMER spans are never database/messaging I/O;
-#: 3: the ``is_root`` column and ``parent_span_id_invalid``).
-RULES_VERSION: Final = 3
+#: 3: the ``is_root`` column and ``parent_span_id_invalid``; 4: a database span's class comes
+#: from ``db.operation.name``/``db.operation`` first, then the query text's first keyword).
+RULES_VERSION: Final = 4
 UNKNOWN_SERVICE: Final = "unknown_service"
 KIND_SERVER, KIND_CLIENT, KIND_PRODUCER, KIND_CONSUMER = 2, 3, 4, 5
 
@@ -81,6 +82,7 @@ SPAN_KEYS: Final = frozenset(
     {
         "cloud.region",
         "db.system", "db.system.name",
+        "db.operation.name", "db.operation",
         "db.statement", "db.query.text",
         "messaging.system",
         "http.url", "url.full",
@@ -104,33 +106,71 @@ def valid_region(value: AttrValue) -> bool:
     return isinstance(value, str) and REGION_RE.fullmatch(value) is not None
 
 
+def _first_word(text: str, i: int = 0) -> tuple[int, int] | None:
+    """``(start, end)`` of the first run of ASCII letters at or after ``i``, after blanks, ``(``
+    and comments; ``None`` when a comment is unterminated."""
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c in _SKIPPED:
+            i += 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return None
+            i = end + 2
+        elif text.startswith("--", i):
+            end = text.find("\n", i + 2)
+            if end < 0:
+                return None
+            i = end + 1
+        else:
+            break
+    j = i
+    while j < n and text[j] in _LETTERS:
+        j += 1
+    return i, j
+
+
 def sql_class(statement: str) -> int:
     """Class of a SQL statement by its first keyword, after blanks, ``(`` and comments.
 
     Leading ``/* ... */`` and ``-- ...`` comments are skipped because ORM and sqlcommenter
     tags put them there; an unterminated comment or any other first word is ``OP_SQL_OTHER``.
     """
-    i, n = 0, len(statement)
-    while i < n:
-        c = statement[i]
-        if c in _SKIPPED:
-            i += 1
-        elif statement.startswith("/*", i):
-            end = statement.find("*/", i + 2)
-            if end < 0:
-                return OP_SQL_OTHER
-            i = end + 2
-        elif statement.startswith("--", i):
-            end = statement.find("\n", i + 2)
-            if end < 0:
-                return OP_SQL_OTHER
-            i = end + 1
-        else:
-            break
-    j = i
-    while j < n and statement[j] in _LETTERS:
-        j += 1
-    return _SQL_KEYWORDS.get(statement[i:j].upper(), OP_SQL_OTHER)
+    word = _first_word(statement)
+    if word is None:
+        return OP_SQL_OTHER
+    return _SQL_KEYWORDS.get(statement[word[0] : word[1]].upper(), OP_SQL_OTHER)
+
+
+def operation_class(name: str) -> int:
+    """Class of a ``db.operation.name`` by its first word, case-insensitive, as ``sql_class``.
+
+    A batch of one operation is named ``BATCH <op>`` by the conventions and takes ``<op>``'s
+    class (``BATCH INSERT`` is INSERT); a mixed batch (``BATCH``) or any other name (Redis
+    ``HMSET``, MongoDB ``findAndModify``) is ``OP_SQL_OTHER``.
+    """
+    word = _first_word(name)
+    if word is not None and name[word[0] : word[1]].upper() == "BATCH":
+        word = _first_word(name, word[1])
+    if word is None:
+        return OP_SQL_OTHER
+    return _SQL_KEYWORDS.get(name[word[0] : word[1]].upper(), OP_SQL_OTHER)
+
+
+def db_class(attrs: dict[str, AttrValue]) -> int:
+    """Class of a database span: ``db.operation.name`` (or the older ``db.operation``) when it
+    names SELECT/INSERT/UPDATE/DELETE, else the first keyword of ``db.query.text`` (or the older
+    ``db.statement``), else ``OP_SQL_OTHER``. Many instrumentations (Redis, MongoDB, most
+    drivers with query capture off) send an operation name and no query text."""
+    name = _text(attrs, "db.operation.name", "db.operation")
+    if name is not None:
+        op = operation_class(name)
+        if op != OP_SQL_OTHER:
+            return op
+    statement = _text(attrs, "db.query.text", "db.statement")
+    return OP_SQL_OTHER if statement is None else sql_class(statement)
 
 
 def _text(attrs: dict[str, AttrValue], *keys: str) -> str | None:
@@ -152,8 +192,7 @@ def classify(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int]:
     """
     if kind != KIND_SERVER and kind != KIND_CONSUMER:
         if _text(attrs, "db.system", "db.system.name") is not None:
-            statement = _text(attrs, "db.query.text", "db.statement")
-            return (OP_SQL_OTHER if statement is None else sql_class(statement)), -1
+            return db_class(attrs), -1
         if _text(attrs, "messaging.system") is not None:
             return OP_MESSAGING, -1
     if kind == KIND_CLIENT and (

@@ -57,7 +57,10 @@ REGIONS = ["eu-west-3", "eu-central-1", "pl", "us-east-1", "EU-West-3", "", "x" 
 STATEMENTS = ["SELECT 1", "  select *", "/* app */ INSERT INTO t", "-- c\nUPDATE t SET a=1",
               "((DELETE", "WITH a AS (SELECT 1) SELECT 1", "SELECTED", "/* open", "-- no newline",
               "", "délete", "\tUpdate x"]  # fmt: skip
+OPERATIONS = ["UPDATE", "select", "BATCH INSERT", "BATCH", "BATCH  delete", "BATCH /* x", "HMSET",
+              "findAndModify", "INSERTS", "Update"]  # fmt: skip
 SPAN_KEYS = ["cloud.region", "db.system", "db.system.name", "db.statement", "db.query.text",
+             "db.operation.name", "db.operation",
              "messaging.system", "http.url", "url.full", "server.address", "net.peer.name",
              "http.method", "http.request.method", "http.response.body.size",
              "http.response_content_length", "code.function", "service.name", ""]  # fmt: skip
@@ -83,6 +86,8 @@ def key_values(draw: st.DrawFn, keys: list[str]) -> KeyValue:
         strings = st.sampled_from(REGIONS) | st.text(max_size=3)
     elif key in ("db.statement", "db.query.text"):
         strings = st.sampled_from(STATEMENTS) | st.text(max_size=12)
+    elif key in ("db.operation.name", "db.operation"):
+        strings = st.sampled_from(OPERATIONS) | st.sampled_from(STATEMENTS) | st.text(max_size=8)
     else:
         strings = st.sampled_from(["postgresql", "kafka", "GET", "https://x/y", ""]) | st.text(max_size=6)
     value = draw(strings.map(lambda s: AnyValue(string_value=s)) | ints.map(lambda i: AnyValue(int_value=i)) | others)
@@ -101,6 +106,9 @@ PRESETS = [
     [],
     _kvs(db_system="postgresql", db_statement="DELETE FROM t"),
     *[_kvs(**{"db.system.name": "mysql", "db.query.text": q}) for q in STATEMENTS[:6]],
+    *[_kvs(**{"db.system.name": "redis", "db.operation.name": o}) for o in OPERATIONS[:5]],
+    _kvs(**{"db.system.name": "postgresql", "db.operation.name": "EXECUTE", "db.query.text": "DELETE x"}),
+    _kvs(**{"db.system": "mongodb", "db.operation": "update"}),
     _kvs(**{"url.full": "https://a/b", "http.response.body.size": 20_000}),
     _kvs(**{"http.url": "https://a/b", "http.response_content_length": 5}),
     _kvs(**{"net.peer.name": "a", "http.method": "GET"}),

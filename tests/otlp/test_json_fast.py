@@ -39,11 +39,12 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 # ---------------------------------------------------------------- well-formed requests
 
 SPAN_KEYS = ["cloud.region", "db.system", "db.system.name", "db.statement", "db.query.text",
+             "db.operation.name", "db.operation",
              "messaging.system", "http.url", "url.full", "server.address", "net.peer.name",
              "http.method", "http.request.method", "http.response.body.size",
              "http.response_content_length", "code.function", "service.name"]  # fmt: skip
 STRINGS = ["eu-west-3", "pl", "EU-West-3", "", "x" * 65, "eu wést", "postgresql", "kafka", "GET",
-           "https://a/b", 'SELECT "id" FROM "t"', "/* c */ INSERT", "-- x\nDELETE", "updaté",
+           "https://a/b", 'SELECT "id" FROM "t"', "/* c */ INSERT", "-- x\nDELETE", "updaté", "UPDATE", "BATCH insert", "BATCH",
            "tab\there", "nul\x00byte", "emoji 😀", "back\\slash"]  # fmt: skip
 text = st.sampled_from(STRINGS) | st.text(max_size=6)
 values = st.one_of(

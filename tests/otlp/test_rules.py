@@ -122,6 +122,45 @@ def test_database_without_statement_is_db_other_and_new_text_wins(decode):
     assert batch.op_class.tolist() == [OP_SQL_OTHER, OP_SQL_SELECT]
 
 
+@pytest.mark.parametrize(
+    ("operation", "op"),
+    [
+        ("UPDATE", OP_SQL_UPDATE),  # issue 11: was weighted as "other" (1.0)
+        ("SELECT", OP_SQL_SELECT),
+        ("insert", OP_SQL_INSERT),  # MongoDB names its commands in lower case
+        ("Delete", OP_SQL_DELETE),
+        ("BATCH INSERT", OP_SQL_INSERT),  # a batch of one operation: "BATCH " + its name
+        ("BATCH", OP_SQL_OTHER),  # a mixed batch
+        ("HMSET", OP_SQL_OTHER),
+        ("findAndModify", OP_SQL_OTHER),
+        ("UPDATED", OP_SQL_OTHER),
+        ("", OP_SQL_OTHER),  # empty: as if absent
+    ],
+)
+def test_database_operation_name_is_read_without_query_text(decode, operation, op):
+    new = span(CLIENT, db__system__name="redis", db__operation__name=operation)
+    old = span(CLIENT, db__system="mongodb", db__operation=operation)  # the deprecated name
+    assert decode(one(new, old)).op_class.tolist() == [op, op]
+
+
+def test_operation_name_wins_and_query_text_fills_in_an_unknown_name(decode):
+    batch = decode(one(
+        # both known and disagreeing: the operation name wins
+        span(CLIENT, db__system__name="postgresql", db__operation__name="DELETE",
+             db__query__text="SELECT 1"),
+        # an operation name naming no class leaves the query text's first keyword
+        span(CLIENT, db__system__name="postgresql", db__operation__name="EXECUTE",
+             db__query__text="UPDATE t SET a = 1"),
+        # the new name wins over the deprecated one
+        span(CLIENT, db__system="pg", db__operation="SELECT", db__operation__name="INSERT"),
+        # not a database span: an operation name alone classes nothing
+        span(CLIENT, db__operation__name="UPDATE"),
+        # a server span is still the receiving side
+        span(SERVER, db__system__name="redis", db__operation__name="UPDATE"),
+    ))  # fmt: skip
+    assert batch.op_class.tolist() == [OP_SQL_DELETE, OP_SQL_UPDATE, OP_SQL_INSERT, OP_NONE, OP_NONE]
+
+
 def test_database_wins_over_messaging_over_http(decode):
     batch = decode(one(
         span(CLIENT, db__system="pg", messaging__system="kafka", url__full="https://x"),
