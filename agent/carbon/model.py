@@ -31,13 +31,8 @@ from agent.batch import (
     OP_SQL_SELECT,
     OP_SQL_UPDATE,
 )
-from agent.carbon.regions import (
-    PINNED_SOURCE,
-    PINNED_ZONES,
-    PROVIDER_ZONES,
-    PUE,
-    PUE_SOURCES,
-)
+from agent.carbon.annual import annual_level, provenance
+from agent.carbon.regions import ISO_SPLIT, PROVIDER_ZONES, PUE, PUE_SOURCES
 from schema.constants import ENERGY_PER_IO_OP_KWH as _SCHEMA_ENERGY_PER_IO_OP_KWH
 
 #: Energy of one I/O operation (kWh): the proxy's unit, from the design notes (perf-sentinel's
@@ -82,23 +77,6 @@ PROXY_TAG_BY_KIND = ("io_proxy_v1", "io_proxy_v2", "io_proxy_v3", "io_proxy_v1")
 ANNUAL_COLUMN = 12 * 24
 
 DATA_FILE = Path(__file__).parent / "data" / "profiles.json"
-#: Source of each annual value, by key of ``Region.source``. The texts name which regions
-#: take which source, value by value, because they are copied into every window report's
-#: methodology block, where an auditor reads them without this code.
-SOURCES: dict[str, str] = {
-    PINNED_SOURCE: "; ".join(
-        f"{value:g} gCO2e/kWh given for {name}, applied to its grid zone {zone}: "
-        + ", ".join(sorted(r for m in PROVIDER_ZONES.values() for r, z in m.items() if z == zone))
-        for zone, (value, name) in PINNED_ZONES.items()
-    )
-    + " (values given by the carbonspan design notes, issue 2, which attribute them to Ember's "
-    "yearly electricity data; the year is not stated there)",
-    "electricitymaps_2022_mean": "every other table region: the mean of its Electricity Maps "
-    "zone over the 8,760 hours of 2022 (vintage 2022; agent/carbon/data/profiles.json, "
-    "ODbL 1.0)",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Region:
     """One row of the intensity table."""
@@ -106,7 +84,7 @@ class Region:
     name: str  # lowercased
     provider: str  # aws | gcp | azure | iso
     annual_gco2_kwh: float
-    source: str  # key of SOURCES
+    source: str  # key of agent.carbon.annual.SOURCES
     zone: str | None  # Electricity Maps zone of the profile
 
 
@@ -217,13 +195,23 @@ def _default_model() -> CarbonModel:
     regions: dict[str, Region] = {}
     for provider, mapping in PROVIDER_ZONES.items():
         for name, zone in mapping.items():
-            if zone in PINNED_ZONES:  # one grid, one level, whichever provider's name
-                annual, source = PINNED_ZONES[zone][0], PINNED_SOURCE
-            else:
-                annual, source = float(zones[zone]["annual_mean"]), "electricitymaps_2022_mean"
-            regions[name] = Region(name, provider, annual, source, zone)
+            level = annual_level(name, zone, float(zones[zone]["annual_mean"]))
+            assert level is not None  # a zone's 2022 mean is the last resort
+            regions[name] = Region(name, provider, level[0], level[1], zone)
+    for code in ISO_SPLIT:  # a split country is in the table only with a national figure
+        level = annual_level(code, None, None)
+        if level is not None:
+            regions[code] = Region(code, "iso", level[0], level[1], None)
     profiles = {z: _profile(d) for z, d in zones.items()}
     return CarbonModel(regions=regions, profiles={z: p for z, p in profiles.items() if p.hourly})
+
+
+def _provenance(model: CarbonModel) -> dict[str, str]:
+    cached = model._rows.get("provenance")
+    if cached is None:
+        levels = {r.name: (r.source, r.annual_gco2_kwh, r.zone) for r in model.regions.values()}
+        cached = model._rows["provenance"] = provenance(levels)
+    return cached
 
 
 def methodology(model: CarbonModel, use_profiles: bool, coefficients: bool) -> dict[str, str]:
@@ -231,7 +219,7 @@ def methodology(model: CarbonModel, use_profiles: bool, coefficients: bool) -> d
     return {
         "energy_per_io_op_kwh": f"{ENERGY_PER_IO_OP_KWH:g} (design notes, I/O proxy)",
         "per_operation_coefficients": "on" if coefficients else "off",
-        "intensity_table": "; ".join(f"{k}: {v}" for k, v in SOURCES.items()),
+        **_provenance(model),
         "intensity_profiles": (
             "shape of the zone's 2022 month x hour (else hour-of-day) means, scaled to the "
             "annual value"

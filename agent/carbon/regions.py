@@ -1,9 +1,9 @@
 """The region table as data: cloud regions and ISO country codes -> provider, grid zone, level.
 
-Each entry names the provider (which sets the PUE), the Electricity Maps zone whose 2022
-hourly trace gives the region its time profile, and, for a few regions, a pinned annual
-intensity. Regions without a pinned value take the annual mean of their zone's 2022 trace
-(``agent/carbon/data/profiles.json``, derived by ``derive_profiles.py``).
+Each entry names the provider (which sets the PUE) and the Electricity Maps zone whose 2022
+hourly trace gives the region its time profile. A region's annual level, and the source of
+that level, is decided by ``agent/carbon/annual.py`` (Ember national figures, subnational
+rows, else the zone's 2022 mean in ``agent/carbon/data/profiles.json``).
 
 Zone choices follow where the provider's data centres sit (the provider's region page) and
 the balancing area Electricity Maps assigns to that place; regions whose grid is not in the
@@ -28,19 +28,6 @@ PUE_SOURCES: dict[str, str] = {
     "azure": "1.17 (design notes; cf. Cloud Carbon Footprint methodology 1.185)",
     "iso": "1.5 generic (design notes; cf. Uptime Institute global survey ~1.55)",
 }
-
-#: Annual intensities fixed by the design notes (issue 2), attributed there to Ember's yearly
-#: electricity data; the year is not stated there. These exact values carry the golden tests.
-#: Each is a grid's level, so it holds for every region on the same zone (``PINNED_ZONES``):
-#: AWS eu-west-3, GCP europe-west9, Azure francecentral and ISO ``fr`` all draw from France's
-#: grid and get the same 41.5, rather than one of them a different source's level.
-PINNED_ANNUAL: dict[str, float] = {
-    "eu-west-3": 41.5,
-    "eu-central-1": 329.6,
-    "us-east-1": 379.0,
-    "pl": 590.8,
-}
-PINNED_SOURCE = "ember_yearly_design_notes"
 
 AWS_ZONES: dict[str, str] = {
     "us-east-1": "US-MIDA-PJM",  # N. Virginia
@@ -148,8 +135,8 @@ AZURE_ZONES: dict[str, str] = {
 }
 
 #: ISO 3166-1 alpha-2 codes whose whole country is one zone of the 2022 data set. Countries
-#: split into several zones (US, AU, IT, JP, SE, NO, DK, IN, BR, CA) are left out: an
-#: unweighted mean of their zones would not be the country's intensity.
+#: split into several zones (``ISO_SPLIT``) have no zone here: an unweighted mean of their
+#: zones would not be the country's intensity.
 ISO_ZONES: dict[str, str] = {
     code.lower(): code
     for code in (
@@ -159,6 +146,11 @@ ISO_ZONES: dict[str, str] = {
 }
 ISO_ZONES["cl"] = "CL-SEN"  # Chile's national electric system
 
+#: ISO codes of countries split into several zones: no zone, so no profile. Such a code is in
+#: the table only when a national figure exists (``agent/carbon/annual.py``: Ember's for AU, IN,
+#: IT, JP, NO, SE, US), scored at that annual value; DK, BR and CA stay out of the table.
+ISO_SPLIT: tuple[str, ...] = ("au", "br", "ca", "dk", "in", "it", "jp", "no", "se", "us")
+
 PROVIDER_ZONES: dict[str, dict[str, str]] = {
     "aws": AWS_ZONES,
     "gcp": GCP_ZONES,
@@ -166,8 +158,3 @@ PROVIDER_ZONES: dict[str, dict[str, str]] = {
     "iso": ISO_ZONES,
 }
 
-
-#: zone -> (pinned annual value, the region the design notes give it for)
-PINNED_ZONES: dict[str, tuple[float, str]] = {
-    {**AWS_ZONES, **ISO_ZONES}[name]: (value, name) for name, value in PINNED_ANNUAL.items()
-}

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.carbon import annual as a
 from agent.carbon import model as m
-from agent.carbon.regions import PINNED_ANNUAL, PINNED_SOURCE, PINNED_ZONES, PROVIDER_ZONES
+from agent.carbon.regions import ISO_SPLIT, PROVIDER_ZONES
 from agent.config import Config, ConfigError, GreenConfig, load_config, parse_config
 
 DATA = Path(m.__file__).parent / "data"
@@ -198,14 +199,30 @@ def test_config_error_is_a_value_error():
     assert isinstance(GreenConfig().service_regions, dict)
 
 
-def test_pinned_annual_values_and_pue():
+#: issue 11, item 9: the table's values, as the issue gives them (Ember, national grids, table
+#: ember-2025; subnational rows: Cloud Carbon Footprint and Electricity Maps 2023-2024)
+EMBER_VALUES = {
+    "eu-west-3": 41.5, "fr": 41.5, "eu-central-1": 329.6, "de": 329.6, "pl": 590.8,
+    "eu-west-2": 217.4, "gb": 217.4, "eu-west-1": 255.9, "ie": 255.9, "eu-north-1": 35.4,
+    "se": 35.4, "no": 28.1, "norwayeast": 28.1, "fi": 57.5, "europe-north1": 57.5,
+    "nl": 253.6, "westeurope": 253.6, "be": 109.3, "europe-west1": 109.3, "it": 284.6,
+    "eu-south-1": 284.6, "es": 153.6, "eu-south-2": 153.6, "jp": 477.4,
+    "ap-northeast-1": 477.4, "ap-northeast-3": 477.4, "sg": 497.1, "ap-southeast-1": 497.1,
+    "au": 524.6, "ap-southeast-2": 524.6, "in": 670.5, "ap-south-1": 670.5, "us": 384.4,
+}  # fmt: skip
+SUBNATIONAL_VALUES = {
+    "us-east-1": 379.0, "us-east-2": 410.0, "us-west-1": 200.0, "us-west-2": 89.0,
+    "ca-central-1": 13.0, "sa-east-1": 96.0, "us-central1": 426.0,
+    "southamerica-east1": 96.0, "brazilsouth": 96.0,  # sa-east-1's row is for the BR-CS zone
+}  # fmt: skip
+
+
+def test_table_values_and_their_sources_and_pue():
     model = m.CarbonModel.default()
-    assert {k: model.regions[k].annual_gco2_kwh for k in PINNED_ANNUAL} == {
-        "eu-west-3": 41.5,
-        "eu-central-1": 329.6,
-        "us-east-1": 379.0,
-        "pl": 590.8,
-    }
+    assert {k: model.regions[k].annual_gco2_kwh for k in EMBER_VALUES} == EMBER_VALUES
+    assert {model.regions[k].source for k in EMBER_VALUES} == {a.EMBER}
+    assert {k: model.regions[k].annual_gco2_kwh for k in SUBNATIONAL_VALUES} == SUBNATIONAL_VALUES
+    assert {model.regions[k].source for k in SUBNATIONAL_VALUES} == {a.SUBNATIONAL_KEY}
     assert [
         model.pue_of(r) for r in ("us-east-1", "europe-west9", "westeurope", "pl", "mars-1")
     ] == [1.15, 1.09, 1.17, 1.5, 1.5]
@@ -219,48 +236,85 @@ def test_every_region_has_a_source_and_a_zone_in_the_data():
         for name, zone in mapping.items():
             assert zone in zones, (provider, name, zone)
             reg = model.regions[name]
-            assert reg.source in m.SOURCES and reg.annual_gco2_kwh > 0
+            assert reg.source in a.SOURCES and reg.annual_gco2_kwh > 0
     assert len(model.regions) >= 130
 
 
-def test_unpinned_annual_value_is_the_zone_2022_mean():
+def test_a_split_country_code_is_in_the_table_only_with_a_national_figure():
+    # no zone (so no profile, annual only) and Ember's figure; DK, BR, CA have none: out of table
+    model = m.CarbonModel.default()
+    for code in ("us", "jp", "au", "in", "it", "se", "no"):
+        reg = model.regions[code]
+        assert (reg.zone, reg.source, reg.provider) == (None, a.EMBER, "iso"), code
+        assert model.profile_kind(code, True) == m.KIND_ANNUAL
+    assert not {"dk", "br", "ca"} & set(model.regions)
+    assert set(ISO_SPLIT) >= {"us", "jp", "dk"}
+
+
+def test_the_rest_keep_the_zone_2022_mean_labelled_as_such():
     zones = json.loads((DATA / "profiles.json").read_text())["zones"]
     model = m.CarbonModel.default()
-    assert model.regions["europe-west4"].annual_gco2_kwh == zones["NL"]["annual_mean"]
-    assert model.regions["gb"].annual_gco2_kwh == zones["GB"]["annual_mean"]
-    assert model.regions["gb"].source == "electricitymaps_2022_mean"
+    for name, zone in (("ap-northeast-2", "KR"), ("eu-central-2", "CH"), ("ch", "CH"),
+                       ("us-south1", "US-TEX-ERCO"), ("northcentralus", "US-MIDA-PJM"),
+                       ("us-west2", "US-CAL-LDWP")):  # fmt: skip
+        reg = model.regions[name]
+        assert (reg.annual_gco2_kwh, reg.source) == (zones[zone]["annual_mean"], a.EM_2022), name
+    # a US region with no subnational row is not given the US national figure: no one grid
+    assert all(r.annual_gco2_kwh != 384.4 for r in model.regions.values() if r.name != "us")
 
 
-def test_one_grid_zone_has_one_level_whichever_provider_names_it():
-    # the design notes' values are grid levels: Paris is 41.5 for AWS, GCP, Azure and "fr"
-    # alike, Warsaw 590.8; every region on a pinned zone has the pinned value and source
+def test_one_national_grid_has_one_level_whichever_provider_names_it():
+    # Ember's figures are national grids' levels: Paris is 41.5 for AWS, GCP, Azure and "fr"
+    # alike, and every region on any zone of an Ember country (outside the US) has its figure
     model = m.CarbonModel.default()
-    by_zone: dict[str, set[float]] = {}
     for reg in model.regions.values():
-        by_zone.setdefault(reg.zone, set()).add(reg.annual_gco2_kwh)
-    assert all(len(levels) == 1 for levels in by_zone.values()), by_zone
-    for name in ("eu-west-3", "europe-west9", "francecentral", "fr"):
+        country = a.country_of(reg.zone) if reg.zone else reg.name
+        if country in a.EMBER_2025 and country != "us":
+            assert (reg.annual_gco2_kwh, reg.source) == (a.EMBER_2025[country], a.EMBER), reg.name
+    for name in ("eu-west-3", "europe-west9", "francecentral", "francesouth", "fr"):
         assert model.regions[name].annual_gco2_kwh == 41.5
-    assert model.regions["europe-central2"].annual_gco2_kwh == 590.8
-    pinned = {r.name for r in model.regions.values() if r.source == PINNED_SOURCE}
-    assert pinned == {r.name for r in model.regions.values() if r.zone in PINNED_ZONES}
+    # a subnational row holds for its site: Azure and GCP in N. Virginia take us-east-1's 379
+    for row in a.SUBNATIONAL:
+        assert row.given_for in row.regions
+        for name in row.regions:
+            reg = model.regions[name]
+            assert (reg.annual_gco2_kwh, reg.source, reg.zone) == (row.value, a.SUBNATIONAL_KEY, row.zone)
 
 
-def test_methodology_names_the_source_of_every_annual_value():
-    # an auditor reading only the report can tell, value by value, where the level came from
+def test_methodology_names_source_basis_and_vintage_of_every_region():
+    # an auditor reading only the line can tell, value by value, where each level came from
     model = m.CarbonModel.default()
-    text = m.methodology(model, True, True)["intensity_table"]
-    pinned_part, other_part = text.split("; electricitymaps_2022_mean: ")
+    meth = m.methodology(model, True, True)
+    assert "ember-2025" in meth["intensity_table"]
+    texts = {key: meth[f"intensity_table_{key}"] for key in a.SOURCES}
+    for key, text in texts.items():
+        src = a.SOURCES[key]
+        assert text.startswith(f"{src.publisher}; {src.basis}; vintage {src.vintage}; {src.licence}")
+    assert "generation-based" in texts[a.EMBER] and "CC-BY-4.0" in texts[a.EMBER]
+    assert "consumption-based" in texts[a.SUBNATIONAL_KEY] and "2023-2024" in texts[a.SUBNATIONAL_KEY]
+    assert "2022" in texts[a.EM_2022] and "ODbL" in texts[a.EM_2022]
+    named: dict[str, list[tuple[str, str]]] = {}  # region -> [(source, entry naming it)]
+    for key, text in texts.items():
+        for entry in text.split(f"{a.SOURCES[key].licence}: ", 1)[1].split("; "):
+            head, _, tail = entry.rpartition(": ")
+            names = tail.split(", ") if head else [entry.split(" ")[0]]  # "r v (zone)" for EM
+            for name in names:
+                named.setdefault(name, []).append((key, entry))
+    assert set(named) == set(model.regions)
     for reg in model.regions.values():
-        if reg.source == PINNED_SOURCE:
-            assert f"{reg.annual_gco2_kwh:g} gCO2e/kWh" in pinned_part
-            assert f" {reg.name}," in pinned_part or f" {reg.name};" in pinned_part or (
-                f" {reg.name} (" in pinned_part
-            ), reg.name
-        else:
-            assert reg.source == "electricitymaps_2022_mean"
-    assert "every other table region" in other_part and "2022" in other_part
-    assert "year is not stated" in pinned_part
+        ((key, entry),) = named[reg.name]
+        assert key == reg.source and f"{reg.annual_gco2_kwh:g}" in entry.replace(":", " ").split(" "), (reg.name, entry)
+    assert "design notes" not in meth["intensity_table"] + "".join(texts.values())
+
+
+def test_every_methodology_value_fits_what_a_report_keeps():
+    # the aggregator keeps a methodology value of at most MAX_METHOD_VALUE_BYTES; a longer one
+    # would vanish from the report, and with it the source of its figures
+    from aggregator.accumulators import MAX_METHOD_KEYS, MAX_METHOD_VALUE_BYTES
+
+    meth = m.methodology(m.CarbonModel.default(), True, True)
+    assert max(len(v.encode()) for v in meth.values()) <= MAX_METHOD_VALUE_BYTES
+    assert len(meth) <= MAX_METHOD_KEYS // 2
 
 
 @pytest.mark.parametrize("region", ["eu-west-3", "eu-central-1", "pl", "us-west-1", "westeurope"])

@@ -36,6 +36,31 @@ def test_six_sql_spans_in_eu_central_1(h):
     assert gs.co2.operational_gco2 == pytest.approx(2.27424e-4, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("region", "grams", "source"),
+    [
+        # issue 11, item 9: Ember 2025 national figures (generation-based)
+        ("eu-west-1", 1.76571e-4, "ember_2025"),  # 6 x 1e-7 x 255.9 (ie) x 1.15 = 1.76571e-4 g
+        ("eu-north-1", 2.4426e-5, "ember_2025"),  # 6 x 1e-7 x 35.4 (se) x 1.15 = 2.4426e-5 g
+        ("ap-northeast-1", 3.29406e-4, "ember_2025"),  # 6 x 1e-7 x 477.4 (jp) x 1.15
+        ("europe-west4", 1.658544e-4, "ember_2025"),  # GCP: 6 x 1e-7 x 253.6 (nl) x 1.09
+        ("us", 3.4596e-4, "ember_2025"),  # ISO code: 6 x 1e-7 x 384.4 x 1.5 = 3.4596e-4 g
+        # subnational rows (Cloud Carbon Footprint / Electricity Maps 2023-2024, consumption-based)
+        ("us-west-2", 6.141e-5, "ccf_em_2023_2024"),  # 6 x 1e-7 x 89 x 1.15 = 6.141e-5 g
+        ("us-east-2", 2.829e-4, "ccf_em_2023_2024"),  # 6 x 1e-7 x 410 x 1.15 = 2.829e-4 g
+        ("eastus", 2.66058e-4, "ccf_em_2023_2024"),  # Azure, N. Virginia: 6e-7 x 379 x 1.17
+        ("brazilsouth", 6.7392e-5, "ccf_em_2023_2024"),  # BR-CS: 6 x 1e-7 x 96 x 1.17
+        ("us-central1", 2.78604e-4, "ccf_em_2023_2024"),  # 6 x 1e-7 x 426 x 1.09 = 2.78604e-4 g
+        # the rest: the zone's 2022 Electricity Maps mean (KR 490.82)
+        ("ap-northeast-2", 3.386658e-4, "electricitymaps_2022_mean"),  # 6e-7 x 490.82 x 1.15
+    ],
+)
+def test_six_sql_spans_in_a_region_of_each_source(h, region, grams, source):
+    gs = h.report(six_sql(region), h.PLAIN).green_summary
+    assert gs.co2.operational_gco2 == pytest.approx(grams, rel=1e-12)
+    assert CarbonModel.default().regions[region].source == source
+
+
 def test_two_services_eu_west_3_and_pl_ratio(h):
     # same ops, so the ratio is (intensity x PUE) of pl over eu-west-3:
     # (590.8 x 1.5) / (41.5 x 1.15) = 886.2 / 47.725 = 18.5689...
