@@ -105,9 +105,14 @@ class Loop:
     def deferrable(self, i: int) -> bool:
         return bool(self.shift is not None and self.wl.deferrable[i] and self.wl.deadline[i] >= 0)
 
+    def remaining(self, i: int, now: int) -> int:
+        """Task time left: a running task has also done the time since its segment began."""
+        ran = now - int(self.seg_start[i]) if self.status[i] == RUNNING else 0
+        return int(self.runtime[i] - self.done_off[i]) - ran
+
     def may_hold(self, i: int, now: int) -> bool:
         """The deadline guard (compat: OpenDC's ``now + duration < deadline`` at decision time)."""
-        remaining = int(self.runtime[i] - self.done_off[i])
+        remaining = self.remaining(i, now)
         if self.compat:
             return now + remaining < int(self.wl.deadline[i])
         return now < latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)

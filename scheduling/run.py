@@ -29,21 +29,25 @@ class Result:
     counters: dict[str, int] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=8)
-def _topology(path: Path) -> Hosts:
-    return load_topology(path)
+def _stamp(path: Path) -> tuple:
+    """A cache key that changes when the file (or a workload folder's files) change."""
+    files = [path / "tasks.parquet", path / "fragments.parquet"] if path.is_dir() else [path]
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
 
 @lru_cache(maxsize=4)
-def _workload(path: Path) -> Workload:
+def _workload(path: Path, _stamp: tuple) -> Workload:
     return read_workload(path)
 
 
 def load_inputs(sc: Scenario) -> tuple[Hosts, Workload]:
+    """A workload is read once per process for all the scenarios that share it (the cache key
+    includes its files' sizes and modification times, so an edited file is read again);
+    topologies and their traces are small and read every time."""
     w = sc.workload
-    wl = prepare(_workload(w.path), sample_fraction=w.sample_fraction, seed=sc.seed,
+    wl = prepare(_workload(w.path, _stamp(w.path)), sample_fraction=w.sample_fraction, seed=sc.seed,
                  submission_time_ms=w.submission_time_ms, defer_all=w.defer_all)
-    return _topology(sc.topology), wl
+    return load_topology(sc.topology), wl
 
 
 def forecast_label(policy: Any, compat: bool, provider: Any) -> str:
