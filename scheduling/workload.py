@@ -82,6 +82,11 @@ def read_workload(folder: str | Path) -> Workload:
         if not (p / name).is_file():
             raise SpecError(f"workload {p}: no {name} (a workload folder holds tasks.parquet + fragments.parquet)")
     tasks = pq.read_table(p / "tasks.parquet")
+    for dep in ("parents", "children"):
+        if dep in tasks.column_names and any(v for v in tasks.column(dep).to_pylist()):
+            raise SpecError(f"workload {p}: tasks have {dep}: recognised but not supported yet "
+                            "(workflow dependencies are not simulated; every task would start at its "
+                            "submission time)")
     frags = pq.read_table(p / "fragments.parquet", columns=["id", "duration", "cpu_usage"])
     tid = _col(tasks, "id", np.int64)
     order = np.argsort(tid, kind="stable")
