@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from schema.chain import record_hash, seal
+from schema.constants import MAX_LINE_BYTES
 
 LOCK_NAME = "agent.lock"
 WAL_NAME = "agent.wal"
@@ -108,15 +109,28 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _good_line(raw: bytes) -> dict[str, Any] | None:
-    """The record on ``raw`` if it is a whole, self-consistent chained record."""
+def _check_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """``(record, "")`` if ``raw`` is a whole, self-consistent chained record, else ``(None,
+    why not)``. Never raises on the line's content (issue 12: a line nested 1,000 levels deep
+    once crashed start-up with RecursionError)."""
+    if len(raw) > MAX_LINE_BYTES:
+        return None, f"a line of {len(raw):,} bytes, past the {MAX_LINE_BYTES:,}-byte limit"
     try:
         rec = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
+    except orjson.JSONDecodeError as exc:
+        return None, f"not JSON ({str(exc).split(':')[0]})"
     if not isinstance(rec, dict) or not {"ts", "seq", "prev", "hash", BODY_KEY} <= rec.keys():
-        return None
-    return rec if record_hash(rec) == rec["hash"] else None
+        return None, "not a chained record"
+    try:
+        recomputed = record_hash(rec)
+    except ValueError as exc:  # e.g. nested past canonical JSON's 254 levels: no agent wrote it
+        return None, str(exc)
+    return (rec, "") if recomputed == rec["hash"] else (None, "its hash does not verify")
+
+
+def _good_line(raw: bytes) -> dict[str, Any] | None:
+    """The record on ``raw`` if it is a whole, self-consistent chained record."""
+    return _check_line(raw)[0]
 
 
 @dataclass(slots=True)
@@ -128,6 +142,7 @@ class RecoveryReport:
     last_window_start: str | None = None
     corrupt_file: Path | None = None
     corrupt_bytes: int = 0
+    corrupt_reason: str = ""  # why the tail was cut: its last line's fault, or a partial write
     removed_duplicates: int = 0
 
 
@@ -224,11 +239,13 @@ class ArchiveWriter:
         data = path.read_bytes()
         good_end = data.rfind(b"\n") + 1  # bytes after the last newline are a torn write
         last_rec: dict[str, Any] | None = None
+        reason = "a partial line without its newline (a torn write)" if good_end < len(data) else ""
         while good_end > 0:
             start = data.rfind(b"\n", 0, good_end - 1) + 1
-            last_rec = _good_line(data[start : good_end - 1])
+            last_rec, why = _check_line(data[start : good_end - 1])
             if last_rec is not None:
                 break
+            reason = reason or f"its last whole line is unreadable: {why}"
             good_end = start  # a whole but unreadable last line: also a torn write
         if good_end < len(data):
             tail = data[good_end:]
@@ -244,7 +261,7 @@ class ArchiveWriter:
             finally:
                 os.close(fd)
             _fsync_dir(self.directory)
-            report.corrupt_file, report.corrupt_bytes = corrupt, len(tail)
+            report.corrupt_file, report.corrupt_bytes, report.corrupt_reason = corrupt, len(tail), reason
         self._path, self._size = path, good_end
         return last_rec
 

@@ -104,8 +104,10 @@ class Agent:
         recovery = archive.open()  # ArchiveLockedError: the caller prints it
         if recovery.corrupt_file is not None:
             log.warning(
-                "a torn last line (%d bytes) was moved to %s; the chain continues from seq %s",
+                "the archive's unreadable tail (%d bytes: %s) was moved to %s; the chain continues "
+                "from seq %s",
                 recovery.corrupt_bytes,
+                recovery.corrupt_reason,
                 recovery.corrupt_file,
                 recovery.last_seq,
             )

@@ -63,9 +63,9 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 continue
             try:
                 try:
-                    rec = loads(raw)
-                except orjson.JSONDecodeError:
-                    rec = load(raw)  # raises Malformed saying why
+                    rec, fixed = loads(raw), 0
+                except orjson.JSONDecodeError:  # tolerant: NaN/Infinity/1e400 -> 0, counted
+                    rec, fixed = load(raw)  # raises Malformed saying why
                 if type(rec) is not dict:
                     raise Malformed("not a JSON object")
                 start = start_of(rec)
@@ -84,6 +84,8 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 process(w, f"{label}:{lineno}" if strict else label, strict)
                 line_hash = w.line_hash
             in_period += 1
+            if fixed:
+                tally.sanitised += fixed
             if chain is None:
                 chain = state.chains.get(agent) or state.chains.setdefault(agent, ["", "", 0])
             if line_hash:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from schema.constants import MAX_LINE_BYTES
+
 #: ``*.jsonl``, ``*.jsonl.gz``, and logrotate-style ``*.jsonl.3`` / ``*.jsonl.3.gz``.
 WINDOW_FILE = re.compile(r"^.+\.jsonl(\.\d+)?(\.gz)?$")
 
@@ -125,27 +127,39 @@ def _open_binary(f: ArchiveFile) -> tuple[io.BufferedIOBase, io.IOBase]:
 
         raw = fsspec.open(f.url, "rb").open()
     else:
-        raw = open(f.url, "rb")  # noqa: SIM115 - closed by iter_lines
+        raw = open(f.url, "rb")  # noqa: SIM115 - closed by iter_line_views
     if f.gzipped:
         # GzipFile buffers in small chunks, so the lines before a truncation are still yielded.
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw
     return raw, raw
 
 
+class LongLine(bytes):
+    """Stands in for a line longer than the readers' limit, skipped unread to its newline:
+    ``length`` is its length in bytes (without the newline). Its bytes are not JSON, so every
+    parser refuses it; readers test ``type(raw) is LongLine`` only once a parse has failed."""
+
+    length: int
+
+    def __new__(cls, length: int) -> LongLine:
+        obj = super().__new__(cls, b"\x00 line too long")
+        obj.length = length
+        return obj
+
+    def reason(self) -> str:
+        return (f"line of {self.length:,} bytes is longer than the {MAX_LINE_BYTES:,}-byte limit "
+                "(MAX_LINE_BYTES); skipped unread to its newline")
+
+
 def iter_lines(f: ArchiveFile) -> Iterator[bytes]:
-    """The raw lines of ``f`` (with their newline), decompressing gzip.
+    """The raw lines of ``f`` (with their newline) as bytes, decompressing gzip; a line past
+    ``MAX_LINE_BYTES`` is a :class:`LongLine`, read in bounded memory.
 
     Raises :class:`ArchiveReadError` after the last good line when the stream is truncated
     or corrupt, so the caller counts it and goes on with the next file.
     """
-    fh, raw = _open_binary(f)
-    try:
-        yield from fh
-    except (EOFError, OSError, zlib.error) as exc:
-        raise ArchiveReadError(f"stream ended abnormally ({exc}); later lines lost") from exc
-    finally:
-        fh.close()
-        raw.close()
+    for view in iter_line_views(f):
+        yield view if type(view) is LongLine else bytes(view)
 
 
 #: Read sizes: big for plain files; small for gzip, whose read loses the chunk a break falls in.
@@ -153,23 +167,29 @@ CHUNK_PLAIN = 1 << 20
 CHUNK_GZIP = 1 << 16
 
 
-def iter_line_views(f: ArchiveFile) -> Iterator[memoryview]:
-    """Like :func:`iter_lines` but yields zero-copy views into one reused read buffer.
+def iter_line_views(f: ArchiveFile, limit: int = MAX_LINE_BYTES) -> Iterator[memoryview | LongLine]:
+    """The lines of ``f`` as zero-copy views into one reused read buffer (with their newline).
 
     The fold's hot path: orjson parses a memoryview directly, so no per-line bytes object is
     allocated and copied, and the buffer is read into again and again (``readinto``) instead
     of a fresh megabyte per read, whose page faults cost about a tenth of the fold. A view is
-    valid until the next one is requested. A line longer than the buffer grows it.
+    valid until the next one is requested. A line longer than the buffer grows it, up to
+    ``limit + 1`` bytes; a line longer than ``limit`` is dropped as it is read and stands as
+    one :class:`LongLine`, so memory is bounded by the limit, never by the longest line.
     """
     fh, raw = _open_binary(f)
-    buf = bytearray(CHUNK_GZIP if f.gzipped else CHUNK_PLAIN)
+    buf = bytearray(min(CHUNK_GZIP if f.gzipped else CHUNK_PLAIN, limit + 1))
     view, kept = memoryview(buf), 0  # buf[:kept]: the start of a line the last read cut
+    skipped = 0  # > 0: bytes of a line past the limit dropped so far (its newline not yet read)
     try:
         while True:
-            if kept == len(buf):  # one line fills the buffer: a bigger one, the line copied over
-                bigger = bytearray(2 * len(buf))
-                bigger[:kept] = buf[:kept]
-                buf, view = bigger, memoryview(bigger)
+            if kept == len(buf):  # one line fills the buffer
+                if kept > limit:  # past the limit: drop it and read on to its newline
+                    skipped, kept = skipped + kept, 0
+                else:  # a bigger buffer, the line copied over
+                    bigger = bytearray(min(2 * len(buf), limit + 1))
+                    bigger[:kept] = buf[:kept]
+                    buf, view = bigger, memoryview(bigger)
             try:
                 n = fh.readinto(view[kept:])
             except (EOFError, OSError, zlib.error) as exc:
@@ -178,6 +198,13 @@ def iter_line_views(f: ArchiveFile) -> Iterator[memoryview]:
                 break
             end_of_data, pos, find = kept + n, 0, buf.find
             end = find(b"\n", 0, end_of_data)
+            if skipped:
+                if end < 0:
+                    skipped, kept = skipped + end_of_data, 0
+                    continue
+                yield LongLine(skipped + end)
+                skipped, pos = 0, end + 1
+                end = find(b"\n", pos, end_of_data)
             while end >= 0:
                 yield view[pos : end + 1]
                 pos = end + 1
@@ -185,7 +212,9 @@ def iter_line_views(f: ArchiveFile) -> Iterator[memoryview]:
             kept = end_of_data - pos
             if kept:
                 buf[:kept] = buf[pos:end_of_data]  # same length: allowed while views are out
-        if kept:
+        if skipped or kept > limit:
+            yield LongLine(skipped + kept)
+        elif kept:
             yield view[:kept]
     finally:
         fh.close()

@@ -2,9 +2,11 @@
 
 Lines are read as dicts with orjson and checked field by field rather than validated with the
 strict pydantic models: those would raise on a hostile line and cost more than the whole fold.
-A line whose *structure* is wrong (not JSON, not UTF-8, not an object, a map that is not a
-map, a window without a start time) is :class:`Malformed` and skipped by the caller with its
-file and line. A *leaf* of the wrong type is a missing value (see ``aggregator.sanitize``).
+A line whose *structure* is wrong (not JSON, not UTF-8, longer than MAX_LINE_BYTES, a
+duplicate key seen by the tolerant parse, not an object, a map that is not a map, a window
+without a start time) is :class:`Malformed` and skipped by the caller with its file and line.
+A *leaf* of the wrong type is a missing value (see ``aggregator.sanitize``); a NaN, Infinity
+or overflowing number is a number, sanitised to 0 (``aggregator.lines``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from aggregator.lines import Malformed, tolerant
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, Tally, clean_count, clean_float
 
 # A host row's recorded PUE is believed in [1, MAX_PUE]: below 1 is impossible (the IT load is
@@ -23,10 +26,6 @@ from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, Tally, clean_count, clean
 # put the global average near 1.55); outside it the row's PUE counts as not recorded.
 MAX_PUE = 10.0
 HostRows = tuple[tuple[str, float, float, "float | None"], ...]  # (region, kWh, gCO2e, PUE)
-
-
-class Malformed(Exception):
-    """The line cannot be read as a window line; ``str(exc)`` says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,15 +143,19 @@ def _str(value: object) -> str | None:
     return value if type(value) is str and value else None
 
 
-def load(raw: bytes) -> dict:
-    """The line as a dict, or :class:`Malformed`."""
+def load(raw: bytes | memoryview) -> tuple[dict, int]:
+    """``(the line as a dict, numbers in it sanitised to 0)``, or :class:`Malformed`.
+
+    orjson first; a line it refuses gets the tolerant parse (``aggregator.lines``): NaN,
+    Infinity and numbers past the double range become 0 (counted), a duplicate key is
+    Malformed, and so is everything else orjson refuses."""
     try:
-        rec = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Malformed(f"not JSON or not UTF-8 ({str(exc).split(':')[0]}; truncated?)") from None
+        rec, fixed = orjson.loads(raw), 0
+    except orjson.JSONDecodeError:
+        rec, fixed, _ = tolerant(raw)  # raises Malformed saying why
     if type(rec) is not dict:
         raise Malformed("not a JSON object")
-    return rec
+    return rec, fixed
 
 
 _MINUTE_SECOND = {f"{m:02d}:{s:02d}": m * 60 + s for m in range(60) for s in range(60)}

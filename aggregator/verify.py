@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-import orjson
-
 from aggregator.engines import run_local
-from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
+from aggregator.files import ArchiveFile
 from aggregator.market import MarketFactorsError, from_report
 from aggregator.read import Period, to_epoch
 from aggregator.report import build_report, content_hash
-from schema.chain import record_hash, verify_chain
+from aggregator.verify_lines import LineFinding, read_records
+from schema.chain import verify_chain
 
 REL_TOL = 1e-6
 ABS_TOL = 1e-12
@@ -177,25 +176,18 @@ def _carbon_terms(location: str, report: dict[str, Any], co2: Any) -> list[Findi
     return out
 
 
-def _records(files: Sequence[ArchiveFile], out: list[Finding]) -> Iterator[tuple[str, dict | None]]:
-    """``(location, record or None)`` over files in order; read errors become findings."""
-    for f in files:
-        lineno = 0
-        try:
-            for lineno, raw in enumerate(iter_lines(f), start=1):  # noqa: B007
-                if not raw.strip():
-                    continue
-                location = f"{f.label}:{lineno}"
-                try:
-                    rec = orjson.loads(raw)
-                    record_hash(rec) if isinstance(rec, dict) else None
-                except (orjson.JSONDecodeError, ValueError, TypeError):
-                    rec = None
-                if isinstance(rec, dict):
-                    out.extend(window_findings(location, rec))
-                yield location, rec if isinstance(rec, dict) else None
-        except ArchiveReadError as exc:
-            out.append(Finding(f"{f.label}:{lineno + 1}", "truncated", str(exc)))
+def _records(files: Sequence[ArchiveFile], out: list[Finding],
+             reasons: dict[str, str]) -> Iterator[tuple[str, dict | None]]:
+    """``(location, record or None)`` over files in order (``verify_lines`` reads them: why a
+    line is None goes to ``reasons``); line and window findings go to ``out``."""
+    line_found: list[LineFinding] = []
+    for location, rec in read_records(files, line_found, reasons):
+        out.extend(Finding(x.location, x.kind, x.message) for x in line_found)
+        line_found.clear()
+        if rec is not None:
+            out.extend(window_findings(location, rec))
+        yield location, rec
+    out.extend(Finding(x.location, x.kind, x.message) for x in line_found)
 
 
 def _remember_first(records: Iterator[tuple[str, dict | None]],
@@ -214,10 +206,11 @@ def verify_archives(files: Sequence[ArchiveFile]) -> tuple[list[Finding], list[C
         group_files = list(group)
         window_found: list[Finding] = []
         firsts: list[str] = []
-        records = _remember_first(_records(group_files, window_found), firsts)
+        reasons: dict[str, str] = {}  # location -> why that line is not a record
+        records = _remember_first(_records(group_files, window_found, reasons), firsts)
         chain_found, last, count = verify_chain(records)
         first = firsts[0] if firsts else None
-        findings.extend(Finding(c.location, c.kind, c.message) for c in chain_found)
+        findings.extend(Finding(c.location, c.kind, reasons.get(c.location, c.message)) for c in chain_found)
         findings.extend(window_found)
         summaries.append(ChainSummary(group_files[0].agent, count, first, last))
     return findings, summaries

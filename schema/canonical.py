@@ -5,7 +5,9 @@ Rules (documented in docs/archive-format.md):
 - UTF-8, non-ASCII characters written as themselves;
 - floats in the shortest form that round-trips (orjson's), integers as integers;
 - NaN and infinities are not JSON: they are refused, never written as ``null``;
-- integers must fit in 64 bits.
+- integers must fit in 64 bits;
+- at most ``MAX_DEPTH`` (254) nested objects/lists: orjson's own serialisation limit, checked
+  first so that a hostile record never recurses past it (a ``ValueError``, not RecursionError).
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ import orjson
 
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
+#: Deepest nesting canonical JSON holds: orjson.dumps refuses a 255th level.
+MAX_DEPTH = 254
 
-def _check_finite(obj: Any, path: str = "$") -> None:
+
+def _check_finite(obj: Any, path: str = "$", depth: int = 0) -> None:
     if isinstance(obj, float):
         if not math.isfinite(obj):
             raise ValueError(f"canonical JSON cannot hold {obj!r} at {path}; sanitise it first")
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            _check_finite(v, f"{path}.{k}")
-    elif isinstance(obj, list | tuple):
-        for i, v in enumerate(obj):
-            _check_finite(v, f"{path}[{i}]")
+    elif isinstance(obj, dict | list | tuple):
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"canonical JSON cannot hold objects nested deeper than {MAX_DEPTH} "
+                             f"levels (at {path[:80]})")
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        fmt = "{}.{}" if isinstance(obj, dict) else "{}[{}]"
+        for k, v in items:
+            if isinstance(v, float | dict | list | tuple):
+                _check_finite(v, fmt.format(path, k), depth + 1)
 
 
 def canonical_json(obj: Any) -> bytes:

@@ -22,6 +22,13 @@ SCI_FORMULA: str = "SCI = ((E x I) + M) per R"
 #: longer ones (counted), so everything the agent writes, the aggregator keeps.
 MAX_NAME_BYTES: int = 256
 
+#: Longest archive line (without its newline), in bytes, that a reader accepts: the aggregator,
+#: ``verify`` and the agent's start-up recovery. A real line with 4,096 services (the per-window
+#: cap) and 4,095 endpoints measures 1.2 MiB with 24-byte names and 8.5 MiB with every name at
+#: MAX_NAME_BYTES (docs/archive-format.md, "Limits"); 16 MiB is about twice the worst case. A
+#: longer line is malformed: counted and skipped to its newline, read in bounded memory.
+MAX_LINE_BYTES: int = 16 * 1024 * 1024
+
 #: A region name the agent uses (from a span attribute or the config) and a market factors
 #: file may name: 1-64 ASCII letters, digits, ``-`` or ``_``; match the whole string
 #: (``fullmatch``). The C decoders apply the same rule (``agent/otlp/_batch.h``).
