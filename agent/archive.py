@@ -171,6 +171,8 @@ class ArchiveWriter:
         self.last_hash: str | None = None
         self.bytes_written = 0
         self._compressor: threading.Thread | None = None
+        # told of every durable line and of close (agent.checkpoints.CheckpointLog signs heads)
+        self.listener: Any = None
 
     # -- opening -----------------------------------------------------------------------
     def open(self) -> RecoveryReport:
@@ -288,6 +290,7 @@ class ArchiveWriter:
         ts = ts or utc_rfc3339()
         record = seal(self.last_hash, seq, ts, BODY_KEY, report)
         line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
+        old_path = self._path
         fd = self._file_for(len(line), _utc_day(ts))
         before = self._size
         try:
@@ -302,6 +305,8 @@ class ArchiveWriter:
         self._size += len(line)
         self.bytes_written += len(line)
         self.last_seq, self.last_hash = seq, record["hash"]
+        if self.listener is not None:
+            self.listener.on_append(record, line[:-1], old_path is not None and self._path != old_path)
         return record
 
     def _file_for(self, nbytes: int, today: str) -> int:
@@ -362,6 +367,8 @@ class ArchiveWriter:
 
     def close(self) -> None:
         """Close the current file (not compressed: it may be appended to on restart), unlock."""
+        if self.listener is not None and self._lock_fd is not None:
+            self.listener.on_close()
         self._wait_compression()
         if self._fd is not None:
             os.close(self._fd)

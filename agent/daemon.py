@@ -113,7 +113,11 @@ class Agent:
             )
         sources = None
         http: HttpReceiver | None = None
+        self.signing = None
         try:
+            from agent.signing import attach
+
+            self.signing = attach(s, archive, self.metrics)  # [agent.signing]
             sources = start_sources(self.cfg)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
             wal = WriteAheadLog(
@@ -149,6 +153,8 @@ class Agent:
             if http is not None:
                 http.stop()
             archive.close()
+            if self.signing is not None:
+                self.signing.stop()
             if sources is not None:
                 sources.stop()
             raise
@@ -212,6 +218,8 @@ class Agent:
             code = 1
         if sources is not None:
             sources.stop()
+        if self.signing is not None:  # after the archive's shutdown checkpoint was queued
+            self.signing.stop()
         if code == 0:
             print(f"carbonspan agent {self.settings.agent_id}: stopped cleanly", flush=True)
         return code

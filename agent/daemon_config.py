@@ -66,6 +66,20 @@ class TlsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SigningSettings:
+    """``[agent.signing]``: sign checkpoints of the chain (docs/auditors-guide.md)."""
+
+    key_file: Path | None = None  # off when unset; made by 'carbonspan keys generate'
+    checkpoint_every: int = 1  # windows per checkpoint (also at rotation, start and shutdown)
+    witnesses: str = ""  # space- or comma-separated witness URLs (C2SP tlog-witness)
+    witness_timeout_s: float = 5.0
+
+    @property
+    def witness_urls(self) -> list[str]:
+        return [u for u in re.split(r"[\s,]+", self.witnesses) if u]
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSettings:
     """``[agent]``: ports, windows, limits."""
 
@@ -84,6 +98,7 @@ class AgentSettings:
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    signing: SigningSettings = field(default_factory=SigningSettings)
 
     @property
     def archive_path(self) -> Path:
@@ -91,9 +106,11 @@ class AgentSettings:
         return self.archive.dir / self.agent_id
 
 
-_SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings}
+_SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings,
+              "signing": SigningSettings}
 _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
-             "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections"}
+             "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections",
+             "checkpoint_every", "witness_timeout_s"}
 
 
 def _origin(key: str, origin: str) -> str:
@@ -256,6 +273,12 @@ def _validate(s: AgentSettings) -> AgentSettings:
         )
     if (s.tls.cert_file is None) != (s.tls.key_file is None):
         raise ConfigError("[agent.tls] needs both cert_file and key_file (or neither)")
+    bad = [u for u in s.signing.witness_urls if not re.match(r"^https?://[^\s/]+", u)]
+    if bad:
+        raise ConfigError(f"[agent.signing] witnesses: {bad[0]!r} is not an http(s):// URL")
+    if s.signing.witness_urls and s.signing.key_file is None:
+        raise ConfigError("[agent.signing] witnesses are set but key_file is not: a witness "
+                          "cosigns only signed checkpoints; run 'carbonspan keys generate'")
     if s.grpc_port and s.grpc_port == s.http_port:
         raise ConfigError(f"[agent] grpc_port and http_port are both {s.grpc_port}; pick two ports")
     return s

@@ -150,6 +150,17 @@ class AgentMetrics:
             "rejected (negative, non-finite, implausible), stalled (no rise while drawing power)",
             ["source", "event"], registry=r,
         )
+        # [agent.signing]: agent.checkpoints and agent.witness_push
+        self.checkpoints_written = Counter("carbonspan_checkpoints_written", "Signed checkpoints "
+                                           "appended to checkpoints.log", registry=r)
+        self.checkpoint_errors = Counter("carbonspan_checkpoint_errors", "Checkpoints not made, "
+                                         "by reason", ["reason"], registry=r)
+        self.checkpoint_size = Gauge("carbonspan_checkpoint_size", "Lines covered by the last "
+                                     "signed checkpoint", registry=r)
+        self.witness_cosignatures = Counter("carbonspan_witness_cosignatures", "Checkpoints a "
+                                            "witness cosigned", ["witness"], registry=r)
+        self.witness_failures = Counter("carbonspan_witness_failures", "Failed pushes to a "
+                                        "witness, by reason", ["witness", "reason"], registry=r)
         self._lock = threading.Lock()
 
     def set_gauge_functions(
@@ -245,3 +256,4 @@ def _numbers(values: object) -> dict[str, float]:
     if not isinstance(values, Mapping):
         return {}
     return {str(k): _number(v) for k, v in values.items()}
+

@@ -76,6 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-empty", action="store_true",
                    help=f"write the report even when no window starts in the period (else exit {EXIT_EMPTY}, "
                         "writing nothing)")
+    p.add_argument("--sign", type=Path, metavar="KEY_FILE",
+                   help="sign the report: write an in-toto statement in a DSSE envelope to "
+                        "OUT.intoto.json with this key (from 'carbonspan keys generate'; needs --out)")
     p.set_defaults(func=handle)
 
 
@@ -87,6 +90,16 @@ def _fail(message: str, code: int = 2) -> int:
 def handle(args: argparse.Namespace) -> int:
     if args.scheduler and args.engine != "dask":
         return _fail("--scheduler needs --engine dask")
+    if args.sign is not None and args.out is None:
+        return _fail("--sign needs --out: the attestation is written beside the report file")
+    signer = None
+    if args.sign is not None:
+        from aggregator.attest import load_signer
+
+        try:
+            signer = load_signer(args.sign)
+        except ValueError as exc:
+            return _fail(str(exc))
     try:
         market = load_market_factors(args.market_factors) if args.market_factors is not None else None
     except MarketFactorsError as exc:
@@ -137,6 +150,11 @@ def handle(args: argparse.Namespace) -> int:
             args.out.write_bytes(data)
         if args.html is not None:
             args.html.write_text(render_html(report), encoding="utf-8")
+        if signer is not None:
+            from aggregator.attest import write_attestation
+
+            signed = write_attestation(signer, args.out, data, files)
+            print(f"signed: {signed}", file=sys.stderr)
     except OSError as exc:
         return _fail(f"cannot write the report: {exc}")
     print_summary(report, err if args.out is None else Console())

@@ -11,8 +11,14 @@ from aggregator.files import discover
 from aggregator.report import load_report
 from aggregator.verify import verify_archives, verify_report
 
-EPILOG = """example:
+EPILOG = """examples:
   carbonspan verify archives/ --report report.json
+  carbonspan verify archives/ --trust keys.toml --witness-log w1/witness.log \\
+      --report report.json --attestation report.json.intoto.json
+
+  With --trust every agent's signed checkpoints are checked against its pinned key, every line
+  against them (Merkle inclusion), consecutive checkpoints for consistency, and the witness
+  cosignatures; docs/auditors-guide.md explains each finding.
 
   Exit status 0 when every chain, every window invariant and (with --report) the report's
   content hash hold; 1 with one finding per line otherwise; 2 when an input cannot be read.
@@ -31,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="ARCHIVE_PATH")
     p.add_argument("--report", type=Path, help="a disclosure report (JSON) to re-derive and compare")
+    p.add_argument("--trust", type=Path, metavar="KEYS_TOML",
+                   help="pinned public keys of agents, witnesses and report signers (keys.toml)")
+    p.add_argument("--witness-log", type=Path, action="append", default=[], metavar="FILE",
+                   help="a witness's log of cosigned checkpoints (repeatable; needs --trust)")
+    p.add_argument("--attestation", type=Path, metavar="FILE",
+                   help="the signed statement 'aggregate --sign' wrote beside --report (needs --trust)")
     p.set_defaults(func=handle)
 
 
@@ -56,16 +68,67 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="note: %(message)s", stream=sys.stderr)
+    signed = signed_checks(args, files)
+    if isinstance(signed, int):
+        return signed
     findings, chains = verify_archives(files)
     if report is not None:
         findings.extend(verify_report(files, report))
+    findings.extend(signed[0])
+    heads = {s.agent: s for s in signed[1]}
     for chain in chains:
         print(f"chain {chain.agent}: {chain.records} records, last {chain.last_hash or '-'}")
+        if chain.agent in heads:
+            print(f"  {heads[chain.agent].describe()}")
     if not findings:
         extra = " and the report re-derives to the same content hash" if report is not None else ""
+        unsigned = sorted(s.agent for s in signed[1] if s.latest is None)
         print(f"OK: {len(files)} files, every chain and window invariant holds{extra}")
+        if unsigned:
+            print(f"note: unsigned archive(s) {', '.join(unsigned)}: no signed checkpoints, so "
+                  "the chain proves integrity only relative to a head you trust by other means")
         return 0
     print(f"FAILED: {len(findings)} finding(s)")
     for finding in findings:
         print(f"  {finding}")
     return 1
+
+
+def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list] | int:
+    """The signed-head checks (aggregator.verify_signed) and the attestation; 2 on bad input."""
+    from aggregator.verify_signed import verify_signatures
+    from schema.trust import Trust, TrustError
+
+    trust = None
+    if args.trust is not None:
+        try:
+            trust = Trust.load(args.trust)
+        except TrustError as exc:
+            print(f"carbonspan verify: error: {exc}", file=sys.stderr)
+            return 2
+    for flag, given in (("--witness-log", args.witness_log), ("--attestation", args.attestation)):
+        if given and trust is None:
+            print(f"carbonspan verify: error: {flag} needs --trust keys.toml: a signature "
+                  "proves something only against a key you pinned", file=sys.stderr)
+            return 2
+    if args.attestation is not None and args.report is None:
+        print("carbonspan verify: error: --attestation needs the --report it is about", file=sys.stderr)
+        return 2
+    missing = [p for p in args.witness_log if not p.is_file()]
+    if missing:
+        print(f"carbonspan verify: error: --witness-log {missing[0]}: no such file", file=sys.stderr)
+        return 2
+    findings, summaries = verify_signatures(files, trust, args.witness_log)
+    if args.attestation is not None and trust is not None:
+        import orjson
+
+        from aggregator.attest import verify_attestation
+
+        try:
+            envelope = orjson.loads(args.attestation.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            print(f"carbonspan verify: error: cannot read --attestation {args.attestation}: {exc}",
+                  file=sys.stderr)
+            return 2
+        findings.extend(verify_attestation(envelope, args.report.read_bytes(), trust, summaries))
+    return findings, summaries

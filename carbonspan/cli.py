@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("carbonspan.demo", "run the main job end to end on embedded defaults"),
     "aggregate": ("aggregator.cli", "fold a period of archives into a disclosure report"),
     "verify": ("aggregator.cli_verify", "auditor: check hash chains, invariants and a report"),
+    "keys": ("carbonspan.cli_keys", "make and show Ed25519 signing keys (agents, witnesses, reports)"),
     "calibrate": ("agent.sources.cli_calibrate", "derive per-service calibration factors"),
     "policy": ("placement.cli", "evaluate and gate carbon-aware placement policies"),
     "place": ("placement.cli_place", "place one job through the policy gate"),

@@ -337,6 +337,7 @@ CLI_DOCS = {
     "demo": "README.md",
     "aggregate": "docs/report-format.md",
     "verify": "docs/auditors-guide.md",
+    "keys": "docs/auditors-guide.md",
     "calibrate": "docs/energy-sources.md",
     "policy": "docs/placement.md",
     "place": "docs/placement.md",

@@ -159,7 +159,8 @@ def test_every_setting_has_a_carbonspan_environment_variable() -> None:
     env: dict[str, str] = {}
     expected: dict[str, object] = {}
     for key, default in _leaves(AgentSettings()):
-        if key in ("tls_cert_file", "tls_key_file", "auth_token_file", "archive_dir"):
+        if key in ("tls_cert_file", "tls_key_file", "auth_token_file", "archive_dir",
+                   "signing_key_file"):
             env[f"CARBONSPAN_{key.upper()}"] = f"/x/{key}"
             expected[key] = Path(f"/x/{key}")
             continue
@@ -171,6 +172,8 @@ def test_every_setting_has_a_carbonspan_environment_variable() -> None:
             raw = first if kind(first) != default else second
         if key == "bind":
             raw = "10.0.0.1"
+        if key == "signing_witnesses":  # a witness is a URL
+            raw = "http://witness.example:8443"
         env[f"CARBONSPAN_{key.upper()}"] = raw
         expected[key] = kind(raw) if kind is not bool else raw == "true"
     env["CARBONSPAN_HTTP_PORT"], expected["http_port"] = "9", 9  # distinct from grpc_port
