@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
 import time
 import tomllib
@@ -31,6 +32,8 @@ from agent_process import AgentProcess, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # bench.workload (the pinned request generator) is not installed
+    sys.path.append(str(REPO))
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "kubernetes"
 COLLECTOR = DEPLOY / "otel-collector"

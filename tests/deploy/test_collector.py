@@ -16,13 +16,22 @@ from .conftest import COLLECTOR, AgentProcess, Kit, load_yaml, read_env_file, wa
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 FRAGMENTS = {  # file -> (carbonspan exporter, Service port name it must reach)
-    "carbonspan-fanout.yaml": ("otlp/carbonspan", "otlp-grpc"),
+    "carbonspan-fanout.yaml": ("loadbalancing/carbonspan", "otlp-grpc"),
     "carbonspan-fanout-otlphttp.yaml": ("otlphttp/carbonspan", "otlp-http"),
 }
 
 
 def service_address(kit: Kit, host: str, port: int) -> tuple[dict, str]:
-    """The kit's Service that ``host:port`` names, and the name of its port."""
+    """The kit's Service that ``host:port`` names, and the name of its port. A pod's stable
+    name under the StatefulSet's governing Service (``<pod>.<service>.<ns>.svc...``) names
+    that Service, for a pod the StatefulSet has."""
+    labels = host.split(".")
+    if len(labels) == 6:  # carbonspan-0.carbonspan-headless.carbonspan.svc.cluster.local
+        pod, host = labels[0], ".".join(labels[1:])
+        sts = kit.statefulset
+        name, _, ordinal = pod.rpartition("-")
+        assert name == sts["metadata"]["name"] and int(ordinal) < sts["spec"]["replicas"], pod
+        assert labels[1] == sts["spec"]["serviceName"], host
     name, _, rest = host.partition(".")
     namespace = rest.split(".")[0]
     assert rest in (f"{namespace}.svc.cluster.local", f"{namespace}.svc"), host
@@ -32,10 +41,7 @@ def service_address(kit: Kit, host: str, port: int) -> tuple[dict, str]:
     return svc, p["name"]
 
 
-@pytest.mark.parametrize("fragment", sorted(FRAGMENTS))
-def test_the_collector_fragment_fans_out_to_the_carbonspan_service(kit: Kit, fragment: str) -> None:
-    (cfg,) = load_yaml(COLLECTOR / fragment)
-    exporter, port_name = FRAGMENTS[fragment]
+def _pipelines_fan_out(cfg: dict, exporter: str) -> None:
     pipelines = cfg["service"]["pipelines"]
     for pipeline in pipelines.values():
         for kind in ("receivers", "processors", "exporters"):
@@ -47,17 +53,32 @@ def test_the_collector_fragment_fans_out_to_the_carbonspan_service(kit: Kit, fra
     assert set(to_carbonspan[0]["receivers"]) <= {r for p in others for r in p["receivers"]}
     assert not [p for p in to_carbonspan[0].get("processors", []) if "sampl" in p]
 
+
+@pytest.mark.parametrize("fragment", sorted(FRAGMENTS))
+def test_the_collector_fragment_fans_out_to_carbonspan(kit: Kit, fragment: str) -> None:
+    (cfg,) = load_yaml(COLLECTOR / fragment)
+    exporter, port_name = FRAGMENTS[fragment]
+    _pipelines_fan_out(cfg, exporter)
     e = cfg["exporters"][exporter]
-    assert e["sending_queue"]["enabled"] is True and e["retry_on_failure"]["enabled"] is True
-    if exporter.startswith("otlp/"):
-        host, _, port = e["endpoint"].rpartition(":")
+    if exporter.startswith("loadbalancing/"):
+        # one trace -> one agent: route by trace id over every agent pod of the headless Service
+        assert e["routing_key"] == "traceID"
+        assert list(e["resolver"]) == ["dns"], "one resolver (the others are commented)"
+        dns = e["resolver"]["dns"]
+        svc, name = service_address(kit, dns["hostname"], int(dns["port"]))
+        assert svc["spec"]["clusterIP"] == "None" and name == port_name
+        assert svc["metadata"]["name"] == kit.statefulset["spec"]["serviceName"]
+        e = e["protocol"]["otlp"]
+        assert "endpoint" not in e  # the resolver gives each agent's
         assert e["tls"]["insecure"] is True  # the ConfigMap sets no [agent.tls]
     else:
+        # OTLP/HTTP cannot be routed by trace id: one agent pod, so a trace is not split
         url = urlsplit(e["endpoint"])
         assert url.scheme == "http" and url.path in ("", "/")
-        host, port = url.hostname, url.port
-    svc, name = service_address(kit, host, int(port))
-    assert svc["spec"]["type"] == "ClusterIP" and name == port_name
+        assert url.hostname.startswith(f"{kit.statefulset['metadata']['name']}-0.")
+        svc, name = service_address(kit, url.hostname, url.port)
+        assert svc["spec"]["clusterIP"] == "None" and name == port_name
+    assert e["sending_queue"]["enabled"] is True and e["retry_on_failure"]["enabled"] is True
 
 
 @pytest.mark.parametrize("env_file,port_name", [("sdk-grpc.env", "otlp-grpc"),
