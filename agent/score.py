@@ -39,10 +39,10 @@ from agent.carbon.model import (
 from agent.carbon.names import all_short, intern_table
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
 from agent.carbon.signals import Signals
-from agent.carbon.tagcodes import CODE, SOURCE_TAGS, proxy_code
+from agent.carbon.tagcodes import CODE, SOURCE_TAGS, TAGS, proxy_code
 from agent.config import Config, GreenConfig
 from schema.constants import REGION_RE
-from schema.tags import LIVE_INTENSITY_TAGS
+from schema.tags import LIVE_INTENSITY_TAGS, is_measured
 
 __all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]
 
@@ -50,6 +50,8 @@ __all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "s
 PROXY_CODES = np.array(
     [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)], dtype=np.int8
 )
+#: per tag code: a meter, counted in per_service_measured_ratio (not cloud SPECpower, a model)
+METERED = np.array([is_measured(t) for t in TAGS])
 
 
 @dataclass(frozen=True)
@@ -319,7 +321,9 @@ def _energy(
     span_kind: np.ndarray,
     counters: dict,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """Each span's kWh, which spans were measured (None: none), and its energy-tag code."""
+    """Each span's kWh, which spans' energy a meter measured (what per_service_measured_ratio
+    counts: ``schema.tags.is_measured``, so not cloud SPECpower, a model; None: none), and its
+    energy-tag code."""
     cfg = ctx.config
     weight = op_weight_table(cfg.per_operation_coefficients)[batch.op_class]
     if cfg.per_operation_coefficients:
@@ -339,7 +343,8 @@ def _energy(
     if not measured.any():
         return energy, None, etag
     energy = np.where(measured, np.nan_to_num(rate)[span_key], energy)
-    return energy, measured, np.where(measured, meas_code[span_key], etag)
+    metered = measured & METERED[meas_code][span_key]
+    return energy, metered if metered.any() else None, np.where(measured, meas_code[span_key], etag)
 
 
 def _endpoints(

@@ -29,6 +29,11 @@ ENERGY_MODEL_PRECEDENCE: tuple[str, ...] = (
 MEASURED_TAGS = frozenset({"alumet_rapl", "scaphandre_rapl", "kepler_ebpf", "redfish_bmc"})
 LIVE_INTENSITY_TAGS = frozenset({"electricity_maps_api", "grid_operator_api"})
 PROXY_TAGS = frozenset({"io_proxy_v3", "io_proxy_v2", "io_proxy_v1"})
+#: Energy from a model, not a meter, decided here once for every reader: the I/O proxy, and
+#: cloud SPECpower (W = idle + (max - idle) x cpu%: the utilisation is read, the power is
+#: modelled). ``is_measured`` is False for them, ``per_service_measured_ratio`` does not
+#: count their spans, and pool/1 grades them ``modelled``.
+MODELLED_TAGS = PROXY_TAGS | frozenset({"cloud_specpower"})
 
 _RANK = {tag: len(ENERGY_MODEL_PRECEDENCE) - i for i, tag in enumerate(ENERGY_MODEL_PRECEDENCE)}
 
@@ -44,7 +49,8 @@ def tag_rank(tag: str) -> int:
 
 
 def is_measured(tag: str) -> bool:
-    """True for tags backed by a power measurement (RAPL, eBPF, BMC)."""
+    """True for tags backed by a power measurement (RAPL, eBPF, BMC); never for
+    ``MODELLED_TAGS`` (cloud SPECpower is a model)."""
     return base_tag(tag) in MEASURED_TAGS
 
 
