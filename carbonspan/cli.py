@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "aggregate": ("aggregator.cli", "fold a period of archives into a disclosure report"),
     "verify": ("aggregator.cli_verify", "auditor: check hash chains, invariants and a report"),
     "keys": ("carbonspan.cli_keys", "make and show Ed25519 signing keys (agents, witnesses, reports)"),
+    "witness": ("witness.cli", "run a witness that cosigns consistent checkpoints (C2SP tlog-witness)"),
     "calibrate": ("agent.sources.cli_calibrate", "derive per-service calibration factors"),
     "policy": ("placement.cli", "evaluate and gate carbon-aware placement policies"),
     "place": ("placement.cli_place", "place one job through the policy gate"),

@@ -338,6 +338,7 @@ CLI_DOCS = {
     "aggregate": "docs/report-format.md",
     "verify": "docs/auditors-guide.md",
     "keys": "docs/auditors-guide.md",
+    "witness": "docs/auditors-guide.md",
     "calibrate": "docs/energy-sources.md",
     "policy": "docs/placement.md",
     "place": "docs/placement.md",

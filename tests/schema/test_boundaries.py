@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN = {"agent": {"aggregator"}, "aggregator": {"agent"}, "schema": {"agent", "aggregator", "placement"}}
+FORBIDDEN = {"agent": {"aggregator"}, "aggregator": {"agent"}, "schema": {"agent", "aggregator", "placement"},
+             "witness": {"agent", "aggregator", "placement", "admission", "scheduling"}}
 
 
 def _imports(path: Path) -> set[str]:

@@ -9,6 +9,8 @@ own OTLP/HTTP exporter in several rounds, then stop cleanly. Tests copy the pris
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from opentelemetry.trace import SpanKind
 from carbonspan.cli import main
 
 AGENTS = ("agent-a", "agent-b")
+WITNESS = "witness.test/w1"
 ROUNDS = 5
 
 
@@ -45,6 +48,28 @@ def send_spans(http_url: str, service: str, requests: int) -> None:
                 s.set_attribute("db.system", "postgresql")
                 s.set_attribute("db.statement", f"SELECT * FROM t WHERE id = {i}")
     provider.shutdown()
+
+
+class WitnessProcess:
+    """A real ``carbonspan witness`` process on 127.0.0.1 (port 0: the kernel picks)."""
+
+    def __init__(self, key: Path, trust: Path, state: Path, *args: str) -> None:
+        cmd = [sys.executable, "-m", "carbonspan", "witness", "--key", str(key), "--trust",
+               str(trust), "--state-dir", str(state), "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        assert "listening on 127.0.0.1:" in line, line + self.proc.stderr.read()  # type: ignore[union-attr]
+        self.port = int(line.split("127.0.0.1:")[1].split(",")[0])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = state / "witness.log"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(timeout=30)
+        self.proc.stdout.close()  # type: ignore[union-attr]
+        self.proc.stderr.close()  # type: ignore[union-attr]
+        return code
 
 
 def signing_config(key: Path, extra: str = "") -> str:
@@ -71,6 +96,8 @@ class SignedArchive:
     root: Path  # the pristine archive root (never modified by tests)
     keys: Path  # directory of key files, outside the archive
     trust: Path  # keys.toml pinning both agents (and the report signer)
+    witnessed: Path  # ... and the witness, with [policy] witness_quorum = 1
+    witness_log: Path  # the witness's own log of what it cosigned
     vkeys: dict[str, str]
     tmp: Path
 
@@ -87,18 +114,27 @@ def signed_archive(tmp_path_factory) -> SignedArchive:
     keys.mkdir()
     vkeys = {a: make_key(keys / f"{a}.key", a) for a in AGENTS}
     vkeys["reporting"] = make_key(keys / "reporting.key", "reporting")
-    procs = [start_agent(root, a, signing_config(keys / f"{a}.key")) for a in AGENTS]
+    vkeys[WITNESS] = make_key(keys / "w1.key", WITNESS, "--witness")
+    agents = "[agents]\n" + "".join(f'"{a}" = "{vkeys[a]}"\n' for a in AGENTS)
+    trust, witnessed = tmp / "keys.toml", tmp / "keys-witnessed.toml"
+    trust.write_text(agents + f'[signers]\nreporting = "{vkeys["reporting"]}"\n')
+    witnessed.write_text(agents + f'[signers]\nreporting = "{vkeys["reporting"]}"\n'
+                         f'[witnesses]\n"{WITNESS}" = "{vkeys[WITNESS]}"\n'
+                         "[policy]\nwitness_quorum = 1\n")
+    witness = WitnessProcess(keys / "w1.key", trust, tmp / "witness")
     try:
-        run_rounds(procs, ROUNDS)
+        extra = f'witnesses = "{witness.url}"'
+        procs = [start_agent(root, a, signing_config(keys / f"{a}.key", extra)) for a in AGENTS]
+        try:
+            run_rounds(procs, ROUNDS)
+        finally:
+            for p in procs:
+                assert p.stop() == 0, "".join(p.stderr_text())
     finally:
-        for p in procs:
-            assert p.stop() == 0, "".join(p.stderr_text())
+        assert witness.stop() == 0
     for a in AGENTS:
         wait_for(lambda a=a: (root / a / "checkpoints.log").exists(), what="checkpoints")
-    trust = tmp / "keys.toml"
-    trust.write_text("[agents]\n" + "".join(f'"{a}" = "{vkeys[a]}"\n' for a in AGENTS)
-                     + f'[signers]\nreporting = "{vkeys["reporting"]}"\n')
-    return SignedArchive(root, keys, trust, vkeys, tmp)
+    return SignedArchive(root, keys, trust, witnessed, witness.log, vkeys, tmp)
 
 
 @dataclass
