@@ -18,6 +18,7 @@ from agent.config import Config, GreenConfig
 
 EPILOG = """\
 example:
+  carbonspan score --explain traces.json          # per span: what was extracted and why
   carbonspan score --config carbonspan.toml traces.json export.pb
 
   # carbonspan.toml
@@ -54,6 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", metavar="PATH", help="carbonspan.toml ([green] table)")
     parser.add_argument("--agent-id", default="", help="agent_id to stamp on the report")
+    parser.add_argument(
+        "--explain", action="store_true",
+        help="instead of the report, list per span what was extracted and why: service, kind, "
+        "I/O class and the attributes that decided it, weight, region and where it came from, "
+        "energy, carbon (a table; JSON with --json)",
+    )
+    parser.add_argument("--json", action="store_true", help="with --explain: JSON, not a table")
     parser.set_defaults(func=handle)
 
 
@@ -71,10 +79,13 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     for warning in config_region_warnings(cfg.green):
         print(f"carbonspan score: warning: {warning}", file=sys.stderr)
+    from agent.explain import RecordingBuilder
+
+    recorder = RecordingBuilder() if args.explain else None
     batches = []
     for path in args.files:
         try:
-            batches.append(read_trace_file(path))
+            batches.append(read_trace_file(path, recorder))
         except FileNotFoundError:
             print(f"carbonspan score: {path}: no such file", file=sys.stderr)
             return 2
@@ -89,8 +100,8 @@ def handle(args: argparse.Namespace) -> int:
             return 2
         except OtlpDecodeError as exc:  # the message already names the file (and line)
             print(
-                f"carbonspan score: {exc}\n  (expected an OTLP trace export: JSON, NDJSON or "
-                "protobuf ExportTraceServiceRequest)",
+                f"carbonspan score: {exc}\n  (expected a trace export: OTLP JSON, NDJSON or "
+                "protobuf ExportTraceServiceRequest, Jaeger JSON or Zipkin v2 JSON)",
                 file=sys.stderr,
             )
             return 2
@@ -101,9 +112,13 @@ def handle(args: argparse.Namespace) -> int:
                 "them under resourceSpans[].scopeSpans[].spans[]; is this the right file?)",
                 file=sys.stderr,
             )
-    batch = concat_batches(batches)
+    batch = concat_batches(batches) if recorder is None else recorder.build()
     start_ns, end_ns = window_bounds(batch.start_ns, batch.duration_ns)
     ctx = ScoringContext.from_config(cfg, now_ns=end_ns or None)
+    if recorder is not None:
+        from agent.explain import explain, render
+
+        return _write(render(explain(recorder, ctx), as_json=args.json))
     report = build_report(score_batch(batch, ctx), ctx, start_ns, end_ns, agent_id=args.agent_id)
     if report.counters:  # input that was refused or ignored: say so, not only in the JSON
         counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counters.items()))
@@ -112,10 +127,12 @@ def handle(args: argparse.Namespace) -> int:
             'the report\'s "counters" hold the same figures',
             file=sys.stderr,
         )
+    return _write(orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _write(data: bytes) -> int:
     try:
-        sys.stdout.buffer.write(
-            orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
-        )
+        sys.stdout.buffer.write(data)
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. `| head`: the reader has what it wanted
         # point stdout at /dev/null so the interpreter's final flush does not fail again

@@ -47,22 +47,23 @@ def _suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def _decode_ndjson(data: bytes, path: Path) -> SpanBatch:
+def _decode_ndjson(data: bytes, path: Path, into: BatchBuilder | None = None) -> SpanBatch:
     """One batch per line, concatenated: the same batch as one builder fed every line."""
     batches = []
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            batches.append(_decode_document(line))
+            batches.append(_decode_document(line, into))
         except OtlpDecodeError as exc:
             raise OtlpDecodeError(f"{path}, line {number}: {exc}") from None
     return concat_batches(batches)
 
 
-def _decode_document(data: bytes) -> SpanBatch:
-    """One JSON document of any supported format -> its batch."""
-    if data.lstrip()[:1] != b"[":
+def _decode_document(data: bytes, into: BatchBuilder | None = None) -> SpanBatch:
+    """One JSON document of any supported format -> its batch (``into``: the Python walk only,
+    into that builder)."""
+    if into is None and data.lstrip()[:1] != b"[":
         batch = decode_json_fast(data)  # the C walker, when built, for the usual OTLP file
         if batch is not None and (len(batch) or batch.rejected):
             return batch
@@ -70,7 +71,7 @@ def _decode_document(data: bytes) -> SpanBatch:
             return decode_json(data)  # not an object: the walk's own message
     doc = parse_json(data)
     fmt, otlp = to_otlp(doc)  # raises naming the document when it is no trace format we read
-    builder = BatchBuilder()
+    builder = BatchBuilder() if into is None else into
     where = "" if fmt == "otlp" else f"{fmt} JSON (read as the OTLP spans it carries): "
     try:
         decode_json_into(builder, otlp)
@@ -79,28 +80,33 @@ def _decode_document(data: bytes) -> SpanBatch:
     return builder.build()
 
 
-def _decode_json(data: bytes, path: Path) -> SpanBatch:
+def _decode_json(data: bytes, path: Path, into: BatchBuilder | None = None) -> SpanBatch:
     """One document; a file of several lines that is not one document is read as NDJSON."""
     try:
-        return _decode_document(data)
+        return _decode_document(data, into)
     except OtlpDecodeError as exc:
         if len(data.strip().splitlines()) > 1 and str(exc).startswith("not valid JSON"):
-            return _decode_ndjson(data, path)
+            return _decode_ndjson(data, path, into)
         raise OtlpDecodeError(f"{path}: {exc}") from None
 
 
-def _decode_protobuf(data: bytes, path: Path) -> SpanBatch:
+def _decode_protobuf(data: bytes, path: Path, into: BatchBuilder | None = None) -> SpanBatch:
     from agent.otlp import decode_protobuf  # the fast decoder when built
+    from agent.otlp.reference import decode_request, parse_request
 
     try:
+        if into is not None:
+            return decode_request(parse_request(data), into)
         return decode_protobuf(data)
     except OtlpDecodeError as exc:
         raise OtlpDecodeError(f"{path}: {exc}") from None
 
 
-def read_trace_file(path: str | Path) -> SpanBatch:
-    """Decode every span in an OTLP trace file (see the module docstring for formats).
+def read_trace_file(path: str | Path, into: BatchBuilder | None = None) -> SpanBatch:
+    """Decode every span in a trace file (see the module docstring for formats).
 
+    ``into``: decode with the Python rules into that builder (the C decoders give the same
+    batch; a builder that records each span is how ``agent.explain`` sees them).
     Raises ``OtlpDecodeError`` naming the file (and line, for NDJSON) when its content
     cannot be read, and ``OSError`` when the file cannot be opened.
     """
@@ -108,11 +114,11 @@ def read_trace_file(path: str | Path) -> SpanBatch:
     data = _read(path)
     suffix = _suffix(path)
     if suffix in _NDJSON_SUFFIXES:
-        return _decode_ndjson(data, path)
+        return _decode_ndjson(data, path, into)
     if suffix in _JSON_SUFFIXES:
-        return _decode_json(data, path)
+        return _decode_json(data, path, into)
     if suffix in _PROTOBUF_SUFFIXES:
-        return _decode_protobuf(data, path)
+        return _decode_protobuf(data, path, into)
     if data.lstrip()[:1] in (b"{", b"["):
-        return _decode_json(data, path)
-    return _decode_protobuf(data, path)
+        return _decode_json(data, path, into)
+    return _decode_protobuf(data, path, into)

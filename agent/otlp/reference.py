@@ -44,8 +44,12 @@ def parse_request(data: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-def decode_request(request: ExportTraceServiceRequest) -> SpanBatch:
-    builder = BatchBuilder()
+def decode_request(
+    request: ExportTraceServiceRequest, builder: BatchBuilder | None = None
+) -> SpanBatch:
+    """The request's batch; ``builder`` (default: a new one) receives the spans, so a caller
+    can watch each span the rules see (``agent.explain``)."""
+    builder = BatchBuilder() if builder is None else builder
     for rs in request.resource_spans:
         res = builder.resource(_attrs(rs.resource.attributes, RESOURCE_KEYS))
         for ss in rs.scope_spans:

@@ -164,13 +164,20 @@ def db_class(attrs: dict[str, AttrValue]) -> int:
     names SELECT/INSERT/UPDATE/DELETE, else the first keyword of ``db.query.text`` (or the older
     ``db.statement``), else ``OP_SQL_OTHER``. Many instrumentations (Redis, MongoDB, most
     drivers with query capture off) send an operation name and no query text."""
-    name = _text(attrs, "db.operation.name", "db.operation")
-    if name is not None:
-        op = operation_class(name)
+    return db_class_why(attrs)[0]
+
+
+def db_class_why(attrs: dict[str, AttrValue]) -> tuple[int, str | None]:
+    """:func:`db_class` and the attribute that decided it (None: neither was usable)."""
+    key = _key(attrs, "db.operation.name", "db.operation")
+    if key is not None:
+        op = operation_class(attrs[key])  # type: ignore[arg-type]  # _key: a non-empty str
         if op != OP_SQL_OTHER:
-            return op
-    statement = _text(attrs, "db.query.text", "db.statement")
-    return OP_SQL_OTHER if statement is None else sql_class(statement)
+            return op, key
+    statement = _key(attrs, "db.query.text", "db.statement")
+    if statement is None:
+        return OP_SQL_OTHER, key
+    return sql_class(attrs[statement]), statement  # type: ignore[arg-type]
 
 
 def _text(attrs: dict[str, AttrValue], *keys: str) -> str | None:
@@ -182,6 +189,15 @@ def _text(attrs: dict[str, AttrValue], *keys: str) -> str | None:
     return None
 
 
+def _key(attrs: dict[str, AttrValue], *keys: str) -> str | None:
+    """The first of ``keys`` holding a non-empty string (the key, not its value)."""
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return key
+    return None
+
+
 def classify(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int]:
     """``(op_class, response_bytes)`` of a span: database > messaging > outgoing HTTP.
 
@@ -190,20 +206,30 @@ def classify(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int]:
     producer already counted), so counting it too would count the same operation twice: such
     spans are requests (``is_entry``), never I/O, whatever ``db.*``/``messaging.*`` they carry.
     """
+    op, size, _ = classify_why(kind, attrs)
+    return op, size
+
+
+def classify_why(kind: int, attrs: dict[str, AttrValue]) -> tuple[int, int, tuple[str, ...]]:
+    """:func:`classify` and the attribute keys that decided it, in the order they were read
+    (empty for a span that is no I/O); what ``carbonspan score --explain`` shows."""
     if kind != KIND_SERVER and kind != KIND_CONSUMER:
-        if _text(attrs, "db.system", "db.system.name") is not None:
-            return db_class(attrs), -1
-        if _text(attrs, "messaging.system") is not None:
-            return OP_MESSAGING, -1
-    if kind == KIND_CLIENT and (
-        _text(attrs, "url.full", "http.url") is not None
-        or (
-            _text(attrs, "server.address", "net.peer.name") is not None
-            and _text(attrs, "http.request.method", "http.method") is not None
-        )
-    ):
-        return OP_HTTP, _size(attrs)
-    return OP_NONE, -1
+        system = _key(attrs, "db.system", "db.system.name")
+        if system is not None:
+            op, by = db_class_why(attrs)
+            return op, -1, (system,) if by is None else (system, by)
+        messaging = _key(attrs, "messaging.system")
+        if messaging is not None:
+            return OP_MESSAGING, -1, (messaging,)
+    if kind == KIND_CLIENT:
+        url = _key(attrs, "url.full", "http.url")
+        if url is not None:
+            return OP_HTTP, _size(attrs), (url, *_size_key(attrs))
+        address = _key(attrs, "server.address", "net.peer.name")
+        method = _key(attrs, "http.request.method", "http.method")
+        if address is not None and method is not None:
+            return OP_HTTP, _size(attrs), (address, method, *_size_key(attrs))
+    return OP_NONE, -1, ()
 
 
 def _size(attrs: dict[str, AttrValue]) -> int:
@@ -212,6 +238,14 @@ def _size(attrs: dict[str, AttrValue]) -> int:
         if type(value) is int and value >= 0:
             return value
     return -1
+
+
+def _size_key(attrs: dict[str, AttrValue]) -> tuple[str, ...]:
+    for key in ("http.response.body.size", "http.response_content_length"):
+        value = attrs.get(key)
+        if type(value) is int and value >= 0:
+            return (key,)
+    return ()
 
 
 @dataclass(slots=True)
