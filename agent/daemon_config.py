@@ -92,7 +92,9 @@ class AgentSettings:
     max_request_bytes: int = 16 * 1024 * 1024
     queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
     grpc_workers: int = 4  # 2 is slower, 4 and 8 measure alike (docs/operations.md)
-    max_connections: int = 128  # HTTP connections (one thread each); more get 503 + Retry-After
+    max_connections: int = 512  # HTTP connections open; past it the longest-idle is evicted
+    http_request_timeout_s: float = 30.0  # one deadline for a request's head and body
+    http_idle_timeout_s: float = 30.0  # a keep-alive connection with no request is closed
     shutdown_timeout_s: float = 20.0
     retry_after_s: int = 1
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
@@ -110,7 +112,8 @@ _SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettin
               "signing": SigningSettings}
 _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
              "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections",
-             "checkpoint_every", "witness_timeout_s"}
+             "checkpoint_every", "witness_timeout_s", "http_request_timeout_s",
+             "http_idle_timeout_s"}
 
 
 def _origin(key: str, origin: str) -> str:

@@ -63,7 +63,22 @@ class AgentMetrics:
         )
         self.http_connections_refused = Counter(
             "carbonspan_http_connections_refused",
-            "HTTP connections over max_connections (answered 503 or closed)",
+            "HTTP connections closed at once at max_connections (none could be evicted)",
+            registry=r,
+        )
+        self.http_connections_evicted = Counter(
+            "carbonspan_http_connections_evicted",
+            "HTTP connections closed to make room for a new one at max_connections, by reason: "
+            "idle (a keep-alive connection with no request) or slow (a request still arriving)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("idle", "slow"):
+            self.http_connections_evicted.labels(reason)
+        self.http_request_timeouts = Counter(
+            "carbonspan_http_request_timeouts",
+            "HTTP requests whose head and body did not arrive within http_request_timeout_s "
+            "(answered 408 and closed)",
             registry=r,
         )
         self.queue_depth = Gauge(

@@ -24,6 +24,7 @@ from agent.export import (
     retry_info_bytes,
     status_bytes,
 )
+from httpserve import load_tls_context
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
@@ -89,6 +90,7 @@ class GrpcReceiver:
         try:
             if tls.enabled:
                 assert tls.cert_file is not None and tls.key_file is not None
+                load_tls_context(tls.cert_file, tls.key_file)  # a clear error for a bad key
                 creds = grpc.ssl_server_credentials(
                     [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())]
                 )

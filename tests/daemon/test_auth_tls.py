@@ -143,3 +143,42 @@ def test_tls_key_mismatch_or_missing_file_fails_clearly(start_agent, tmp_path: P
                                f'key_file = "{tmp_path}/none.key"\n', ready=False)
     assert agent.proc.wait(timeout=30) == 1
     assert "cannot start" in "".join(agent.stderr_text())
+
+
+def test_a_passphrase_protected_key_is_named_with_what_to_do(start_agent, secured,
+                                                              tmp_path: Path) -> None:
+    """It used to end in "[Errno 22] Invalid argument" (OpenSSL's prompt, with no terminal)."""
+    _, cert = secured
+    key = cert.parent / "key.pem"
+    locked = tmp_path / "locked.key"
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:secret",
+                    "-out", str(locked)], check=True, capture_output=True, timeout=60)
+    agent = start_agent(config=f'[agent.tls]\ncert_file = "{cert}"\nkey_file = "{locked}"\n',
+                        ready=False)
+    assert agent.proc.wait(timeout=30) == 1
+    err = "".join(agent.stderr_text())
+    assert f"the TLS key {locked} is protected by a passphrase" in err
+    assert "openssl pkey" in err and "Errno 22" not in err
+
+
+def test_130_tls_connections_that_never_handshake_leave_health_up(start_agent, secured) -> None:
+    """issue 12 item 1: the handshake ran in each connection's thread, so 130 silent TCP
+    connections held every slot and the next client, the liveness probe too, got 503."""
+    import socket
+
+    _, cert = secured
+    key = cert.parent / "key.pem"
+    agent = start_agent(env={"CARBONSPAN_MAX_CONNECTIONS": "128"},
+                        config=f'[agent.tls]\ncert_file = "{cert}"\nkey_file = "{key}"\n')
+    silent = [socket.create_connection(("127.0.0.1", agent.http_port), timeout=5)
+              for _ in range(130)]
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        for path in ("/healthz", "/readyz"):
+            with urllib.request.urlopen(f"https://127.0.0.1:{agent.http_port}{path}", timeout=10,
+                                        context=ctx) as resp:
+                assert resp.status == 200
+    finally:
+        for s in silent:
+            s.close()
+    assert agent.stop() == 0

@@ -237,6 +237,65 @@ def test_chunked_uploads_are_read_and_bounded(agent) -> None:
     assert status == 413 and "max_request_bytes" in doc["message"]
 
 
+def _raw(agent, head: bytes, body: bytes = b"", timeout: float = 10) -> bytes:
+    """Send bytes as they are; the agent's answer (up to the end of its headers and a bit)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", agent.http_port), timeout=timeout) as s:
+        s.sendall(head + body)
+        out = b""
+        while b"\r\n\r\n" not in out:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+@pytest.mark.parametrize("size", [b"-1", b"-0x10", b"+10", b"1 0", b"zz", b"0x10", b"\xb2"])
+def test_a_chunk_size_that_is_not_hex_digits_is_400_and_reads_nothing(agent, size) -> None:
+    """issue 12 item 2: ``int(size, 16)`` took ``-1`` and ``read(-1)`` read to EOF, so one
+    connection streaming 256 MiB took the agent to 643-880 MB; ``-0x10``, ``+10`` and ``0x10``
+    passed ``int()`` too. Now the parser takes hex digits only: 400, and the body is never read."""
+    before = peak_rss_kb(agent)
+    answer = _raw(agent, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  b"\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n", b"{" * (8 << 20))
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"malformed HTTP/1.1 request" in answer
+    assert peak_rss_kb(agent) - before < 4 * 1024  # the 8 MiB that followed was dropped
+
+
+def test_a_content_length_of_unicode_digits_is_answered_400(agent) -> None:
+    # "²".isdigit() is True and int("²") raises: the client used to get no answer at all
+    for length in ("²".encode(), "٣".encode(), b"-1", b"1_0", b"0x10"):
+        answer = _raw(agent, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: " + length + b"\r\n\r\n", b"{}")
+        assert answer.startswith(b"HTTP/1.1 400"), (length, answer[:200])
+
+
+def test_an_oversized_declared_length_is_413_before_any_body_is_sent(agent) -> None:
+    """The head alone is answered: the client has sent no byte of its body (it used to be read
+    and dropped first, up to 4x the limit, so this waited 30 s for bytes that never came)."""
+    answer = _raw(agent, b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n" % (2 * LIMIT), timeout=5)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"Connection: close" in answer and b"max_request_bytes" in answer
+
+
+def test_a_many_member_gzip_body_is_400_naming_the_member_bound(agent) -> None:
+    """issue 12 item 3: 200,000 empty gzip members (4 MB) took 24.5 s of CPU, each member
+    copying the rest of the body; now members are bounded and inflating is linear."""
+    from agent.export import MAX_GZIP_MEMBERS
+
+    body = gzip.compress(b"") * 40_000  # 800 KB, under the 1 MiB limit
+    status, _, out = post(agent, body, "application/x-protobuf", "gzip")
+    assert status == 400
+    assert f"more than {MAX_GZIP_MEMBERS} members" in status_pb2.Status.FromString(out).message
+    status, _, _ = post(agent, gzip.compress(make_request_bytes(4, seed=9)) * 2,
+                        "application/x-protobuf", "gzip")
+    assert status == 200  # two members are legal (RFC 1952)
+
+
 def test_agent_still_healthy_and_archive_valid_after_abuse(agent, call) -> None:
     assert call(make_request_bytes(32, seed=5), timeout=10) == b""
     with urllib.request.urlopen(agent.http_url + "/healthz", timeout=5) as resp:

@@ -1,0 +1,292 @@
+"""One HTTP/1.1 connection on the event loop: httptools (llhttp) parses, the server's limits apply.
+
+A connection is in one of four states, which is what the server's deadlines and evictions
+look at: *idle* (no request begun: a keep-alive connection, or a new one that has sent
+nothing), *reading* (a request has begun and is not yet whole: its deadline runs from its
+first byte), *busy* (a request is being handled or its answer written: never evicted), and
+*lingering* (a refusal with ``Connection: close`` was sent; what the client still sends is
+read and dropped for ``linger_s``, so it reads the refusal instead of a connection reset).
+Pipelined requests are answered in order; reading pauses while one is being handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import httptools
+
+from httpserve.message import Head, Request, Response, Route
+
+if TYPE_CHECKING:
+    from httpserve.server import HttpServer
+
+# a refused body is read and dropped (keeping the connection) only when it is this small
+_DRAIN_MAX = 1 << 20
+
+
+class _Refuse(Exception):
+    """Raised inside a parser callback: answer, then close (and linger)."""
+
+    def __init__(self, status: int, kind: str, message: str,
+                 response: Response | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.response = status, kind, message, response
+
+
+class _Ready(NamedTuple):
+    request: Request
+    route: Route
+    early: Response | None  # refused at its head; the body was dropped
+    keep_alive: bool
+    reserved: int  # body-budget bytes this request holds
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.app = server.app
+        self.transport: Any = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: deque[_Ready] = deque()
+        self.busy = False
+        self.closed = False
+        self.counted = False  # in the server's open-connection count
+        self.client = ""
+        self.idle_since = time.monotonic()
+        self.reading_since: float | None = None
+        self.linger_until: float | None = None
+        self._paused = False
+        self._final: Response | None = None  # a closing refusal waiting for earlier answers
+        self._new_request()
+
+    def _new_request(self) -> None:
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._head_bytes = 0
+        self._head: Head | None = None
+        self._route = Route.INLINE
+        self._body: list[bytes] = []
+        self._size = 0
+        self._reserved = 0
+        self._early: Response | None = None
+
+    # -- asyncio ---------------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.client = str(peer[0]) if peer else ""
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # the answer is one write, but a pipelined client must not wait on delayed ACKs
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.closed(self)
+        self.server.release(self._reserved + sum(r.reserved for r in self.ready))
+        self._reserved = 0
+        self.ready.clear()
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.linger_until is not None or self.closed:
+            return  # lingering: read and drop
+        if self.reading_since is None:
+            self.reading_since = time.monotonic()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse_close(400, "malformed", "protocol upgrades are not supported here")
+        except httptools.HttpParserError as exc:
+            why = exc.__context__
+            if isinstance(why, _Refuse):
+                self._refuse_close(why.status, why.kind, why.message, why.response)
+            else:
+                self._refuse_close(400, "malformed", f"malformed HTTP/1.1 request ({exc}); "
+                                   "send a valid request line, headers and body")
+        self._next()
+
+    # -- httptools callbacks ---------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.reading_since is None:
+            self.reading_since = time.monotonic()
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._count_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        old = self._headers.get(key)
+        self._headers[key] = text if old is None else f"{old}, {text}"
+
+    def _count_head(self, n: int) -> None:
+        self._head_bytes += n
+        if self._head_bytes > self.limits.max_head_bytes:
+            raise _Refuse(431, "head_too_large", f"the request line and headers pass "
+                          f"{self.limits.max_head_bytes} bytes")
+
+    def on_headers_complete(self) -> None:
+        head = Head(self.parser.get_method().decode("ascii", "replace"),
+                    self._url.decode("latin-1"), self._headers, self.client)
+        self._head = head
+        self._route = self.app.route(head)
+        limit = self.limits.max_body_bytes if self._route is Route.WORK else _DRAIN_MAX
+        try:
+            declared = head.content_length
+        except ValueError:
+            raise _Refuse(400, "malformed", "Content-Length is not one decimal number") from None
+        if declared is not None and declared > limit:  # refused before reading any of it
+            raise _Refuse(413, "too_large", f"request body is {declared} bytes; the limit is {limit}")
+        early = self.app.check(head) if self._route is Route.WORK else None
+        if early is not None:
+            if (declared or 0) > _DRAIN_MAX or head.chunked:
+                raise _Refuse(early.status, "early", "", early)
+            self._early = early  # answered once its (small) body has been read and dropped
+            return
+        if declared and not self._reserve(declared):
+            raise _Refuse(503, "busy", "the server holds its limit of request bodies in memory")
+        if head.header("expect").lower() == "100-continue" and not self.busy and not self.ready:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        if self._early is not None:
+            return
+        self._size += len(body)
+        limit = self.limits.max_body_bytes if self._route is Route.WORK else _DRAIN_MAX
+        if self._size > limit:
+            raise _Refuse(413, "too_large", f"chunked request body passes the limit of {limit} bytes")
+        if self._head is not None and self._head.content_length is None and not self._reserve(len(body)):
+            raise _Refuse(503, "busy", "the server holds its limit of request bodies in memory")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        assert self._head is not None
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self.ready.append(_Ready(Request(self._head, body), self._route, self._early,
+                                 self.parser.should_keep_alive(), self._reserved))
+        self._reserved = 0
+        self._new_request()
+        self.reading_since = None
+        if not self._paused and self.transport is not None:
+            self.transport.pause_reading()  # pipelined requests wait in the socket, not here
+            self._paused = True
+
+    def _reserve(self, n: int) -> bool:
+        if not self.server.reserve(n):
+            return False
+        self._reserved += n
+        return True
+
+    # -- answering -------------------------------------------------------------------
+    def _next(self) -> None:
+        if self.busy or self.closed:
+            return
+        if not self.ready:
+            if self._final is not None:
+                self._write_final()
+            elif self._paused and self.linger_until is None and self.transport is not None:
+                self._paused = False
+                self.transport.resume_reading()
+            return
+        item = self.ready.popleft()
+        self.busy = True
+        if item.early is not None:
+            return self._finish(item, item.early)
+        if item.route is Route.INLINE:
+            try:
+                response = self.app.handle(item.request)
+            except Exception as exc:
+                response = self._internal(item.request.head, exc)
+            return self._finish(item, response)
+        future = self.server.submit(item.route, self.app.handle, item.request)
+        if future is None:
+            what = "work" if item.route is Route.WORK else "control"
+            return self._finish(item, self.app.refuse(
+                item.request.head, 503, "busy",
+                f"the server is handling its limit of {what} requests at once"))
+        future.add_done_callback(lambda f: self._done(item, f))
+
+    def _done(self, item: _Ready, future: asyncio.Future[Response]) -> None:
+        exc = future.exception()
+        self._finish(item, self._internal(item.request.head, exc) if exc else future.result())
+
+    def _internal(self, head: Head, exc: BaseException) -> Response:
+        self.server.log_exception(head, exc)
+        return self.app.refuse(head, 500, "internal",
+                               f"the request could not be handled ({type(exc).__name__})")
+
+    def _finish(self, item: _Ready, response: Response) -> None:
+        self.server.release(item.reserved)
+        self.busy = False
+        if self.closed or self.transport is None:
+            return
+        self.transport.write(response.render(item.keep_alive))
+        if response.close or not item.keep_alive:
+            self.close()
+            return
+        self.idle_since = time.monotonic()
+        self._next()
+
+    def _refuse_close(self, status: int, kind: str, message: str,
+                      response: Response | None = None) -> None:
+        """Answer ``status`` with ``Connection: close``, after any earlier pipelined answers;
+        the parser is done with this connection. ``response``: the application's own."""
+        if response is None:
+            self.server.event(f"refused_{kind}")
+            response = self.app.refuse(self._head, status, kind, message)
+        self._final = Response(response.status, response.body, response.content_type,
+                               response.headers, close=True)
+        self.server.release(self._reserved)
+        self._reserved = 0
+        self.reading_since = None
+        self.linger_until = float("inf")  # stop parsing; the clock starts once it is written
+        self._next()
+
+    def _write_final(self) -> None:
+        assert self._final is not None and self.transport is not None
+        self.transport.write(self._final.render(False))
+        self._final = None
+        self.linger_until = time.monotonic() + self.limits.linger_s
+        if self._paused:  # keep reading (and dropping) so the client can finish sending
+            self._paused = False
+            self.transport.resume_reading()
+
+    # -- the server's clock ----------------------------------------------------------
+    def state_key(self) -> tuple[int, float] | None:
+        """Eviction order: idle first (longest idle), then reading or lingering (oldest);
+        None while busy (never evicted)."""
+        if self.busy or self.ready or self.closed:
+            return None
+        if self.linger_until is not None:
+            return (1, 0.0)
+        if self.reading_since is not None:
+            return (1, self.reading_since)
+        return (0, self.idle_since)
+
+    def tick(self, now: float) -> None:
+        if self.closed or self.busy or self.ready:
+            return
+        if self.linger_until is not None:
+            if now >= self.linger_until:
+                self.close()
+        elif self.reading_since is not None:
+            if now - self.reading_since > self.limits.request_timeout_s:
+                self._refuse_close(408, "timeout", f"the request did not arrive whole within "
+                                   f"{self.limits.request_timeout_s:g} s")
+        elif now - self.idle_since > self.limits.idle_timeout_s:
+            self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True
+

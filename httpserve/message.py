@@ -1,0 +1,112 @@
+"""The values an application sees and returns: request head, request, response, limits."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+
+
+class Route(enum.Enum):
+    """Where a request is handled once it has been read whole.
+
+    ``INLINE``: on the event loop itself, at once (must be quick and never block: health and
+    readiness, which therefore answer whatever the other load). ``CONTROL``: in a small pool of
+    its own (e.g. a metrics scrape). ``WORK``: in the bounded work pool (e.g. ingest)."""
+
+    INLINE = "inline"
+    CONTROL = "control"
+    WORK = "work"
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A request line and its headers (names in lower case; repeated headers joined by ", ")."""
+
+    method: str
+    target: str
+    headers: Mapping[str, str]
+    client: str = ""
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.headers.get(name, default)
+
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in self.headers.get("transfer-encoding", "").lower()
+
+    @property
+    def content_length(self) -> int | None:
+        """The declared length, or None; ValueError unless it is one ASCII decimal number
+        (``int()`` alone would take ``"²"``, ``" 7"`` or ``"-1"``)."""
+        raw = self.headers.get("content-length")
+        if raw is None:
+            return None
+        if not (raw.isascii() and raw.isdigit()):
+            raise ValueError(raw)
+        return int(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    head: Head
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return self.head.path
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+    close: bool = False  # send "Connection: close" and close once written
+
+    def render(self, keep_alive: bool) -> bytes:
+        """The whole response as one buffer (one write: no Nagle delay between head and body)."""
+        try:
+            reason = HTTPStatus(self.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}",
+                 f"Content-Length: {len(self.body)}"]
+        lines += [f"{k}: {v}" for k, v in self.headers]
+        if self.close or not keep_alive:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one server holds at most, and for how long (docs/operations.md, HTTP connections).
+
+    ``max_connections``: open connections; a new one past it closes the longest-idle keep-alive
+    connection, else the one whose request has been arriving longest (never one whose request is
+    being handled), else it is closed at once. ``request_timeout_s``: one deadline for a whole
+    request, head and body, from its first byte (a client trickling bytes gains nothing);
+    ``idle_timeout_s``: a keep-alive connection with no request. ``max_body_bytes``: a larger
+    declared ``Content-Length`` is refused before any of the body is read, a chunked body as
+    soon as it passes it. ``body_budget_bytes``: bodies held at once by all connections
+    (arriving or being handled); a request that does not fit is refused as busy. ``workers``:
+    WORK requests handled at once (more are refused as busy, never queued)."""
+
+    max_connections: int = 512
+    request_timeout_s: float = 30.0
+    idle_timeout_s: float = 30.0
+    handshake_timeout_s: float = 10.0
+    max_head_bytes: int = 64 * 1024
+    max_body_bytes: int = 16 * 1024 * 1024
+    body_budget_bytes: int = 128 * 1024 * 1024
+    workers: int = 64
+    control_workers: int = 2
+    max_control: int = 8  # CONTROL requests at once (handled or waiting for the pool)
+    linger_s: float = 2.0  # after a refusal with close: read and drop what the client still sends
+    tick_s: float = 0.25  # how often deadlines are checked

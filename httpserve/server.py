@@ -1,0 +1,216 @@
+"""The listener and its event loop: connections, limits, deadlines, evictions, the pools.
+
+One asyncio loop in its own thread holds every connection (an idle one costs a socket and a
+few hundred bytes, not a thread), parses with httptools, answers INLINE routes itself and hands
+whole requests to the pools; an application's handler never sees a partial request. The
+listen backlog is the OS's (``socket.SOMAXCONN``); TLS handshakes happen on the loop, bounded
+by ``handshake_timeout_s``, so a client that never handshakes holds a socket, nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+from httpserve.conn import Connection
+from httpserve.message import Head, Limits, Request, Response, Route
+
+log = logging.getLogger("httpserve")
+
+
+class App(Protocol):
+    """What a server needs from its application (all but ``handle`` run on the loop)."""
+
+    def route(self, head: Head) -> Route: ...
+
+    def check(self, head: Head) -> Response | None:
+        """A WORK request's refusal decided from its head alone (auth, type), or None."""
+
+    def handle(self, request: Request) -> Response: ...
+
+    def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
+        """The answer for a refusal by the server itself: ``kind`` is ``malformed`` (400),
+        ``too_large`` (413), ``timeout`` (408), ``busy`` (503), ``head_too_large`` (431) or
+        ``internal`` (500); ``head`` is None when the request line was not readable."""
+
+
+class TlsError(OSError):
+    """A certificate or key that cannot be used, said with the file and what to do."""
+
+
+def load_tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """A server context from PEM files; a passphrase-protected key is refused by name (a
+    daemon cannot type one, and OpenSSL's own prompt ends in "[Errno 22] Invalid argument")."""
+
+    class Encrypted(Exception):
+        pass
+
+    def no_passphrase() -> str:
+        raise Encrypted
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(str(cert_file), str(key_file), password=no_passphrase)
+    except Encrypted:
+        raise TlsError(
+            f"the TLS key {key_file} is protected by a passphrase, which a server cannot ask "
+            f"for: write an unencrypted copy readable only by this service's user (openssl pkey "
+            f"-in {key_file} -out <new file>; chmod 600 it) and point key_file at it") from None
+    except ssl.SSLError as exc:
+        raise TlsError(
+            f"the TLS certificate {cert_file} and key {key_file} cannot be used together "
+            f"({exc.reason or exc}): both must be PEM, and the key the certificate's") from None
+    except OSError as exc:
+        raise TlsError(f"cannot read the TLS certificate {cert_file} or key {key_file} "
+                       f"({exc.strerror or exc})") from None
+    return ctx
+
+
+class HttpServer:
+    """``HttpServer(app, limits, host, port).start()`` -> the bound port; ``stop()`` ends it.
+
+    ``on_event(name)`` is told ``opened``, ``closed``, ``evicted_idle``, ``evicted_slow``,
+    ``refused_full`` (a connection closed at once: nothing could be evicted) and
+    ``refused_<kind>`` for the server's own refusals (``timeout``, ``malformed``, ...)."""
+
+    def __init__(self, app: App, limits: Limits, host: str, port: int, *,
+                 ssl_context: ssl.SSLContext | None = None, name: str = "http",
+                 on_event: Callable[[str], None] | None = None, reuse_port: bool = False) -> None:
+        self.app, self.limits, self.name = app, limits, name
+        self._on_event = on_event
+        self._ssl = ssl_context
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN,
+                                         reuse_port=reuse_port)
+        self.port = int(self.sock.getsockname()[1])
+        self.conns: set[Connection] = set()
+        self.body_bytes = 0
+        self._inflight = {Route.WORK: 0, Route.CONTROL: 0}
+        self._cap = {Route.WORK: limits.workers, Route.CONTROL: limits.max_control}
+        self._pools = {
+            Route.WORK: ThreadPoolExecutor(limits.workers, thread_name_prefix=f"{name}-work"),
+            Route.CONTROL: ThreadPoolExecutor(limits.control_workers,
+                                              thread_name_prefix=f"{name}-control"),
+        }
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._listener: asyncio.AbstractServer | None = None
+
+    # -- life ------------------------------------------------------------------------
+    def start(self) -> int:
+        self._thread.start()
+        self._started.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self.port
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        kwargs = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.handshake_timeout_s} \
+            if self._ssl is not None else {}
+        try:
+            self._listener = self.loop.run_until_complete(self.loop.create_server(
+                lambda: Connection(self), sock=self.sock, backlog=socket.SOMAXCONN, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to start()'s caller
+            self._error = exc
+            self._started.set()
+            return
+        self.loop.call_later(self.limits.tick_s, self._tick)
+        self._started.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop listening and close every connection (handlers still running finish unseen)."""
+        if not self._thread.is_alive():
+            self.sock.close()
+            return
+
+        def close_all() -> None:
+            if self._listener is not None:
+                self._listener.close()
+            for conn in list(self.conns):
+                conn.close()
+            self.loop.call_later(0.05, self.loop.stop)  # let the closes reach the sockets
+
+        self.loop.call_soon_threadsafe(close_all)
+        self._thread.join(timeout)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- connections -----------------------------------------------------------------
+    def opened(self, conn: Connection) -> None:
+        if len(self.conns) >= self.limits.max_connections:
+            victim = min((c for c in self.conns if c.state_key() is not None),
+                         key=lambda c: c.state_key() or (9, 0.0), default=None)
+            if victim is None:
+                self.event("refused_full")
+                conn.close()
+                return
+            key = victim.state_key()
+            self.conns.discard(victim)
+            victim.close()
+            self.event("evicted_idle" if key and key[0] == 0 else "evicted_slow")
+        self.conns.add(conn)
+        conn.counted = True
+        self.event("opened")
+
+    def closed(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        if conn.counted:
+            conn.counted = False
+            self.event("closed")
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.conns):
+            conn.tick(now)
+        self.loop.call_later(self.limits.tick_s, self._tick)
+
+    # -- shared budgets --------------------------------------------------------------
+    def reserve(self, n: int) -> bool:
+        """Hold ``n`` bytes of request body; False past ``body_budget_bytes`` (one request
+        always fits when nothing else is held)."""
+        if self.body_bytes and self.body_bytes + n > self.limits.body_budget_bytes:
+            return False
+        self.body_bytes += n
+        return True
+
+    def release(self, n: int) -> None:
+        self.body_bytes -= n
+
+    def submit(self, route: Route, fn: Callable[[Request], Response],
+               request: Request) -> asyncio.Future[Response] | None:
+        """Run ``fn(request)`` in the route's pool, or None when it is at its limit."""
+        if self._inflight[route] >= self._cap[route]:
+            return None
+        self._inflight[route] += 1
+        future = self.loop.run_in_executor(self._pools[route], fn, request)
+
+        def done(_f: object) -> None:
+            self._inflight[route] -= 1
+
+        future.add_done_callback(done)
+        return future
+
+    def event(self, name: str) -> None:
+        if self._on_event is not None:
+            try:
+                self._on_event(name)
+            except Exception:  # a metrics glitch must never stop the server
+                log.exception("on_event(%r) failed", name)
+
+    def log_exception(self, head: Head, exc: BaseException) -> None:
+        log.error("%s %s %s failed", self.name, head.method, head.path, exc_info=exc)
