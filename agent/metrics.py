@@ -81,6 +81,15 @@ class AgentMetrics:
             "(answered 408 and closed)",
             registry=r,
         )
+        self.json_python_walks = Counter(
+            "carbonspan_json_python_walks",
+            "OTLP/JSON requests decoded by the Python walk (the C walker left them), by whether "
+            "they waited for the walk's memory budget",
+            ["waited"],
+            registry=r,
+        )
+        for waited in ("false", "true"):
+            self.json_python_walks.labels(waited)
         self.queue_depth = Gauge(
             "carbonspan_queue_depth", "Requests admitted and not yet answered", registry=r
         )

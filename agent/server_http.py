@@ -31,6 +31,7 @@ from agent.export import (
     status_bytes,
 )
 from agent.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from agent.otlp.jsonfmt import WALK_BUDGET
 from httpserve import Head, HttpServer, Limits, Request, Response, Route, load_tls_context
 
 log = logging.getLogger("carbonspan.agent")
@@ -182,6 +183,8 @@ class HttpReceiver:
             assert tls.cert_file is not None and tls.key_file is not None
             ctx = load_tls_context(tls.cert_file, tls.key_file)
         metrics = handler.metrics
+        WALK_BUDGET.on_walk = lambda waited: metrics.json_python_walks.labels(
+            "true" if waited else "false").inc()
 
         def on_event(name: str) -> None:
             if name == "opened":

@@ -12,6 +12,7 @@ Pipelined requests are answered in order; reading pauses while one is being hand
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections import deque
@@ -45,7 +46,7 @@ class _Ready(NamedTuple):
     reserved: int  # body-budget bytes this request holds
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: HttpServer) -> None:
         self.server = server
         self.limits = server.limits
@@ -61,6 +62,7 @@ class Connection(asyncio.Protocol):
         self.reading_since: float | None = None
         self.linger_until: float | None = None
         self._paused = False
+        self._raw: socket.socket | None = None
         self._final: Response | None = None  # a closing refusal waiting for earlier answers
         self._new_request()
 
@@ -70,7 +72,11 @@ class Connection(asyncio.Protocol):
         self._head_bytes = 0
         self._head: Head | None = None
         self._route = Route.INLINE
-        self._body: list[bytes] = []
+        self._body: list[bytes] = []  # a chunked body's pieces
+        self._buf: bytearray | None = None  # a body of declared length, read into in place
+        self._filled = 0
+        self._direct = False  # the rest of _buf comes straight from the socket, not the parser
+        self._keep = True
         self._size = 0
         self._reserved = 0
         self._early: Response | None = None
@@ -84,17 +90,42 @@ class Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # the answer is one write, but a pipelined client must not wait on delayed ACKs
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if transport.get_extra_info("sslcontext") is None:
+                # the pool threads' own handle on the socket (a dup: asyncio's is the loop's)
+                self._raw = socket.socket(fileno=os.dup(sock.fileno()))
         self.server.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if not self.busy:
+            self._close_raw()  # else once the pool thread is done with it (_finish)
         self.server.closed(self)
         self.server.release(self._reserved + sum(r.reserved for r in self.ready))
         self._reserved = 0
         self.ready.clear()
         self.transport = None
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next bytes go: straight into the body of declared length once its head
+        has been parsed (one copy, kernel to body, the old server's cost), else the server's
+        scratch buffer, which the parser reads (the loop is one thread)."""
+        if self._direct and self._buf is not None:
+            return memoryview(self._buf)[self._filled:]
+        return self.server.scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if not self._direct:
+            self.data_received(self.server.scratch[:nbytes])
+            return
+        self._filled += nbytes
+        if self._buf is not None and self._filled >= len(self._buf):
+            self._direct = False
+            # the parser saw the head only; a fresh one reads the next request
+            self.parser = httptools.HttpRequestParser(self)
+            self._complete(self._keep)
+            self._next()
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.linger_until is not None or self.closed:
             return  # lingering: read and drop
         if self.reading_since is None:
@@ -110,6 +141,9 @@ class Connection(asyncio.Protocol):
             else:
                 self._refuse_close(400, "malformed", f"malformed HTTP/1.1 request ({exc}); "
                                    "send a valid request line, headers and body")
+        else:
+            if self._buf is not None and self._filled < len(self._buf):
+                self._direct = True  # the head is parsed, the body is still to come
         self._next()
 
     # -- httptools callbacks ---------------------------------------------------------
@@ -154,6 +188,9 @@ class Connection(asyncio.Protocol):
             return
         if declared and not self._reserve(declared):
             raise _Refuse(503, "busy", "the server holds its limit of request bodies in memory")
+        if declared and not head.chunked:
+            self._buf = bytearray(declared)
+            self._keep = self.parser.should_keep_alive()
         if head.header("expect").lower() == "100-continue" and not self.busy and not self.ready:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -164,20 +201,31 @@ class Connection(asyncio.Protocol):
         limit = self.limits.max_body_bytes if self._route is Route.WORK else _DRAIN_MAX
         if self._size > limit:
             raise _Refuse(413, "too_large", f"chunked request body passes the limit of {limit} bytes")
-        if self._head is not None and self._head.content_length is None and not self._reserve(len(body)):
+        if self._buf is not None:
+            end = self._filled + len(body)
+            self._buf[self._filled:end] = body
+            self._filled = end
+            return
+        if not self._reserve(len(body)):
             raise _Refuse(503, "busy", "the server holds its limit of request bodies in memory")
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._complete(self.parser.should_keep_alive())
+
+    def _complete(self, keep_alive: bool) -> None:
         assert self._head is not None
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        if self._buf is not None:
+            body: bytes | bytearray = self._buf
+        else:
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         self.ready.append(_Ready(Request(self._head, body), self._route, self._early,
-                                 self.parser.should_keep_alive(), self._reserved))
+                                 keep_alive, self._reserved))
         self._reserved = 0
         self._new_request()
         self.reading_since = None
-        if not self._paused and self.transport is not None:
-            self.transport.pause_reading()  # pipelined requests wait in the socket, not here
+        if (self.busy or len(self.ready) > 1) and not self._paused and self.transport is not None:
+            self.transport.pause_reading()  # more pipelined requests wait in the socket
             self._paused = True
 
     def _reserve(self, n: int) -> bool:
@@ -207,34 +255,65 @@ class Connection(asyncio.Protocol):
             except Exception as exc:
                 response = self._internal(item.request.head, exc)
             return self._finish(item, response)
-        future = self.server.submit(item.route, self.app.handle, item.request)
-        if future is None:
+        if not self.server.acquire(item.route):
             what = "work" if item.route is Route.WORK else "control"
+            item = item._replace(route=Route.INLINE)  # holds no pool slot
             return self._finish(item, self.app.refuse(
                 item.request.head, 503, "busy",
                 f"the server is handling its limit of {what} requests at once"))
-        future.add_done_callback(lambda f: self._done(item, f))
+        self.server.run(item.route, self._handle_in_pool, item)
 
-    def _done(self, item: _Ready, future: asyncio.Future[Response]) -> None:
-        exc = future.exception()
-        self._finish(item, self._internal(item.request.head, exc) if exc else future.result())
+    def _handle_in_pool(self, item: _Ready) -> None:
+        """In a pool thread: handle, then send the answer from here when the socket is plain
+        and nothing else is queued on it (one wake-up of the loop fewer before the client has
+        its answer); the loop does the rest."""
+        try:
+            response = self.app.handle(item.request)
+        except Exception as exc:  # the loop words it (app.refuse runs on the loop)
+            self.server.loop.call_soon_threadsafe(self._failed, item, exc)
+            return
+        data = response.render(item.keep_alive)
+        sent = 0
+        raw, transport = self._raw, self.transport
+        if raw is not None and transport is not None and not self.closed \
+                and not transport.get_write_buffer_size():
+            try:
+                sent = raw.send(data)
+            except OSError:  # would block, or the client left: the loop's write sees to it
+                sent = 0
+        self.server.loop.call_soon_threadsafe(self._finish, item, response, data[sent:])
+
+    def _failed(self, item: _Ready, exc: BaseException) -> None:
+        self._finish(item, self._internal(item.request.head, exc))
 
     def _internal(self, head: Head, exc: BaseException) -> Response:
         self.server.log_exception(head, exc)
         return self.app.refuse(head, 500, "internal",
                                f"the request could not be handled ({type(exc).__name__})")
 
-    def _finish(self, item: _Ready, response: Response) -> None:
+    def _finish(self, item: _Ready, response: Response, data: bytes | None = None) -> None:
+        """On the loop: write what is left of the answer, then the next request or idle."""
+        if item.route is not Route.INLINE and item.early is None:
+            self.server.done(item.route)
         self.server.release(item.reserved)
         self.busy = False
         if self.closed or self.transport is None:
+            self._close_raw()
             return
-        self.transport.write(response.render(item.keep_alive))
+        if data is None:
+            data = response.render(item.keep_alive)
+        if data:
+            self.transport.write(data)
         if response.close or not item.keep_alive:
             self.close()
             return
         self.idle_since = time.monotonic()
         self._next()
+
+    def _close_raw(self) -> None:
+        if self._raw is not None:
+            self._raw.close()  # the dup only
+            self._raw = None
 
     def _refuse_close(self, status: int, kind: str, message: str,
                       response: Response | None = None) -> None:

@@ -55,7 +55,7 @@ class Head:
 @dataclass(frozen=True, slots=True)
 class Request:
     head: Head
-    body: bytes
+    body: bytes | bytearray  # a body of declared length is the buffer it was read into
 
     @property
     def path(self) -> str:

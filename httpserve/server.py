@@ -92,6 +92,9 @@ class HttpServer:
                                          reuse_port=reuse_port)
         self.port = int(self.sock.getsockname()[1])
         self.conns: set[Connection] = set()
+        # what every connection reads its heads into (the loop is one thread; the parser
+        # copies what it keeps)
+        self.scratch = memoryview(bytearray(64 * 1024))
         self.body_bytes = 0
         self._inflight = {Route.WORK: 0, Route.CONTROL: 0}
         self._cap = {Route.WORK: limits.workers, Route.CONTROL: limits.max_control}
@@ -191,19 +194,18 @@ class HttpServer:
     def release(self, n: int) -> None:
         self.body_bytes -= n
 
-    def submit(self, route: Route, fn: Callable[[Request], Response],
-               request: Request) -> asyncio.Future[Response] | None:
-        """Run ``fn(request)`` in the route's pool, or None when it is at its limit."""
+    def acquire(self, route: Route) -> bool:
+        """A slot of the route's pool (on the loop); False when it is at its limit."""
         if self._inflight[route] >= self._cap[route]:
-            return None
+            return False
         self._inflight[route] += 1
-        future = self.loop.run_in_executor(self._pools[route], fn, request)
+        return True
 
-        def done(_f: object) -> None:
-            self._inflight[route] -= 1
+    def run(self, route: Route, fn: Callable[..., None], *args: object) -> None:
+        self._pools[route].submit(fn, *args)
 
-        future.add_done_callback(done)
-        return future
+    def done(self, route: Route) -> None:
+        self._inflight[route] -= 1
 
     def event(self, name: str) -> None:
         if self._on_event is not None:

@@ -29,6 +29,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -224,7 +227,50 @@ def decode_json_python(data: bytes | str) -> SpanBatch:
     return builder.build()
 
 
+class WalkBudget:
+    """Bytes of request body walked in Python at once.
+
+    orjson's objects for a request cost about eight times its bytes (twelve concurrent
+    15.5 MB snake_case bodies took an agent to 1,314 MB), so the Python walk takes a share of
+    ``limit`` bytes for its body and waits while the others' shares leave no room; one walk
+    always runs, whatever its size. The wait is bounded by the walks ahead of it (each a few
+    seconds at most at the largest body) and the requests waiting hold admission slots, so
+    past ``queue_size`` clients are refused as usual (429 / RESOURCE_EXHAUSTED + RetryInfo).
+    Each walk is told to ``on_walk(waited)`` (the agent counts them:
+    ``carbonspan_json_python_walks_total{waited}``).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.on_walk: Callable[[bool], None] | None = None
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, n: int) -> Iterator[None]:
+        with self._cond:
+            waited = bool(self.held and self.held + n > self.limit)
+            if waited:
+                self._cond.wait_for(lambda: not self.held or self.held + n <= self.limit)
+            self.held += n
+        if self.on_walk is not None:
+            self.on_walk(waited)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.held -= n
+                self._cond.notify_all()
+
+
+WALK_BUDGET = WalkBudget(16 << 20)  # ~130 MB of orjson objects at most (docs/operations.md)
+
+
 def decode_json(data: bytes | str) -> SpanBatch:
-    """Decode one OTLP/JSON ``ExportTraceServiceRequest`` object (C walker first, if built)."""
+    """Decode one OTLP/JSON ``ExportTraceServiceRequest`` object (C walker first, if built;
+    the Python walk within ``WALK_BUDGET``)."""
     batch = decode_json_fast(data)
-    return decode_json_python(data) if batch is None else batch
+    if batch is not None:
+        return batch
+    with WALK_BUDGET.hold(len(data)):
+        return decode_json_python(data)
