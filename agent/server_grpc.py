@@ -11,7 +11,7 @@ ever built in Python; gzip request compression is undone by gRPC core, which enf
 
 from __future__ import annotations
 
-import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ import grpc
 from agent.daemon_config import AgentSettings
 from agent.export import (
     ExportHandler,
+    Outcome,
     export_response_bytes,
     retry_info_bytes,
     status_bytes,
@@ -37,20 +38,31 @@ _CODES = {
 }
 
 
-class WorkSlots:
-    """``n`` tokens in a ``queue.SimpleQueue``: a waiter blocks in C with the GIL released,
-    where ``threading.Semaphore`` waits through a Python ``Condition`` (a lock made per wait)."""
+class _Backlog(ThreadPoolExecutor):
+    """The server's thread pool, counting the RPCs waiting in it for a thread.
 
-    def __init__(self, n: int) -> None:
-        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(n):
-            self._tokens.put(None)
+    gRPC's sync server hands each RPC to the pool before reading its message (the handler
+    reads it), so a waiting RPC holds a stream, not its body; the handler then refuses it at
+    once, with RetryInfo, when the backlog behind it is ``limit`` or more. This is the
+    admission that sees the RPCs waiting inside the server, which gRPC core's cap
+    (``maximum_concurrent_rpcs``) stood for: past it core answered a bare RESOURCE_EXHAUSTED
+    (no RetryInfo: the Collector and the Go SDK drop the batch) or CANCELLED."""
 
-    def __enter__(self) -> None:
-        self._tokens.get()
+    def __init__(self, workers: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="grpc")
+        self.waiting = 0
+        self._lock = threading.Lock()
 
-    def __exit__(self, *exc: object) -> None:
-        self._tokens.put(None)
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self.waiting += 1
+        return super().submit(fn, *args, **kwargs)
+
+    def started(self) -> int:
+        """Called by the handler as it starts: how many RPCs still wait behind it."""
+        with self._lock:
+            self.waiting -= 1
+            return self.waiting
 
 
 class GrpcReceiver:
@@ -60,18 +72,13 @@ class GrpcReceiver:
         self.port = 0
         self._retry_info = retry_info_bytes(settings.retry_after_s)
         limit = settings.max_request_bytes
-        # A thread for every request that can be admitted plus grpc_workers more, so that past
-        # queue_size the handler itself answers (RESOURCE_EXHAUSTED with RetryInfo, which
-        # clients retry) instead of gRPC core's concurrency cap (without RetryInfo: the
-        # Collector and the Go SDK would drop the batch). The work itself - decode, score, WAL -
-        # is done by at most grpc_workers requests at a time (the measured sweet spot).
-        self._work_slots = WorkSlots(settings.grpc_workers)
-        threads = settings.queue_size + settings.grpc_workers
+        # grpc_workers threads do the work - decode, score, WAL - (the measured sweet spot);
+        # the RPCs waiting for one are counted, and past queue_size of them the handler itself
+        # refuses (RESOURCE_EXHAUSTED with RetryInfo). No cap inside gRPC core.
+        self._pool = _Backlog(settings.grpc_workers)
         self.server = grpc.server(
-            ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
-            # the hard cap: admitted requests, plus as many again being refused (each holds
-            # its request body); beyond it gRPC core answers RESOURCE_EXHAUSTED on its own
-            maximum_concurrent_rpcs=settings.queue_size + threads,
+            self._pool,
+            maximum_concurrent_rpcs=None,
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", 1 << 20),
@@ -106,6 +113,7 @@ class GrpcReceiver:
 
     def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         h = self.handler
+        backlog = self._pool.started()
         if h.token is not None:
             auth = next((v for k, v in context.invocation_metadata() if k == "authorization"), None)
             if not h.authorized(auth if isinstance(auth, str) else None):
@@ -114,7 +122,13 @@ class GrpcReceiver:
                     grpc.StatusCode.UNAUTHENTICATED,
                     "missing or wrong bearer token: send metadata 'authorization: Bearer <token>'",
                 )
-        outcome = h.export(request, "protobuf", "grpc", self._work_slots)
+        if backlog >= self.settings.queue_size:
+            h.count("grpc", "exhausted")
+            outcome = Outcome("exhausted", "the agent's queue is full (more than "
+                              f"{self.settings.queue_size} requests waiting); retry after the "
+                              "delay given")
+        else:
+            outcome = h.export(request, "protobuf", "grpc")
         if outcome.code == "ok":
             return export_response_bytes(outcome.rejected, outcome.message)
         code = _CODES[outcome.code]
