@@ -26,7 +26,7 @@ def _snake_case_body(size: int) -> tuple[bytes, int]:
             "name": "GET /snake", "kind": 2, "start_time_unix_nano": "1764496800000000000",
             "end_time_unix_nano": "1764496800000001000",
             "attributes": [{"key": "http.route", "value": {"string_value": "/snake"}}]}
-    n = size // (len(json.dumps(span)) + 2)
+    n = (size - 200) // (len(json.dumps(span)) + 2)
     doc = {"resource_spans": [{"resource": {"attributes": [
         {"key": "service.name", "value": {"string_value": "snake"}}]},
         "scope_spans": [{"spans": [span] * n}]}]}
