@@ -14,8 +14,8 @@ import threading
 import urllib.error
 import urllib.request
 
-from agent.otlp.jsonfmt import WALK_BUDGET
 from agent.otlp.jsonfast import decode_json_fast
+from agent.otlp.jsonfmt import WALK_BUDGET
 
 BODY_BYTES = 15_000_000
 CONCURRENT = 8
