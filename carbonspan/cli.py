@@ -18,6 +18,7 @@ from carbonspan import __version__
 #: subcommand -> (module providing ``register``, one-line summary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("agent.cli_score", "score OTLP trace files as one window and print the report"),
+    "backfill": ("agent.cli_backfill", "score historic trace files into a chain of its own"),
     "agent": ("agent.cli_agent", "run the OTLP agent (gRPC :4317, HTTP :4318) writing archives"),
     "demo": ("carbonspan.demo", "run the main job end to end on embedded defaults"),
     "aggregate": ("aggregator.cli", "fold a period of archives into a disclosure report"),

@@ -1,0 +1,70 @@
+"""``carbonspan backfill``: score historic trace files into a chain of window lines of its own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EPILOG = """\
+example:
+  carbonspan backfill jaeger-export.json tempo-*.json --agent-id shop-backfill \\
+      --archive-dir archives --window-seconds 3600 --config carbonspan.toml
+  carbonspan aggregate archives --from 2026-11-01 --to 2026-11-30
+
+Files are anything `carbonspan score` reads (OTLP JSON/NDJSON/protobuf, Jaeger JSON, Zipkin v2
+JSON). Spans go into windows by their start time; the chain is written to
+<archive-dir>/<agent-id>/, which must not hold a chain yet. Every line's methodology says
+backfill = true with the source files' SHA-256, and that hosts are not charged (their running
+time is not known from spans). docs/archive-format.md, "Backfilled chains".
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "backfill",
+        help="score historic trace files into a chain of window lines of its own",
+        description="Score the spans of historic trace files into windows by span start time "
+        "and seal them as a hash chain of their own, marked as backfilled, so that aggregate "
+        "and verify read them like any agent's chain.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files")
+    p.add_argument("--agent-id", required=True,
+                   help="the new chain's name (a directory under --archive-dir)")
+    p.add_argument("--archive-dir", type=Path, default=Path("archives"),
+                   help="archive root (default archives)")
+    p.add_argument("--window-seconds", type=float, default=60.0,
+                   help="window length in seconds (default 60, as the agent)")
+    p.add_argument("--config", type=Path, default=None, help="carbonspan.toml ([green] table)")
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from agent.archive import ArchiveError
+    from agent.backfill import BackfillError, backfill
+    from agent.config import ConfigError, load_config
+    from agent.daemon_config import _AGENT_ID_RE
+    from agent.otlp import OtlpDecodeError
+
+    if not _AGENT_ID_RE.match(args.agent_id):
+        print(f"carbonspan backfill: --agent-id {args.agent_id!r} is not a valid chain name "
+              "(letters, digits, '.', '_', '-')", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_config(args.config)
+        result = backfill(list(args.files), cfg, args.archive_dir, args.agent_id,
+                          args.window_seconds)
+    except (ConfigError, BackfillError, OtlpDecodeError, ArchiveError) as exc:
+        print(f"carbonspan backfill: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"carbonspan backfill: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    if result.untimed_spans:
+        print(f"carbonspan backfill: warning: {result.untimed_spans} spans had no usable start "
+              "time and are in no window (counted as backfill_untimed_spans)", file=sys.stderr)
+    print(f"backfilled {result.spans} spans into {result.windows} windows "
+          f"({result.first_start} .. {result.last_end}) at {result.directory}")
+    return 0

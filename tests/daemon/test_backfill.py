@@ -1,0 +1,120 @@
+"""``carbonspan backfill``: historic spans become a verified chain of their own that aggregate
+folds, with the same figures as scoring the same files, every line marked as backfilled.
+
+Run through the real CLI on real files (OTLP JSON and a Jaeger query-API export), then read
+back with the real ``verify`` and ``aggregate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JAEGER = Path(__file__).resolve().parents[1] / "otlp" / "data" / "jaeger-query-api.json"
+T0 = 1773151200_000_000_000  # 2026-03-10T14:00:00Z
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "carbonspan", *args], capture_output=True,
+                          text=True, timeout=180, check=False)
+
+
+def _span(n: int, at_s: int, statement: str) -> dict:
+    return {
+        "traceId": f"{n + 100:032x}", "spanId": f"{n + 1:016x}", "name": "q", "kind": 3,
+        "startTimeUnixNano": str(T0 + at_s * 1_000_000_000),
+        "endTimeUnixNano": str(T0 + at_s * 1_000_000_000 + 1_000_000),
+        "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}},
+                       {"key": "db.statement", "value": {"stringValue": statement}}],
+    }
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """Spans in minutes 0, 1 and 2 of the hour (OTLP), plus the Jaeger trace (minute 0)."""
+    otlp = tmp_path / "otlp-export.json"
+    spans = [_span(0, 5, "SELECT 1"), _span(1, 70, "INSERT INTO t VALUES (1)"),
+             _span(2, 75, "UPDATE t SET a = 1"), _span(3, 130, "DELETE FROM t")]
+    otlp.write_text(json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "ledger"}},
+            {"key": "cloud.region", "value": {"stringValue": "eu-west-2"}}]},
+        "scopeSpans": [{"spans": spans}]}]}))
+    config = tmp_path / "carbonspan.toml"
+    config.write_text('[green]\n[[green.hosts]]\nname = "pg-primary"\nkind = "database"\n'
+                      'region = "eu-west-2"\nwatts = 400\n')
+    return otlp, config
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(directory.glob("windows-*.jsonl"))
+            for line in f.read_text().splitlines()]
+
+
+def test_backfill_writes_a_verified_chain_with_the_same_figures_as_score(tmp_path, inputs):
+    otlp, config = inputs
+    archive = tmp_path / "archives"
+    proc = cli("backfill", str(otlp), str(JAEGER), "--agent-id", "ledger-backfill",
+               "--archive-dir", str(archive), "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    assert "backfilled 10 spans into 3 windows" in proc.stdout
+
+    lines = _lines(archive / "ledger-backfill")
+    starts = [ln["report"]["window"]["start"] for ln in lines]
+    assert starts == ["2026-03-10T14:00:00.000000Z", "2026-03-10T14:01:00.000000Z",
+                      "2026-03-10T14:02:00.000000Z"]  # by span start time, 60 s windows
+    digests = ",".join(sorted(f"sha256:{hashlib.sha256(p.read_bytes()).hexdigest()}"
+                              for p in (otlp, JAEGER)))
+    for ln in lines:
+        m = ln["report"]["methodology"]
+        assert (m["backfill"], m["backfill_sources"], m["backfill_hosts"]) == (
+            "true", digests, "not charged")
+        assert ln["report"]["green_summary"]["hosts"] == []  # never charged for span windows
+
+    verify = cli("verify", str(archive))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+    scored = json.loads(cli("score", "--config", str(config), str(otlp), str(JAEGER)).stdout)
+    per_service: dict[str, float] = {}
+    for ln in lines:
+        for service, kwh in ln["report"]["green_summary"]["per_service_energy_kwh"].items():
+            per_service[service] = per_service.get(service, 0.0) + kwh
+    expected = scored["green_summary"]["per_service_energy_kwh"]
+    assert per_service.keys() == expected.keys()
+    for service, kwh in expected.items():
+        assert per_service[service] == pytest.approx(kwh, rel=1e-12)
+
+    out = tmp_path / "report.json"
+    agg = cli("aggregate", str(archive), "--from", "2026-03-10", "--to", "2026-03-10",
+              "--out", str(out))
+    assert agg.returncode == 0, agg.stderr
+    report = json.loads(out.read_text())
+    assert report["aggregate"]["windows"] == 3
+    assert report["aggregate"]["total_energy_kwh"] == pytest.approx(
+        sum(expected.values()), rel=1e-12)
+
+
+def test_backfill_refuses_to_write_into_an_existing_chain_and_names_bad_input(tmp_path, inputs):
+    otlp, _ = inputs
+    archive = tmp_path / "archives"
+    assert cli("backfill", str(otlp), "--agent-id", "b", "--archive-dir", str(archive)).returncode == 0
+    again = cli("backfill", str(otlp), "--agent-id", "b", "--archive-dir", str(archive))
+    assert again.returncode == 2 and "already holds a chain" in again.stderr
+    assert "b-backfill" in again.stderr
+    assert len(_lines(archive / "b")) == 3  # what was written stays as it was
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"spans": 1}')
+    proc = cli("backfill", str(bad), "--agent-id", "c", "--archive-dir", str(archive))
+    assert proc.returncode == 2 and str(bad) in proc.stderr
+    assert not (archive / "c").exists() or not list((archive / "c").glob("windows-*"))
+    zero = cli("backfill", str(otlp), "--agent-id", "d", "--archive-dir", str(archive),
+               "--window-seconds", "0")
+    assert zero.returncode == 2 and "--window-seconds must be positive" in zero.stderr
+    slash = cli("backfill", str(otlp), "--agent-id", "../x", "--archive-dir", str(archive))
+    assert slash.returncode == 2 and "not a valid chain name" in slash.stderr
