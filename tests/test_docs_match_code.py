@@ -335,6 +335,7 @@ CLI_DOCS = {
     "score": "docs/carbon-model.md",
     "agent": "docs/operations.md",
     "demo": "README.md",
+    "backfill": "docs/archive-format.md",
     "aggregate": "docs/report-format.md",
     "verify": "docs/auditors-guide.md",
     "keys": "docs/auditors-guide.md",
