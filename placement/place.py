@@ -11,6 +11,7 @@ and effective policy, the action, the reason and the audit event relied on.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -113,6 +114,17 @@ def resolve(
     return Resolution(name, d.effective, d.action, reason, mode, True, evidence, None, runner, identity)
 
 
+def _number_ge0(v: Any) -> bool:
+    """A finite number >= 0 that a float can hold (numpy's isfinite cannot take an int past
+    64 bits, and float() of one past 1e308 overflows: both are refused with the message)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    try:
+        return math.isfinite(float(v)) and v >= 0
+    except OverflowError:
+        return False
+
+
 def validate_clusters(clusters: Any) -> list[dict[str, Any]]:
     """Check the cluster list; errors say which cluster and field to fix."""
     if isinstance(clusters, Mapping) and "clusters" in clusters:
@@ -130,9 +142,7 @@ def validate_clusters(clusters: Any) -> list[dict[str, Any]]:
         for key, nullable in (("capacity", False), ("used", False), ("cost_per_hour", False),
                               ("carbon_intensity", True)):
             v = c.get(key)
-            ok = (v is None and nullable) or (
-                isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
-            )
+            ok = (v is None and nullable) or _number_ge0(v)
             if not ok:
                 what = "a number >= 0" + (" or null (unknown)" if nullable else "")
                 raise ValueError(f"{label}: {key!r} must be {what}, got {v!r}")
@@ -145,9 +155,7 @@ def validate_job(job: Any) -> dict[str, Any]:
     if not isinstance(job, Mapping):
         raise ValueError("the job must be an object like {\"id\": \"etl-7\", \"size\": 2}")
     size = job.get("size", 1)
-    if isinstance(size, bool) or not isinstance(size, int | float) or not (
-        np.isfinite(size) and size >= 0
-    ):
+    if not _number_ge0(size):
         raise ValueError(
             f"job {job.get('id')!r}: 'size' must be a number >= 0 (capacity units), got {size!r}"
         )

@@ -88,7 +88,7 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "threshold-shift percentile not linearly interpolated"),
     ("placement/audit.py", "wrong = _malformed(ev)", "wrong = None",
      "a malformed evaluation event is trusted"),
-    ("placement/place.py", "np.isfinite(size) and size >= 0", "np.isfinite(size)",
+    ("placement/place.py", "math.isfinite(float(v)) and v >= 0", "math.isfinite(float(v))",
      "a negative job size is accepted"),
     ("placement/trace.py", "if len(set(lengths.values())) > 1:", "if False:",
      "ragged region arrays not named"),

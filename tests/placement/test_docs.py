@@ -54,3 +54,16 @@ def test_sample_table_matches_the_code():
 @pytest.mark.parametrize("kind, marker", [("temporal", "*Temporal*"), ("spatial", "*Spatial*")])
 def test_worked_example_tables_match_the_code(kind, marker):
     assert doc_table(marker) == computed(worked_example.evaluate(kind), 1)
+
+
+def test_sample_table_shows_the_published_figures_beside_ours():
+    from placement.sample import PUBLISHED
+
+    text = DOC.read_text()
+    table = text[text.index("## The sample trace (synthetic)"):text.index("## Worked example")]
+    shown = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and "%" in cells[3]:  # policy | kg | ours | published
+            shown[cells[0].removesuffix(" (live)")] = float(cells[3].split(" %")[0])
+    assert shown == PUBLISHED

@@ -101,7 +101,17 @@ def test_validate_job_accepts_or_explains(job):
     if out is None:
         return
     size = out.get("size", 1)
-    assert not isinstance(size, bool) and np.isfinite(size) and size >= 0
+    assert not isinstance(size, bool) and np.isfinite(float(size)) and size >= 0
+
+
+@pytest.mark.parametrize("size", [-(2**63) - 1, 2**64, 10**400])
+def test_a_size_past_64_bits_is_explained_not_a_crash(size):
+    # found by the property test above: numpy's isfinite raised TypeError on such ints
+    if size < 0 or size > 1e308:
+        with pytest.raises(ValueError, match="'size' must be a number >= 0"):
+            validate_job({"id": "j", "size": size})
+    else:
+        assert validate_job({"id": "j", "size": size})["size"] == size
 
 
 @pytest.mark.parametrize("size, msg", [("big", "'size' must be a number >= 0"), (-5, "got -5"),
