@@ -140,6 +140,7 @@ class RecoveryReport:
     last_seq: int | None = None
     last_hash: str | None = None
     last_window_start: str | None = None
+    last_window_end: str | None = None  # the pipeline warns when the clock is behind it
     corrupt_file: Path | None = None
     corrupt_bytes: int = 0
     corrupt_reason: str = ""  # why the tail was cut: its last line's fault, or a partial write
@@ -222,6 +223,7 @@ class ArchiveWriter:
         if rec is not None:
             self.last_seq, self.last_hash = int(rec["seq"]), str(rec["hash"])
             report.last_window_start = rec[BODY_KEY].get("window", {}).get("start")
+            report.last_window_end = rec[BODY_KEY].get("window", {}).get("end")
         report.last_seq, report.last_hash = self.last_seq, self.last_hash
         if self.compress:
             for path in files[:-1]:

@@ -64,6 +64,7 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
         report=report,
         # measured sources turn watts into kWh per I/O op with the ops of accepted batches
         accepted=None if sources is None else sources.ops.add_partial,
+        archive_idle=bool(cfg.green.hosts),  # hosts draw power with or without spans
     )
 
 
@@ -124,6 +125,7 @@ class Agent:
                 s.archive_path / WAL_NAME,
                 fsync_delay_s=s.archive.wal_fsync_delay_ms / 1000.0,
                 on_sync=lambda _n: self.metrics.wal_fsyncs.inc(),
+                stall_file=s.archive.wal_stall_file,
             )
             pipeline = Pipeline(
                 scoring,

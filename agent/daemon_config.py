@@ -44,6 +44,7 @@ class ArchiveSettings:
     rotate_daily: bool = True
     compress: bool = False
     wal_fsync_delay_ms: float = 0.0  # test knob: slow every WAL flush (simulates a slow disk)
+    wal_stall_file: Path | None = None  # test knob: WAL flushes wait while this file exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ def _origin(key: str, origin: str) -> str:
 def _coerce(key: str, value: Any, default: Any, from_env: bool, origin: str = "toml") -> Any:
     """Check/convert one value to the type of its default; ConfigError names the key."""
     kind = type(default)
-    if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir"):
+    if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir", "wal_stall_file"):
         kind = Path
     try:
         if kind is bool:

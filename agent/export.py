@@ -23,7 +23,7 @@ from typing import Literal
 
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
-from agent.pipeline import Pipeline, ShuttingDown
+from agent.pipeline import STALL_READY_S, Pipeline, ShuttingDown
 from agent.wal import WalError
 
 log = logging.getLogger("carbonspan.agent")
@@ -140,8 +140,15 @@ class ExportHandler:
         self.ready = False
 
     def is_ready(self) -> bool:
-        """Ready: recovered, not draining, and the WAL can still make acknowledgements true."""
-        return self.ready and not self.pipeline.draining and not self.pipeline.wal.failed
+        """Ready: recovered, not draining, the WAL can still make acknowledgements true, and no
+        commit has waited STALL_READY_S or more (a stalled disk acknowledges nothing: the
+        load balancer should send the traffic elsewhere, and new exports get "unavailable")."""
+        return (
+            self.ready
+            and not self.pipeline.draining
+            and not self.pipeline.wal.failed
+            and self.pipeline.stalled_s < STALL_READY_S
+        )
 
     def is_alive(self) -> bool:
         """Live (``/healthz`` 200) unless the WAL failed: after a failed write or fsync nothing
@@ -157,6 +164,10 @@ class ExportHandler:
             return "shutting down"
         if self.pipeline.wal.failed:
             return "not writing its write-ahead log (see its log)"
+        stalled = self.pipeline.stalled_s
+        if stalled >= STALL_READY_S:
+            return (f"stalled: a write-ahead-log commit has waited {stalled:.1f} s (is the disk "
+                    "frozen?)")
         return "ready" if self.ready else "starting"
 
     def authorized(self, header: str | None) -> bool:

@@ -9,12 +9,20 @@ the agent promised anything, and the WAL keeps that promise across ``kill -9``: 
 :meth:`restore` merges the logged partials, in order, back into the window they belong to.
 
 A partial is merged only once its WAL record is durable. If the log fails (a full or broken
-disk), the requests it could not make durable get "unavailable, retry" and their partials are
-dropped, never merged: the client's retry is then the only copy, so nothing is counted twice.
+disk), or a commit takes longer than ``COMMIT_WAIT_S`` (a stalled disk), the requests it could
+not make durable in time get "unavailable, retry" and their partials are dropped, never merged
+(even if their records land later): the client's retry is then the only copy, so nothing is
+counted twice in a running agent.
 
-A window closes when ``window_seconds`` have passed, when it reaches ``max_window_spans``, and
+Windows follow each other without a gap: the next starts where the last ended. A window closes
+when ``window_seconds`` have passed (monotonic clock), when it reaches ``max_window_spans``, and
 on shutdown; closing builds the report, appends it to the archive (fsynced) and only then
-truncates the WAL. A window with no spans writes nothing.
+truncates the WAL. A window with no spans writes nothing, unless the agent charges
+``[[green.hosts]]`` (``Scoring.archive_idle``): hosts draw power whether or not spans arrive, so
+then every window is archived and every second the agent runs is charged once.
+
+Each WAL record names the archive ``seq`` its window's line will take; a replay ties records to
+the archive by that number, never by the wall clock (docs/archive-format.md).
 """
 
 from __future__ import annotations
@@ -26,23 +34,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from agent.archive import ArchiveWriter, RecoveryReport, utc_rfc3339
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
-from agent.wal import WalError, WriteAheadLog
+from agent.wal import WalError, WalRecord, WriteAheadLog, unarchived
 
 log = logging.getLogger("carbonspan.agent")
 
-
-class Partial(Protocol):
-    """What the pipeline needs of ``agent.score.WindowPartial``."""
-
-    spans: int
-
-    def merge(self, other: Any) -> Any: ...
-    def to_bytes(self) -> bytes: ...
+#: longest a request waits for its group commit before it is answered "unavailable, retry":
+#: below the Collector's (5 s) and the OpenTelemetry SDKs' (10 s) default export timeouts, so
+#: the client still hears the answer and retries instead of giving up on a request we count
+COMMIT_WAIT_S = 4.0
+#: /readyz answers 503 once a commit has waited this long (a stalled disk)
+STALL_READY_S = 2.0
 
 
 class ShuttingDown(RuntimeError):
@@ -60,16 +66,30 @@ def rfc3339_to_ns(text: str) -> int:
 
 
 @dataclass(slots=True)
+class Pending:
+    """A partial queued for the WAL: merged once durable, unless abandoned first (its request
+    was then answered "unavailable": the commit failed or took longer than COMMIT_WAIT_S)."""
+
+    ticket: int
+    partial: Any
+    spans: int
+    state: str = "pending"  # pending | merged | abandoned
+
+
+@dataclass(slots=True)
 class OpenWindow:
-    """The window being filled. ``spans``/``requests`` count merged (durable) partials only;
-    ``pending`` holds ``(wal ticket, partial, spans)`` queued for the WAL, in log order."""
+    """The window being filled, whose line will be archive ``seq``. ``spans``/``requests``
+    count merged (durable) partials only; ``pending`` holds the partials queued for the WAL, in
+    log order. ``opened`` is the monotonic time it opened (what ``window_seconds`` counts)."""
 
     start_ns: int
     partial: Any
+    seq: int
+    opened: float = field(default_factory=time.monotonic)
     spans: int = 0
     requests: int = 0
     counters: dict[str, int] = field(default_factory=dict)
-    pending: deque[tuple[int, Any, int]] = field(default_factory=deque)
+    pending: deque[Pending] = field(default_factory=deque)
     pending_spans: int = 0
 
 
@@ -84,6 +104,8 @@ class Scoring:
     # called with each live partial once it is durable and merged (never on WAL replay): the
     # measured sources count I/O ops here, so they divide energy by acknowledged ops only
     accepted: Callable[[Any], None] | None = None
+    # archive windows without spans too: hosts ([[green.hosts]]) are charged for every second
+    archive_idle: bool = False
 
 
 class Pipeline:
@@ -102,7 +124,7 @@ class Pipeline:
         self.archive = archive
         self.wal = wal
         self.metrics = metrics
-        self.window_ns = int(window_seconds * 1e9)
+        self.window_s = float(window_seconds)
         self.max_window_spans = max_window_spans
         self.queue_size = queue_size
         self._lock = threading.Lock()
@@ -110,7 +132,9 @@ class Pipeline:
         self._inflight = 0
         self._accepting = True  # admission open; False from the stop signal on
         self._closed = False  # the window is closed for good (shutdown)
-        self._window = OpenWindow(now_ns(), scoring.empty())
+        self._window = self._new_window(now_ns())
+        self._archived_end_ns: int | None = None  # window.end of the archive head
+        self._clock_warned = False
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         metrics.queue_capacity.set(queue_size)
@@ -156,42 +180,63 @@ class Pipeline:
             if self._closed:
                 raise ShuttingDown("the agent is shutting down")
             w = self._window
-            ticket = self.wal.append(w.start_ns, payload)  # WalError: nothing parked, nothing merged
-            w.pending.append((ticket, partial, n))
+            # WalError: nothing parked, nothing merged
+            entry = Pending(self.wal.append(w.seq, w.start_ns, payload), partial, n)
+            w.pending.append(entry)
             w.pending_spans += n
             if w.spans + w.pending_spans >= self.max_window_spans:
                 try:  # closing waits for the window's pending records and merges them
                     self._close_locked(now_ns(), "size")
                 except Exception:  # logged; the window stays open (its records are in the WAL)
                     pass
+        error: WalError | None = None
         try:
-            self.wal.wait(ticket)
-        finally:
-            with self._lock:  # merge what is durable now (ours, and any earlier ticket's)
-                self._merge_durable_locked(self._window)
+            self.wal.wait(entry.ticket, COMMIT_WAIT_S)
+        except WalError as exc:
+            error = exc
+        with self._lock:  # merge what is durable now (ours, and any earlier ticket's)
+            self._merge_durable_locked(self._window)
+            if entry.state == "pending":  # not durable in time: never merged, even if it lands
+                entry.state = "abandoned"
+                log.warning("dropped %d spans the write-ahead log could not make durable%s "
+                            "(the request was answered 'unavailable, retry')", n,
+                            "" if self.wal.failed else f" within {COMMIT_WAIT_S} s")
+        if entry.state != "merged":  # timed out, the log failed, or a close gave up on it
+            raise error or WalError(
+                f"the write-ahead log {self.wal.path} did not sync within {COMMIT_WAIT_S} s"
+            )
         self.metrics.spans_accepted.inc(n)
 
     def _merge_durable_locked(self, w: OpenWindow) -> None:
         """Merge ``w``'s pending partials whose WAL records are durable, in log order.
 
-        Once the log has failed nothing more becomes durable, so the rest are dropped: their
-        requests were (or will be) answered "unavailable", and the clients' retries carry them.
+        Abandoned ones are skipped. Once the log has failed nothing more becomes durable, so
+        the rest are dropped: their requests were (or will be) answered "unavailable", and the
+        clients' retries carry them.
         """
         failed = self.wal.failed  # read before durable: after a failure durable is final
         durable = self.wal.durable
-        while w.pending and w.pending[0][0] <= durable:
-            _, partial, n = w.pending.popleft()
-            w.partial = w.partial.merge(partial)
+        while w.pending and (w.pending[0].ticket <= durable or w.pending[0].state == "abandoned"):
+            e = w.pending.popleft()
+            w.pending_spans -= e.spans
+            if e.state == "abandoned":
+                continue
+            w.partial = w.partial.merge(e.partial)
             if self.scoring.accepted is not None:
-                self.scoring.accepted(partial)
-            w.spans += n
-            w.pending_spans -= n
+                self.scoring.accepted(e.partial)
+            e.state = "merged"
+            w.spans += e.spans
             w.requests += 1
         if failed and w.pending:
-            log.warning("dropped %d spans the write-ahead log could not make durable (their "
-                        "requests were answered 'unavailable, retry')", w.pending_spans)
-            w.pending.clear()
-            w.pending_spans = 0
+            self._abandon_locked(w, "")
+
+    def _abandon_locked(self, w: OpenWindow, why: str) -> None:
+        log.warning("dropped %d spans the write-ahead log could not make durable%s (their "
+                    "requests were answered 'unavailable, retry')", w.pending_spans, why)
+        for e in w.pending:
+            e.state = "abandoned"
+        w.pending.clear()
+        w.pending_spans = 0
 
     def _count_rejections(self, batch: SpanBatch) -> None:
         self.metrics.spans_received.inc(len(batch) + batch.rejected)
@@ -200,59 +245,113 @@ class Pipeline:
             reason = "trace_id_invalid" if batch.counters.get("trace_id_invalid") else "decode"
             self.metrics.spans_rejected.labels(reason).inc(batch.rejected)
 
-    # -- windows -----------------------------------------------------------------------
-    def restore(self, records: list[tuple[int, bytes]], recovery: RecoveryReport) -> int:
-        """Replay WAL records into the windows they belong to; returns partials replayed.
+    @property
+    def stalled_s(self) -> float:
+        """Seconds the oldest WAL commit has waited (0 when none waits): a stalled disk."""
+        return self.wal.oldest_wait_s()
 
-        Records of a window the archive already holds (a crash after the window line was
-        fsynced but before the log was truncated) are skipped, never counted twice.
+    # -- windows -----------------------------------------------------------------------
+    def _new_window(self, start_ns: int) -> OpenWindow:
+        last = self.archive.last_seq
+        return OpenWindow(start_ns, self.scoring.empty(), 0 if last is None else last + 1)
+
+    def restore(self, records: list[WalRecord], recovery: RecoveryReport) -> int:
+        """Archive the WAL's records of windows the archive lacks; returns partials replayed.
+
+        A record belongs to the window whose line is archive ``seq``: a record whose seq is not
+        after the archive head's was archived already (a crash after the window line was
+        fsynced but before the log was truncated) and is skipped, never counted twice; the
+        others are merged, in log order, into their window, which is archived at once, ending
+        when its last record was logged (the agent was surely up then; the downtime after it
+        is not charged to hosts). Nothing in this depends on the wall clock.
         """
-        archived = rfc3339_to_ns(recovery.last_window_start) if recovery.last_window_start else None
+        if recovery.last_window_end:
+            self._archived_end_ns = rfc3339_to_ns(recovery.last_window_end)
+            self._warn_if_clock_behind()
+        head_start = recovery.last_window_start
+        groups = unarchived(records, recovery.last_seq,
+                            rfc3339_to_ns(head_start) if head_start else None)
         replayed = 0
         with self._lock:
-            current: OpenWindow | None = None
-            for start_ns, payload in records:
-                if archived is not None and start_ns <= archived:
-                    continue
-                partial = self.scoring.from_bytes(payload)
-                if current is not None and current.start_ns != start_ns:
-                    self._window = current  # an older window left whole in the log: archive it
-                    self._close_locked(start_ns, "replay", truncate=False)
-                if current is None or current.start_ns != start_ns:
-                    current = OpenWindow(start_ns, self.scoring.empty())
-                current.partial = current.partial.merge(partial)
-                current.spans += int(partial.spans)
-                current.requests += 1
-                replayed += 1
-            if current is not None:
-                self._window = current
-            elif records:
-                self.wal.truncate()  # everything in it was archived already
+            stuck: OpenWindow | None = None  # a replayed window the archive refused
+            for seq in sorted(groups):
+                if stuck is None:
+                    stuck = self._replay_locked(seq, groups[seq])
+                else:  # keep every record in the one open window; it is retried by the ticker
+                    for rec in groups[seq]:
+                        self._merge_replayed(stuck, rec)
+                replayed += len(groups[seq])
+            if records and stuck is None:
+                self.wal.truncate()  # everything in it is archived now
         return replayed
+
+    def _merge_replayed(self, w: OpenWindow, rec: WalRecord) -> None:
+        partial = self.scoring.from_bytes(rec.payload)
+        w.partial = w.partial.merge(partial)
+        w.spans += int(partial.spans)
+        w.requests += 1
+
+    def _replay_locked(self, seq: int, records: list[WalRecord]) -> OpenWindow | None:
+        """Archive one window rebuilt from its records; the window if the archive refused it
+        (it then stays open, holding the records, and the ticker retries)."""
+        fresh = self._window
+        w = OpenWindow(records[0].start_ns, self.scoring.empty(), seq)
+        for rec in records:
+            self._merge_replayed(w, rec)
+        end = max(w.start_ns, max(r.appended_ns for r in records) // 1000 * 1000)
+        self._window = w
+        try:
+            self._close_locked(end, "replay", truncate=False)
+        except Exception:  # logged in _close_locked
+            return w
+        self._window = fresh
+        fresh.seq = max(fresh.seq, seq + 1)  # the fresh window's line comes after this one
+        return None
+
+    def _warn_if_clock_behind(self) -> None:
+        now = now_ns()
+        if self._archived_end_ns is not None and now < self._archived_end_ns:
+            log.warning(
+                "the clock is %.1f s behind the archive head (its last window ended %s): "
+                "windows are tied to the archive sequence, so nothing is lost, but their times "
+                "overlap earlier windows; each such window counts clock_behind_archive",
+                (self._archived_end_ns - now) / 1e9, utc_rfc3339(self._archived_end_ns),
+            )
 
     def close_if_due(self) -> None:
         with self._lock:
-            due = self._window.start_ns + self.window_ns
-            now = now_ns()
-            if now >= due and not self._closed:
-                # a window restored from the WAL after long downtime ends when it was due
-                self._close_locked(now if now - due < self.window_ns else due, "time")
+            if time.monotonic() - self._window.opened >= self.window_s and not self._closed:
+                self._close_locked(now_ns(), "time")
 
     def _close_locked(self, end_ns: int, reason: str, truncate: bool = True) -> None:
         w = self._window
         if w.pending:  # requests still waiting for the group commit: theirs belong here
-            try:
-                self.wal.wait(w.pending[-1][0])
+            try:  # no longer than the oldest of them may still wait: the lock is held
+                self.wal.wait(w.pending[-1].ticket,
+                              max(0.0, COMMIT_WAIT_S - self.wal.oldest_wait_s()))
             except WalError:
-                pass  # the records that did not land are dropped by the merge below
+                pass  # the records that did not land are abandoned below
             self._merge_durable_locked(w)
-        next_start = end_ns if reason == "replay" else now_ns()
-        self._window = OpenWindow(next_start, self.scoring.empty())
-        if w.spans == 0:
+            if w.pending:
+                self._abandon_locked(w, f" within {COMMIT_WAIT_S} s")
+        # windows follow each other without a gap, unless the clock went back during this one
+        self._window = self._new_window(end_ns)
+        if end_ns < w.start_ns:
+            w.counters["clock_behind_archive"] = w.counters.get("clock_behind_archive", 0) + 1
+            end_ns = w.start_ns
+        if not (w.spans or w.partial.counters or self.scoring.archive_idle):
             return
+        if self._archived_end_ns is not None and w.start_ns < self._archived_end_ns:
+            w.counters["clock_behind_archive"] = w.counters.get("clock_behind_archive", 0) + 1
+        if w.counters.get("clock_behind_archive") and not self._clock_warned:
+            self._clock_warned = True
+            log.warning("the wall clock went back: window started %s ended %s, the archive head "
+                        "ended %s; counted as clock_behind_archive on each such window",
+                        utc_rfc3339(w.start_ns), utc_rfc3339(end_ns),
+                        utc_rfc3339(self._archived_end_ns or 0))
         before = self.archive.bytes_written
         try:
-            report = self.scoring.report(w.partial, w.start_ns, max(end_ns, w.start_ns), w.counters)
+            report = self.scoring.report(w.partial, w.start_ns, end_ns, w.counters)
             record = self.archive.append(report, utc_rfc3339())
         except Exception:
             self._window = w  # keep the spans (they are still in the WAL) and retry later
@@ -260,6 +359,8 @@ class Pipeline:
                 "could not archive the window started %s; will retry", utc_rfc3339(w.start_ns)
             )
             raise
+        self._archived_end_ns = end_ns
+        self._window.seq = record["seq"] + 1
         log.info("archived window seq=%d spans=%d (%s)", record["seq"], w.spans, reason)
         self.metrics.windows_written.inc()
         self.metrics.archive_bytes.inc(self.archive.bytes_written - before)
@@ -270,8 +371,10 @@ class Pipeline:
             end_ns / 1e9,
         )
         self.metrics.record_totals(gs)
-        if truncate and not self.wal.failed:  # a failed log is left as it is: on restart its
-            self.wal.truncate()  # records of this (archived) window are skipped, not replayed
+        # a failed or busy log is left as it is: on restart its records of this (archived)
+        # window are skipped by their seq, not replayed
+        if truncate:
+            self.wal.truncate_if_idle()
 
     # -- lifecycle ---------------------------------------------------------------------
     def start_ticker(self) -> None:
@@ -314,8 +417,7 @@ class Pipeline:
         try:
             with self._lock:
                 self._closed = True
-                if self._window.spans:
-                    self._close_locked(now_ns(), "shutdown")
+                self._close_locked(now_ns(), "shutdown")
         finally:
             self.wal.close()
             self.archive.close()

@@ -1,10 +1,13 @@
 """The write-ahead log: every accepted batch's partial is on disk before the agent answers OK.
 
-One file, ``agent.wal``, beside the window files. A record is a 16-byte header
-``<u32 payload length, u32 crc32(payload), i64 window start ns>`` and the payload,
-``WindowPartial.to_bytes()``. The window start says which window the partial belongs to, so a
-restart replays it into that window (and skips partials of a window the archive already
-holds: a crash between writing the window line and truncating the log).
+One file, ``agent.wal``, beside the window files. A record is a 32-byte header
+``<u32 payload length | 1<<31, u32 crc32(header[8:] + payload), i64 window start ns,
+i64 window seq, i64 appended at ns>`` and the payload, ``WindowPartial.to_bytes()``. The seq is
+the archive sequence number the window's line will take, so a restart replays into a window
+exactly the records whose seq is after the archive head and skips those of a window the
+archive already holds (a crash between writing the window line and truncating the log),
+whatever the wall clock says. Records of the 16-byte v1 header (``<u32 length, u32 crc32,
+i64 window start>``, before the seq was logged) are still read.
 
 Group commit: request threads call :meth:`append` (cheap: it queues bytes and returns a ticket)
 and then :meth:`wait`; one writer thread writes everything queued with one ``write`` and one
@@ -21,12 +24,17 @@ import struct
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 log = logging.getLogger("carbonspan.agent")
 
-HEADER = struct.Struct("<IIq")
+HEADER = struct.Struct("<IIq")  # v1 (read only): length, crc32(payload), window start ns
+#: v2: length | V2_FLAG, crc32(rest of header + payload), window start ns, window seq, append ns
+HEADER_V2 = struct.Struct("<IIqqq")
+V2_FLAG = 1 << 31
 MAX_RECORD_BYTES = 1 << 30
 
 
@@ -34,8 +42,24 @@ class WalError(RuntimeError):
     """The log could not be written; what was queued is not durable (the requests fail)."""
 
 
-def read_records(path: Path) -> tuple[list[tuple[int, bytes]], int]:
-    """``([(window_start_ns, payload)], good_length)``; reading stops at the first torn record.
+class WalRecord(NamedTuple):
+    """One logged partial: the archive ``seq`` its window's line will take (``None`` in a v1
+    record), the window's start and the wall-clock time it was appended (ns since the epoch)."""
+
+    seq: int | None
+    start_ns: int
+    appended_ns: int
+    payload: bytes
+
+
+def encode_record(seq: int, start_ns: int, appended_ns: int, payload: bytes) -> bytes:
+    rest = HEADER_V2.pack(0, 0, start_ns, seq, appended_ns)[8:]
+    crc = zlib.crc32(payload, zlib.crc32(rest))
+    return struct.pack("<II", len(payload) | V2_FLAG, crc) + rest + payload
+
+
+def read_records(path: Path) -> tuple[list[WalRecord], int]:
+    """``([WalRecord], good_length)``; reading stops at the first torn or corrupt record.
 
     A torn or corrupt record can only be one that was never acknowledged (acknowledged records
     were fsynced before it), so everything from it on is dropped by :meth:`open`.
@@ -43,29 +67,68 @@ def read_records(path: Path) -> tuple[list[tuple[int, bytes]], int]:
     if not path.exists():
         return [], 0
     data = path.read_bytes()
-    out: list[tuple[int, bytes]] = []
+    out: list[WalRecord] = []
     pos = 0
     while pos + HEADER.size <= len(data):
-        length, crc, start_ns = HEADER.unpack_from(data, pos)
-        end = pos + HEADER.size + length
+        word, crc = struct.unpack_from("<II", data, pos)
+        v2 = bool(word & V2_FLAG)
+        size = HEADER_V2.size if v2 else HEADER.size
+        length = word & ~V2_FLAG
+        end = pos + size + length
         if length > MAX_RECORD_BYTES or end > len(data):
             break
-        payload = data[pos + HEADER.size : end]
-        if zlib.crc32(payload) != crc:
-            break
-        out.append((start_ns, payload))
+        payload = data[pos + size : end]
+        if v2:
+            _, _, start_ns, seq, appended_ns = HEADER_V2.unpack_from(data, pos)
+            if zlib.crc32(payload, zlib.crc32(data[pos + 8 : pos + size])) != crc:
+                break
+            out.append(WalRecord(seq, start_ns, appended_ns, payload))
+        else:
+            start_ns = HEADER.unpack_from(data, pos)[2]
+            if zlib.crc32(payload) != crc:
+                break
+            out.append(WalRecord(None, start_ns, 0, payload))
         pos = end
     return out, pos
 
 
+def unarchived(
+    records: list[WalRecord], head_seq: int | None, head_start_ns: int | None
+) -> dict[int, list[WalRecord]]:
+    """The records of windows the archive lacks, by window seq (log order kept in each).
+
+    A record whose seq is after the archive head's (``head_seq``; None for an empty archive)
+    is not archived yet; the others were (a crash between the window line and the truncation).
+    A v1 record has no seq: it is of the unarchived window when its window start is after the
+    head's ``window.start`` (``head_start_ns``), the rule before the seq was logged.
+    """
+    head = -1 if head_seq is None else head_seq
+    groups: dict[int, list[WalRecord]] = {}
+    for rec in records:
+        seq = rec.seq
+        if seq is None:
+            seq = head + 1 if head_start_ns is None or rec.start_ns > head_start_ns else head
+        if seq > head:
+            groups.setdefault(seq, []).append(rec)
+    return groups
+
+
 class WriteAheadLog:
-    """Append-only log with group commit. ``fsync_delay_s`` slows every flush (tests only)."""
+    """Append-only log with group commit.
+
+    Test knobs (``[agent.archive]``, documented as testing only): ``fsync_delay_s`` slows
+    every flush; while the file ``stall_file`` exists every flush waits before its
+    ``fdatasync``, as on a frozen disk, so a test can freeze and thaw the log at will.
+    """
 
     def __init__(self, path: Path, *, fsync_delay_s: float = 0.0,
-                 on_sync: Callable[[int], None] | None = None) -> None:
+                 on_sync: Callable[[int], None] | None = None,
+                 stall_file: Path | None = None) -> None:
         self.path = Path(path)
         self.fsync_delay_s = fsync_delay_s
+        self.stall_file = stall_file
         self.on_sync = on_sync  # called with the records covered by each group commit
+        self._waiting: deque[tuple[int, float]] = deque()  # (ticket, monotonic append time)
         self._fd: int | None = None
         self._cond = threading.Condition()
         self._pending: list[bytes] = []
@@ -81,7 +144,10 @@ class WriteAheadLog:
     def open(self) -> list[tuple[int, bytes]]:
         """Open the log, drop a torn tail, start the writer; return the records to replay."""
         records, good = read_records(self.path)
+        created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:  # the new file's directory entry must be durable too, or a crash loses it
+            _fsync_dir(self.path.parent)
         if os.fstat(self._fd).st_size != good:
             os.ftruncate(self._fd, good)
             os.fsync(self._fd)
@@ -90,16 +156,23 @@ class WriteAheadLog:
         self._thread.start()
         return records
 
-    def append(self, window_start_ns: int, payload: bytes) -> int:
-        """Queue one record; returns the ticket to :meth:`wait` on. Order of calls is log order."""
-        rec = HEADER.pack(len(payload), zlib.crc32(payload), window_start_ns) + payload
+    def append(self, seq: int, window_start_ns: int, payload: bytes) -> int:
+        """Queue one record of the window whose line will be archive ``seq``; returns the ticket
+        to :meth:`wait` on. Order of calls is log order."""
+        rec = encode_record(seq, window_start_ns, time.time_ns(), payload)
         with self._cond:
             if self._error is not None:
                 raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
             self._pending.append(rec)
             self._queued += 1
+            self._waiting.append((self._queued, time.monotonic()))
             self._cond.notify_all()
             return self._queued
+
+    def oldest_wait_s(self) -> float:
+        """Seconds the oldest record not yet durable has waited (0 when none waits)."""
+        with self._cond:
+            return time.monotonic() - self._waiting[0][1] if self._waiting else 0.0
 
     def wait(self, ticket: int, timeout: float = 30.0) -> None:
         """Block until record ``ticket`` is on disk. Raises WalError if it cannot be."""
@@ -124,6 +197,19 @@ class WriteAheadLog:
             os.fsync(self._fd)
             self._good_size = 0
 
+    def truncate_if_idle(self) -> bool:
+        """Empty the log if no record waits for its commit (never blocks); False otherwise.
+
+        A window close uses this: with a stalled disk it must not wait, and records it leaves
+        behind belong to archived windows (their ``seq`` is not after the archive head), which
+        a replay skips.
+        """
+        with self._cond:
+            if self._queued != self._durable or self._error is not None:
+                return False
+            self.truncate()
+            return True
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -145,6 +231,8 @@ class WriteAheadLog:
                 return
             with self._cond:
                 self._durable = upto
+                while self._waiting and self._waiting[0][0] <= upto:
+                    self._waiting.popleft()
                 self._cond.notify_all()
             if self.on_sync is not None:
                 self.on_sync(len(batch))
@@ -157,6 +245,8 @@ class WriteAheadLog:
             view = view[n:]
         if self.fsync_delay_s:
             time.sleep(self.fsync_delay_s)  # test knob: a slow disk, to provoke backpressure
+        while self.stall_file is not None and self.stall_file.exists():
+            time.sleep(0.02)  # test knob: a frozen disk, thawed when the file goes
         os.fdatasync(self._fd)
         self.fsyncs += 1
         self.bytes_written += len(data)
@@ -202,3 +292,11 @@ class WriteAheadLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -3,8 +3,10 @@
 per_service_energy_kwh[s]     = sum over s's cells of energy
 per_service_carbon_kgco2eq[s] = sum over s's cells of carbon / 1000
 co2.operational_gco2          = sum over services of their carbon (application only)
-host energy                   = watts x window seconds / 3.6e6   (declared watts x count,
-                                or the measured watts a source publishes for the host)
+host energy                   = watts x (end - start) seconds / 3.6e6   (declared watts x
+                                count, or the measured watts a source publishes for the host;
+                                the pipeline archives host-only windows, so every second the
+                                agent runs is charged once)
 energy_kwh                    = sum per_service_energy_kwh + host energy counted in totals
 energy_without_carbon_kwh     = energy of regions[] rows unresolved / out_of_table + energy of
                                 in-totals hosts whose region is not in the table (all at 0 g)

@@ -487,10 +487,10 @@ def window_counter_names() -> set[str]:
     from agent.otlp.rules import COUNTER_NAMES
 
     names = set(COUNTER_NAMES)
-    pattern = re.compile(r'bump\(\s*\w+,\s*"(\w+)"|counters\["(\w+)"\]')
+    pattern = re.compile(r'bump\(\s*\w+,\s*"(\w+)"|counters\["(\w+)"\]|\.reject\("(\w+)"\)')
     for path in (ROOT / "agent").rglob("*.py"):
         for m in pattern.finditer(path.read_text(encoding="utf-8")):
-            names.add(m[1] or m[2])
+            names.add(m[1] or m[2] or m[3])
     return names
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.wal import HEADER, WriteAheadLog, read_records
+from agent.wal import HEADER_V2, WriteAheadLog, read_records
 
 
 def test_concurrent_appends_share_fsyncs_and_all_replay_in_order(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_concurrent_appends_share_fsyncs_and_all_replay_in_order(tmp_path: Path)
         for i in range(per_thread):
             payload = f"t{t}-{i}".encode()
             with lock:  # the pipeline holds its lock around append: log order = merge order
-                ticket = wal.append(1000, payload)
+                ticket = wal.append(3, 1000, payload)
                 order.append(payload)
             wal.wait(ticket)
 
@@ -34,8 +34,8 @@ def test_concurrent_appends_share_fsyncs_and_all_replay_in_order(tmp_path: Path)
     wal.close()
     assert wal.fsyncs < n_threads * per_thread / 2  # grouped: far fewer fsyncs than records
     records, good = read_records(tmp_path / "agent.wal")
-    assert [p for _, p in records] == order
-    assert all(start == 1000 for start, _ in records)
+    assert [r.payload for r in records] == order
+    assert all((r.seq, r.start_ns) == (3, 1000) for r in records)
     assert good == (tmp_path / "agent.wal").stat().st_size
 
 
@@ -47,16 +47,16 @@ def test_torn_tail_drops_only_the_unfinished_record(tmp_path_factory, payloads, 
     wal = WriteAheadLog(path)
     wal.open()
     for p in payloads:
-        wal.wait(wal.append(7, p))
+        wal.wait(wal.append(0, 7, p))
     wal.close()
     data = path.read_bytes()
-    cut = min(cut, HEADER.size + len(payloads[-1]))  # cut into the last record only
+    cut = min(cut, HEADER_V2.size + len(payloads[-1]))  # cut into the last record only
     path.write_bytes(data[: len(data) - cut])
     wal2 = WriteAheadLog(path)
     replay = wal2.open()
     wal2.close()
-    assert [p for _, p in replay] == payloads[:-1]
-    assert path.stat().st_size == len(data) - HEADER.size - len(payloads[-1])
+    assert [r.payload for r in replay] == payloads[:-1]
+    assert path.stat().st_size == len(data) - HEADER_V2.size - len(payloads[-1])
 
 
 def test_corrupt_crc_stops_replay(tmp_path: Path) -> None:
@@ -64,24 +64,70 @@ def test_corrupt_crc_stops_replay(tmp_path: Path) -> None:
     wal = WriteAheadLog(path)
     wal.open()
     for p in (b"one", b"two", b"three"):
-        wal.wait(wal.append(1, p))
+        wal.wait(wal.append(0, 1, p))
     wal.close()
     data = bytearray(path.read_bytes())
-    data[HEADER.size * 2 + 3 + 1] ^= 0xFF  # flip a byte of "two"
+    data[HEADER_V2.size * 2 + 3 + 1] ^= 0xFF  # flip a byte of "two"
     path.write_bytes(bytes(data))
     records, _ = read_records(path)
-    assert [p for _, p in records] == [b"one"]
+    assert [r.payload for r in records] == [b"one"]
 
 
 def test_truncate_empties_the_log_after_pending_records_land(tmp_path: Path) -> None:
     path = tmp_path / "agent.wal"
     wal = WriteAheadLog(path, fsync_delay_s=0.01)
     wal.open()
-    tickets = [wal.append(5, b"x" * 10) for _ in range(3)]
+    tickets = [wal.append(0, 5, b"x" * 10) for _ in range(3)]
     wal.truncate()
     for t in tickets:
         wal.wait(t, timeout=1)  # already durable: truncate waited for them
     assert path.stat().st_size == 0
-    wal.wait(wal.append(6, b"after"))
+    wal.wait(wal.append(1, 6, b"after"))
     wal.close()
-    assert read_records(path)[0] == [(6, b"after")]
+    ((seq, start, appended, payload),) = read_records(path)[0]
+    assert (seq, start, payload) == (1, 6, b"after") and appended > 0
+
+
+def test_a_corrupt_seq_in_the_header_stops_replay(tmp_path: Path) -> None:
+    """The CRC covers the header's seq, start and time too: a flipped seq bit would tie the
+    record to another window."""
+    path = tmp_path / "agent.wal"
+    wal = WriteAheadLog(path)
+    wal.open()
+    for p in (b"one", b"two"):
+        wal.wait(wal.append(4, 1, p))
+    wal.close()
+    data = bytearray(path.read_bytes())
+    data[HEADER_V2.size + 3 + 16] ^= 0x01  # the seq field of the second record
+    path.write_bytes(bytes(data))
+    assert [r.payload for r in read_records(path)[0]] == [b"one"]
+
+
+def test_v1_records_of_an_older_agent_are_still_read(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    path = tmp_path / "agent.wal"
+    path.write_bytes(b"".join(struct.pack("<IIq", len(p), zlib.crc32(p), 9) + p
+                              for p in (b"old", b"older")))
+    records, good = read_records(path)
+    assert [(r.seq, r.start_ns, r.payload) for r in records] == [(None, 9, b"old"),
+                                                                (None, 9, b"older")]
+    assert good == path.stat().st_size
+
+
+def test_oldest_wait_shows_a_frozen_disk_and_clears_when_it_thaws(tmp_path: Path) -> None:
+    import time
+
+    stall = tmp_path / "stall"
+    stall.touch()
+    wal = WriteAheadLog(tmp_path / "agent.wal", stall_file=stall)
+    wal.open()
+    assert wal.oldest_wait_s() == 0.0
+    ticket = wal.append(0, 1, b"x")
+    time.sleep(0.3)
+    assert wal.oldest_wait_s() >= 0.3 and wal.durable < ticket
+    stall.unlink()
+    wal.wait(ticket, timeout=10)
+    assert wal.oldest_wait_s() == 0.0
+    wal.close()
