@@ -200,3 +200,54 @@ def test_concurrent_ingest_with_windows_closing_under_it_archives_every_span(tmp
         sum(score_batch(batches[i % 4], ScoringContext.from_config(Config().green))
             .requests.tolist()) for i in range(100))
     assert (tmp_path / WAL_NAME).stat().st_size == 0
+
+
+def test_a_close_that_gives_up_on_a_stalled_commit_abandons_it_for_good(tmp_path: Path) -> None:
+    """The disk freezes (the WAL's testing-only stall file) while a request waits for its
+    commit and the window closes: the close gives up after COMMIT_WAIT_S, the request is
+    answered "unavailable" (WalError), and when the disk thaws and the record lands it is in
+    no window: not the archived one, not the next, and a restart skips it by its seq."""
+    import threading
+    import time
+
+    from agent.pipeline import COMMIT_WAIT_S
+    from agent.wal import WalError
+
+    stall = tmp_path / "stall"
+    archive = ArchiveWriter(tmp_path)
+    recovery = archive.open()
+    wal = WriteAheadLog(tmp_path / WAL_NAME, stall_file=stall)
+    p = Pipeline(build_scoring(Config(), "unit", None), archive, wal, AgentMetrics(),
+                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
+    p.restore(wal.open(), recovery)
+    first, stalled = _batches(2)
+    p.ingest(first)  # 32 spans, durable and merged
+    stall.touch()
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            p.ingest(stalled)
+            outcome.append(None)
+        except WalError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=request)
+    t.start()
+    deadline = time.monotonic() + 10
+    while p.wal.pending == 0 and time.monotonic() < deadline:  # its record waits on the disk
+        time.sleep(0.01)
+    with p._lock:
+        p._close_locked(p._window.start_ns + 10**9, "time")  # gives up after the wait
+    stall.unlink()
+    t.join(timeout=COMMIT_WAIT_S + 10)
+    assert isinstance(outcome[0], WalError)
+    p.shutdown()
+    reports = _reports(tmp_path)
+    assert [r["window"]["spans"] for r in reports] == [32]  # the abandoned batch nowhere
+    # its record landed after the close (the log was busy, so not truncated): a restart
+    # ties it to the archived window's seq and skips it
+    p2, replayed = _open(tmp_path)
+    assert replayed == 0
+    p2.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
