@@ -131,3 +131,14 @@ def test_oldest_wait_shows_a_frozen_disk_and_clears_when_it_thaws(tmp_path: Path
     wal.wait(ticket, timeout=10)
     assert wal.oldest_wait_s() == 0.0
     wal.close()
+
+
+def test_unarchived_ties_records_to_the_archive_seq_not_the_clock() -> None:
+    from agent.wal import WalRecord, unarchived
+
+    recs = [WalRecord(4, 900, 1, b"a"), WalRecord(5, 100, 2, b"b"), WalRecord(5, 100, 3, b"c"),
+            WalRecord(None, 50, 0, b"v1-old"), WalRecord(None, 950, 0, b"v1-new")]
+    # head seq 4 (its window started at 900): seq 5 is replayed however early its start
+    got = unarchived(recs, 4, 900)
+    assert {k: [r.payload for r in v] for k, v in got.items()} == {5: [b"b", b"c", b"v1-new"]}
+    assert [r.payload for r in unarchived(recs, None, None)[4]] == [b"a"]  # empty archive
