@@ -78,19 +78,15 @@ class Loop:
         self.hold_flags = np.zeros((self.n_clusters, 2), dtype=bool)
         self.counters = {"tasks_unschedulable": 0, "pauses": 0, "guard_releases": 0,
                          "held_tasks": 0, "placement_passes": 0}
-        self._requests: dict[int, Request] = {}
+        cols = (wl.cpu_count.tolist(), wl.cpu_capacity.tolist(), wl.memory.tolist(),
+                wl.gpu_count.tolist(), wl.gpu_capacity.tolist(), wl.task_id.tolist())
+        self._requests = [Request(a, b, c, d, e, key=k) for a, b, c, d, e, k in zip(*cols, strict=True)]
         self._fit_empty: dict[tuple, bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
     def request(self, i: int) -> Request:
-        r = self._requests.get(i)
-        if r is None:
-            wl = self.wl
-            r = Request(int(wl.cpu_count[i]), float(wl.cpu_capacity[i]), float(wl.memory[i]),
-                        int(wl.gpu_count[i]), float(wl.gpu_capacity[i]), key=int(wl.task_id[i]))
-            self._requests[i] = r
-        return r
+        return self._requests[i]
 
     def fits_somewhere(self, r: Request) -> bool:
         key = (r.cpu_count, r.cpu_capacity, r.memory, r.gpu_count, r.gpu_capacity)

@@ -164,6 +164,16 @@ class FilterPolicy:
             return -1
         if not self.weighers and self.subset_size == 1:
             return int(np.argmax(fit))
+        if self.subset_size == 1:  # the best host only: no sort needed (argmax keeps host order)
+            idx = np.flatnonzero(fit)
+            if len(self.weighers) == 1:
+                w = self.weighers[0]
+                raw = w.raw(s, r)[idx]
+                if w.multiplier == 0:
+                    return int(idx[0])
+                return int(idx[np.argmax(raw) if w.multiplier > 0 else np.argmin(raw)])
+            total, _ = scores(self.weighers, [w.raw(s, r)[idx] for w in self.weighers], idx.size)
+            return int(idx[np.argmax(total)])
         order = self.ranked(s, r, fit)[0]
         k = min(self.subset_size, order.size)
         return int(order[0] if k == 1 else order[subset_rng(seed, r.key).integers(k)])

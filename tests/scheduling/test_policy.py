@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduling.policy import Filter, FilterPolicy, HostState, Request, Weigher
 from scheduling.prefabs import PREFABS, make_policy
@@ -157,3 +159,19 @@ def test_gpu_prefabs_check_free_gpu_cores() -> None:
     assert names(PREFABS["GpuTaskMemorizing"].select(s, req)) == "G1"  # fewest tasks among fitting
     assert PREFABS["GpuTaskMemorizing"].select(s, Request(2, 0.0, 100.0, gpu_count=5)) == -1
     assert np.array_equal(PREFABS["Mem"].fits(s, req), [True, True, True])  # Mem ignores GPUs
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 8000), st.integers(0, 3)), min_size=4, max_size=4),
+       st.sampled_from([("Ram", 1.0), ("Ram", -1.0), ("CoreRam", 2.0), ("InstanceCount", -1.0), ("VCpu", 0.0)]),
+       st.sampled_from([None, ("InstanceCount", 1.0), ("Ram", -0.5)]))
+def test_the_best_host_shortcut_equals_the_full_ranking(used, first, second) -> None:
+    s = state()
+    s.used_cores[:] = [u[0] for u in used]
+    s.used_memory[:] = [min(u[1], m) for u, m in zip(used, s.hosts.memory, strict=True)]
+    s.instances[:] = [u[2] for u in used]
+    weighers = (Weigher(*first), Weigher(*second)) if second else (Weigher(*first),)
+    policy = FilterPolicy(BASE, weighers)
+    fit = policy.fits(s, Request(1, 0.0, 100.0))
+    if fit.any():
+        assert policy.select(s, Request(1, 0.0, 100.0)) == int(policy.ranked(s, Request(1, 0.0, 100.0), fit)[0][0])
