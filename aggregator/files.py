@@ -178,7 +178,8 @@ def iter_line_views(f: ArchiveFile, limit: int = MAX_LINE_BYTES) -> Iterator[mem
     one :class:`LongLine`, so memory is bounded by the limit, never by the longest line.
     """
     fh, raw = _open_binary(f)
-    buf = bytearray(min(CHUNK_GZIP if f.gzipped else CHUNK_PLAIN, limit + 1))
+    chunk = CHUNK_GZIP if f.gzipped else CHUNK_PLAIN  # each read is at most this long
+    buf = bytearray(min(chunk, limit + 1))
     view, kept = memoryview(buf), 0  # buf[:kept]: the start of a line the last read cut
     skipped = 0  # > 0: bytes of a line past the limit dropped so far (its newline not yet read)
     try:
@@ -187,17 +188,19 @@ def iter_line_views(f: ArchiveFile, limit: int = MAX_LINE_BYTES) -> Iterator[mem
                 if kept > limit:  # past the limit: drop it and read on to its newline
                     skipped, kept = skipped + kept, 0
                 else:  # a bigger buffer, the line copied over
-                    bigger = bytearray(min(2 * len(buf), limit + 1))
-                    bigger[:kept] = buf[:kept]
-                    buf, view = bigger, memoryview(bigger)
+                    size = 2 * len(buf)
+                    bigger = bytearray(size if size < limit else limit + 1)
+                    buf, view, old = bigger, memoryview(bigger), view
+                    view[:kept] = old[:kept]  # memoryview to memoryview: a memmove, no copy
+                    old.release()
             try:
-                n = fh.readinto(view[kept:])
+                n = fh.readinto(view[kept : kept + chunk])
             except (EOFError, OSError, zlib.error) as exc:
                 raise ArchiveReadError(f"stream ended abnormally ({exc}); later lines lost") from exc
             if not n:
                 break
             end_of_data, pos, find = kept + n, 0, buf.find
-            end = find(b"\n", 0, end_of_data)
+            end = find(b"\n", kept, end_of_data)  # buf[:kept] holds no newline
             if skipped:
                 if end < 0:
                     skipped, kept = skipped + end_of_data, 0
@@ -210,8 +213,8 @@ def iter_line_views(f: ArchiveFile, limit: int = MAX_LINE_BYTES) -> Iterator[mem
                 pos = end + 1
                 end = find(b"\n", pos, end_of_data)
             kept = end_of_data - pos
-            if kept:
-                buf[:kept] = buf[pos:end_of_data]  # same length: allowed while views are out
+            if kept and pos:
+                view[:kept] = view[pos:end_of_data]  # an in-place memmove: same length, views may be out
         if skipped or kept > limit:
             yield LongLine(skipped + kept)
         elif kept:
