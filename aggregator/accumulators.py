@@ -118,6 +118,8 @@ class FileStat:
     lines: int = 0
     windows_in_period: int = 0
     malformed_lines: int = 0
+    first_hash: str = ""  # the file's first and last line hashes: its identity by content
+    last_hash: str = ""
 
 
 def add_methodology(methodology: dict[str, list[str]], meta: dict) -> bool:

@@ -57,6 +57,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     chain: list | None = None  # this agent's [first, last, windows], once a window is in period
     in_period = 0
     lineno = 0
+    first_rec = last_rec = None  # the file's first and last objects: its content identity
     try:
         for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
@@ -68,6 +69,9 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                     rec, fixed = load(raw)  # raises Malformed saying why
                 if type(rec) is not dict:
                     raise Malformed("not a JSON object")
+                if first_rec is None:
+                    first_rec = rec
+                last_rec = rec
                 start = start_of(rec)
                 if not lo <= start < hi:
                     state.windows_outside += 1
@@ -96,9 +100,15 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
         state.note_malformed(f"{label}:{lineno + 1}", str(exc))
         stat.malformed_lines += 1
     stat.windows_in_period = in_period
+    stat.first_hash, stat.last_hash = _line_hash(first_rec), _line_hash(last_rec)
     stat.lines = lineno
     state.lines += lineno
     return state, stat
+
+
+def _line_hash(rec: dict | None) -> str:
+    value = rec.get("hash") if rec is not None else None
+    return value if type(value) is str and len(value) <= 128 else ""
 
 
 def fold_file(f: ArchiveFile, period: Period, strict: bool = False, known: Known | None = None) -> AggregateState:

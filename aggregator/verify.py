@@ -7,6 +7,7 @@ archives: a line that cannot be read is itself a finding, never a crash.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,9 +19,11 @@ from aggregator.files import ArchiveFile
 from aggregator.market import MarketFactorsError, from_report
 from aggregator.read import Period, to_epoch
 from aggregator.report import build_report, content_hash
+from aggregator.verify_inputs import named_as_stated
 from aggregator.verify_lines import LineFinding, read_records
 from schema.chain import verify_chain
 
+log = logging.getLogger("carbonspan.verify")
 REL_TOL = 1e-6
 ABS_TOL = 1e-12
 J_PER_KWH = 3.6e6
@@ -237,8 +240,14 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
     except MarketFactorsError as exc:
         return [*findings, Finding("report", "report_unreadable", str(exc))]
     derived = build_report(run_local(files, period), period, str(report.get("organisation", "")), market)
-    if derived.integrity.content_hash != recomputed:  # do the figures present follow from the archives?
-        fresh = derived.model_dump(mode="json")
+    fresh, derived_hash = derived.model_dump(mode="json"), derived.integrity.content_hash
+    if derived_hash != recomputed:  # files renamed by rotation since? (identified by content)
+        renamed, notes = named_as_stated(fresh, report)
+        if notes and content_hash(renamed) == recomputed:
+            for note in notes:
+                log.warning("%s", note)
+            fresh, derived_hash = renamed, recomputed
+    if derived_hash != recomputed:  # do the figures present follow from the archives?
         differ = [k for k in fresh if k != "integrity" and fresh[k] != report.get(k)]
         chains = {c["agent"]: c for c in fresh["integrity"]["chains"]}
         for c in (report.get("integrity") or {}).get("chains") or []:
@@ -246,7 +255,7 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
             if now is None or (now["first_hash"], now["last_hash"]) != (c.get("first_hash"), c.get("last_hash")):
                 differ.append(f"integrity.chains[{c.get('agent') if isinstance(c, dict) else '?'}]")
         findings.append(Finding("report", "rederivation_mismatch",
-                                f"re-deriving from the archives gives {derived.integrity.content_hash}, "
+                                f"re-deriving from the archives gives {derived_hash}, "
                                 f"not {recomputed}; sections that differ: "
                                 f"{', '.join(differ) or 'integrity'}"))
     return findings

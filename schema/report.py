@@ -191,6 +191,8 @@ class FileInput(_Model):
     lines: int = 0
     windows_in_period: int = 0
     malformed_lines: int = 0
+    first_hash: str = Field("", description="hash of the file's first line: with last_hash, the file's identity by content")
+    last_hash: str = Field("", description="hash of the file's last line (a rotation that renames or gzips the file keeps both)")
 
 
 class Inputs(_Model):
