@@ -27,6 +27,10 @@ of the three formats carried it. The translations are the documented ones:
   (``http.response.body.size``, ``http.response_content_length``) are read back as integers
   when they are decimal digits, and ``error`` is dropped.
 
+- **Tempo** (trace by id: ``/api/traces/<id>`` answers ``{"batches": [...]}``, the OTLP
+  resource spans under another name, ``/api/v2/traces/<id>`` answers ``{"trace": {...}}``):
+  the OTLP spans as they are (``instrumentationLibrarySpans`` read as ``scopeSpans``).
+
 Anything else is refused with a message naming what was found (Zipkin v1's ``annotations``,
 an empty document, a JSON value that is no trace document at all), never scored as nothing.
 """
@@ -51,10 +55,12 @@ _ZIPKIN_KINDS = {"SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
 
 
 def detect(doc: Any) -> str:
-    """``"otlp"``, ``"jaeger"`` or ``"zipkin"``; raises naming what the document is instead."""
+    """``"otlp"``, ``"jaeger"``, ``"zipkin"`` or ``"tempo"``; raises naming what it is instead."""
     if isinstance(doc, dict):
         if not doc or "resourceSpans" in doc or "resource_spans" in doc:
             return "otlp"  # ``{}`` is OTLP's empty request
+        if isinstance(doc.get("batches"), list) or isinstance(doc.get("trace"), dict):
+            return "tempo"
         if isinstance(doc.get("data"), list) or ("spans" in doc and "processes" in doc):
             return "jaeger"
         keys = ", ".join(sorted(map(str, doc))[:8]) or "none"
@@ -90,7 +96,23 @@ def to_otlp(doc: Any) -> tuple[str, dict[str, Any]]:
         return found, _jaeger(doc)
     if found == "zipkin":
         return found, _zipkin(_zipkin_spans(doc))
+    if found == "tempo":
+        return found, _tempo(doc)
     return found, doc
+
+
+def _tempo(doc: dict[str, Any]) -> dict[str, Any]:
+    """Tempo's trace by id: ``{"batches": [ResourceSpans]}`` (``/api/traces/<id>``) or
+    ``{"trace": {"resourceSpans": [...]}}`` (``/api/v2/traces/<id>``); resource spans of older
+    Tempo versions hold ``instrumentationLibrarySpans`` where OTLP now says ``scopeSpans``."""
+    inner = doc["trace"] if isinstance(doc.get("trace"), dict) else {"resourceSpans": doc["batches"]}
+    batches = inner.get("resourceSpans", inner.get("batches", []))
+    out = []
+    for rs in batches if isinstance(batches, list) else []:
+        if isinstance(rs, dict) and "scopeSpans" not in rs and "instrumentationLibrarySpans" in rs:
+            rs = {**rs, "scopeSpans": rs["instrumentationLibrarySpans"]}
+        out.append(rs)
+    return {"resourceSpans": out}
 
 
 # --- Jaeger ----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """``carbonspan backfill``: historic spans become a verified chain of their own that aggregate
 folds, with the same figures as scoring the same files, every line marked as backfilled.
 
-Run through the real CLI on real files (OTLP JSON and a Jaeger query-API export), then read
-back with the real ``verify`` and ``aggregate``.
+Run through the real CLI on real files (OTLP JSON and a Jaeger query-API export) and against
+loopback servers answering Jaeger's and Tempo's query APIs, then read back with the real
+``verify`` and ``aggregate``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -118,3 +122,91 @@ def test_backfill_refuses_to_write_into_an_existing_chain_and_names_bad_input(tm
     assert zero.returncode == 2 and "--window-seconds must be positive" in zero.stderr
     slash = cli("backfill", str(otlp), "--agent-id", "../x", "--archive-dir", str(archive))
     assert slash.returncode == 2 and "not a valid chain name" in slash.stderr
+
+
+# --- fetching from Jaeger and Tempo query APIs on loopback ---------------------------------------
+
+class _QueryApi(BaseHTTPRequestHandler):
+    """Jaeger's query service and Tempo's query frontend, answering their documented JSON."""
+
+    routes: dict[str, object] = {}
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        url = urlsplit(self.path)
+        _QueryApi.seen.append(self.path)
+        key = url.path if url.path != "/api/traces" else f"/api/traces?{parse_qs(url.query)['service'][0]}"
+        body = json.dumps(_QueryApi.routes[key]).encode() if key in _QueryApi.routes else b"{}"
+        self.send_response(200 if key in _QueryApi.routes else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def query_api():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _QueryApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _QueryApi.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_backfill_from_a_jaeger_query_service_keeps_each_trace_once(tmp_path, query_api):
+    trace = json.loads(JAEGER.read_text())["data"][0]
+    # the trace reaches both services, so Jaeger answers it for each of them
+    _QueryApi.routes = {"/api/services": {"data": ["frontend", "orders"]},
+                        "/api/traces?frontend": {"data": [trace]},
+                        "/api/traces?orders": {"data": [trace]}}
+    archive = tmp_path / "archives"
+    proc = cli("backfill", "--from-jaeger", query_api, "--from", "2026-03-10T00:00:00Z",
+               "--to", "2026-03-11", "--agent-id", "j", "--archive-dir", str(archive))
+    assert proc.returncode == 0, proc.stderr
+    searches = [p for p in _QueryApi.seen if p.startswith("/api/traces?")]
+    assert len(searches) == 2 and all("start=1773100800000000" in p and "end=1773187200000000"
+                                      in p and "limit=1000" in p for p in searches)
+    expected = json.loads(cli("score", str(JAEGER)).stdout)["green_summary"]
+    lines = _lines(archive / "j")
+    got: dict[str, float] = {}
+    for ln in lines:
+        for service, kwh in ln["report"]["green_summary"]["per_service_energy_kwh"].items():
+            got[service] = got.get(service, 0.0) + kwh
+    assert got == pytest.approx(expected["per_service_energy_kwh"], rel=1e-12)
+    saved = sorted((archive / "j" / "sources").glob("*.json"))
+    digests = {f"sha256:{hashlib.sha256(p.read_bytes()).hexdigest()}" for p in saved}
+    assert set(lines[0]["report"]["methodology"]["backfill_sources"].split(",")) == digests
+    assert cli("verify", str(archive)).returncode == 0
+
+
+def test_backfill_from_tempo_reads_batches_and_refuses_a_truncated_search(tmp_path, query_api,
+                                                                          inputs):
+    otlp, _ = inputs
+    resource_spans = json.loads(otlp.read_text())["resourceSpans"]
+    old_style = [{**rs, "instrumentationLibrarySpans": rs["scopeSpans"]} for rs in resource_spans]
+    for rs in old_style:
+        del rs["scopeSpans"]
+    short_id = "64"  # Tempo drops leading zeros of a trace id
+    _QueryApi.routes = {"/api/search": {"traces": [{"traceID": short_id, "rootServiceName": "ledger"}]},
+                        f"/api/traces/{short_id}": {"batches": old_style}}
+    archive = tmp_path / "archives"
+    args = ["--from-tempo", query_api, "--from", "2026-03-10", "--to", "2026-03-11",
+            "--archive-dir", str(archive)]
+    proc = cli("backfill", *args, "--agent-id", "t")
+    assert proc.returncode == 0, proc.stderr
+    assert any(p.startswith("/api/search?start=1773100800&end=1773187200") for p in _QueryApi.seen)
+    expected = json.loads(cli("score", str(otlp)).stdout)["green_summary"]["per_service_energy_kwh"]
+    total = sum(ln["report"]["green_summary"]["per_service_energy_kwh"]["ledger"]
+                for ln in _lines(archive / "t"))
+    assert total == pytest.approx(expected["ledger"], rel=1e-12)
+
+    truncated = cli("backfill", *args, "--agent-id", "t2", "--limit", "1")
+    assert truncated.returncode == 2 and "raise --limit" in truncated.stderr
+    assert not list((archive / "t2").glob("windows-*"))
+    down = cli("backfill", "--from-tempo", "http://127.0.0.1:9", "--from", "2026-03-10",
+               "--to", "2026-03-11", "--agent-id", "t3", "--archive-dir", str(archive))
+    assert down.returncode == 2 and "cannot connect" in down.stderr
