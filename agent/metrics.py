@@ -96,6 +96,10 @@ class AgentMetrics:
         self.queue_capacity = Gauge(
             "carbonspan_queue_capacity", "Admission limit; beyond it requests get 429", registry=r
         )
+        self.wal_oldest_wait = Gauge(
+            "carbonspan_wal_oldest_commit_wait_seconds",
+            "Seconds the oldest WAL record not yet durable has waited (0: none waits)", registry=r
+        )
         self.window_spans = Gauge(
             "carbonspan_open_window_spans", "Spans merged into the open window so far", registry=r
         )
@@ -188,10 +192,13 @@ class AgentMetrics:
         self._lock = threading.Lock()
 
     def set_gauge_functions(
-        self, queue_depth: Callable[[], float], window_spans: Callable[[], float]
+        self, queue_depth: Callable[[], float], window_spans: Callable[[], float],
+        wal_oldest_wait: Callable[[], float] | None = None,
     ) -> None:
         self.queue_depth.set_function(queue_depth)
         self.window_spans.set_function(window_spans)
+        if wal_oldest_wait is not None:
+            self.wal_oldest_wait.set_function(wal_oldest_wait)
 
     def record_window(
         self, energy: Mapping[str, float], carbon_kg: Mapping[str, float], end_s: float

@@ -138,7 +138,8 @@ class Pipeline:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         metrics.queue_capacity.set(queue_size)
-        metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans)
+        metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans,
+                                    wal.oldest_wait_s)
 
     # -- admission ---------------------------------------------------------------------
     def admit(self) -> bool:

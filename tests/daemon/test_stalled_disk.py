@@ -63,6 +63,7 @@ def test_a_frozen_disk_fails_readiness_answers_in_time_and_counts_the_retry_once
         what="/readyz to fail during the stall")
     assert "stalled" in body and "write-ahead-log commit has waited" in body
     assert probe(agent, "/healthz")[0] == 200  # alive: a restart would not thaw the disk
+    assert agent.metric("carbonspan_wal_oldest_commit_wait_seconds") >= STALL_READY_S
     # the client hears "unavailable, retry" after COMMIT_WAIT_S, well inside its 10 s timeout
     agent.wait_for(lambda: agent.metric("carbonspan_requests_total", protocol="http",
                                         outcome="unavailable") >= 1,
