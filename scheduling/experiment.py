@@ -10,14 +10,13 @@ saying so. Paths are resolved against the experiment file's folder, then the wor
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scheduling.carbon import parse_instant
 from scheduling.prefabs import TimeshiftSpec, check_compat_quantiles, make_policy
-from scheduling.topology import SpecError, _check_keys, resolve
+from scheduling.topology import SpecError, _check_keys, read_spec, resolve
 
 EXPERIMENT_KEYS = {"name", "outputFolder", "initialSeed", "runs", "topologies", "workloads",
                    "allocationPolicies", "exportModels"}
@@ -115,15 +114,7 @@ def _export(where: str, spec: Any) -> tuple[int, tuple[str, ...]]:
 
 
 def load_experiment(source: str | Path | dict, base: Path | None = None, compat: bool = False) -> Experiment:
-    if isinstance(source, dict):
-        spec, here = source, base or Path.cwd()
-    else:
-        p = Path(source)
-        try:
-            spec = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SpecError(f"experiment {p}: {exc}") from None
-        here = p.parent
+    spec, here = read_spec(source, base, "experiment")
     if not isinstance(spec, dict):
         raise SpecError("experiment: expected a JSON object")
     for key in spec:

@@ -111,16 +111,19 @@ def resolve(path: str, *bases: Path) -> Path:
     raise SpecError(f"{path}: not found (looked in {', '.join(str(t) for t in tried)})")
 
 
-def load_topology(source: str | Path | dict, base: Path | None = None) -> Hosts:
+def read_spec(source: str | Path | dict, base: Path | None, what: str) -> tuple[Any, Path]:
+    """A JSON file (or an already parsed dict) and the folder its relative paths start from."""
     if isinstance(source, dict):
-        spec, here = source, base or Path.cwd()
-    else:
-        p = Path(source)
-        try:
-            spec = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SpecError(f"topology {p}: {exc}") from None
-        here = p.parent
+        return source, base or Path.cwd()
+    p = Path(source)
+    try:
+        return json.loads(p.read_text(encoding="utf-8")), p.parent
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{what} {p}: {exc}") from None
+
+
+def load_topology(source: str | Path | dict, base: Path | None = None) -> Hosts:
+    spec, here = read_spec(source, base, "topology")
     _check_keys("topology", spec, {"clusters"}, {"clusters"})
     hosts = Hosts([], *([] for _ in range(6)), [], [], [])  # type: ignore[arg-type]
     cols: dict[str, list] = {k: [] for k in ("cluster", "cores", "speed", "mem", "gcores", "gspeed")}
