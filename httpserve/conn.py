@@ -326,6 +326,7 @@ class Connection(asyncio.BufferedProtocol):
                                response.headers, close=True)
         self.server.release(self._reserved)
         self._reserved = 0
+        self._direct, self._buf = False, None  # what still comes is dropped, not a body
         self.reading_since = None
         self.linger_until = float("inf")  # stop parsing; the clock starts once it is written
         self._next()

@@ -1,0 +1,144 @@
+"""httpserve on its own, over real loopback sockets: the parts the agent's tests do not reach.
+
+A tiny application echoes what it was given; each test speaks raw HTTP/1.1 so the bytes on
+the wire are the ones named (pipelining, 100-continue, a body in many pieces, a head too large,
+an early refusal that keeps the connection, a deadline that falls while the body streams in).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from httpserve import Head, HttpServer, Limits, Request, Response, Route
+
+
+class Echo:
+    def route(self, head: Head) -> Route:
+        return Route.INLINE if head.path == "/inline" else Route.WORK
+
+    def check(self, head: Head) -> Response | None:
+        if head.header("x-refuse"):
+            return Response(403, b"refused at the head")
+        return None
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/boom":
+            raise RuntimeError("handler bug")
+        return Response(200, b"%s %d " % (request.head.method.encode(), len(request.body))
+                        + bytes(request.body[:8]))
+
+    def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
+        return Response(status, f"{kind}: {message}".encode())
+
+
+@pytest.fixture()
+def server() -> Iterator[HttpServer]:
+    events: list[str] = []
+    srv = HttpServer(Echo(), Limits(max_body_bytes=1 << 20, request_timeout_s=1.0, tick_s=0.05,
+                                    linger_s=0.2), "127.0.0.1", 0, on_event=events.append)
+    srv.events = events  # type: ignore[attr-defined]
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _answers(port: int, data: bytes, n: int, timeout: float = 5) -> list[bytes]:
+    """Send ``data``, read ``n`` whole answers (each has a Content-Length)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        buf, out = b"", []
+        while len(out) < n:
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(65536)
+                assert chunk, f"closed after {out!r} + {buf!r}"
+                buf += chunk
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += s.recv(65536)
+            out.append(head + b"\r\n\r\n" + rest[:length])
+            buf = rest[length:]
+        return out
+
+
+def _post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % (path.encode(), len(body))
+            + extra + b"\r\n" + body)
+
+
+def test_pipelined_requests_are_answered_in_order(server: HttpServer) -> None:
+    data = _post("/a", b"first-body") + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n" + \
+        _post("/b", b"x" * 300_000)
+    out = _answers(server.port, data, 3)
+    assert out[0].endswith(b"POST 10 first-bo")
+    assert out[1].endswith(b"GET 0 ")
+    assert out[2].endswith(b"POST 300000 xxxxxxxx")
+
+
+def test_a_body_in_many_pieces_and_100_continue(server: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+        assert s.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        for i in range(50):
+            s.sendall(bytes([48 + i % 10]) * 100)
+        answer = s.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"POST 5000 00000000")
+
+
+def test_an_early_refusal_keeps_the_connection(server: HttpServer) -> None:
+    out = _answers(server.port, _post("/r", b"y" * 1000, b"X-Refuse: 1\r\n") + _post("/ok", b"z"), 2)
+    assert out[0].startswith(b"HTTP/1.1 403") and b"Connection: close" not in out[0]
+    assert out[1].endswith(b"POST 1 z")
+
+
+def test_a_head_too_large_is_431_and_a_handler_bug_is_500(server: HttpServer) -> None:
+    big = b"GET /inline HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+    assert _answers(server.port, big, 1)[0].startswith(b"HTTP/1.1 431")
+    out = _answers(server.port, _post("/boom", b"") + _post("/ok", b"after"), 2)
+    assert out[0].startswith(b"HTTP/1.1 500") and b"RuntimeError" in out[0]
+    assert out[1].endswith(b"POST 5 after")  # the connection, and the server, carry on
+
+
+def test_the_deadline_falls_while_a_body_streams_in(server: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+        t0 = time.monotonic()
+        answer = b""
+        s.settimeout(0.1)
+        while not answer and time.monotonic() - t0 < 4:
+            try:
+                s.sendall(b"b" * 1000)  # 10 kB/s: every recv is quick, the request is not
+                answer = s.recv(4096)
+            except TimeoutError:
+                pass
+            except OSError:
+                break
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        try:  # the rest of the body is dropped while the connection lingers: never a request
+            s.sendall(b"b" * 100_000)
+            s.settimeout(2)
+            rest = s.recv(4096)
+        except OSError:
+            rest = b""
+        assert rest == b"", rest
+    assert "refused_timeout" in server.events  # type: ignore[attr-defined]
+
+
+def test_the_body_budget_refuses_as_busy() -> None:
+    srv = HttpServer(Echo(), Limits(max_body_bytes=1 << 20, body_budget_bytes=1 << 20),
+                     "127.0.0.1", 0)
+    srv.start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as hold:
+            hold.sendall(b"POST /h HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n")
+            time.sleep(0.2)  # 900 kB of the 1 MiB budget reserved by a body still to come
+            out = _answers(srv.port, _post("/b", b"q" * 200_000), 1)
+            assert out[0].startswith(b"HTTP/1.1 503") and out[0].count(b"busy")
+            assert _answers(srv.port, _post("/small", b"ok"), 1)[0].endswith(b"POST 2 ok")
+    finally:
+        srv.stop()
