@@ -107,10 +107,12 @@ class Loop:
         return int(self.runtime[i] - self.done_off[i]) - ran
 
     def may_hold(self, i: int, now: int) -> bool:
-        """The deadline guard (compat: OpenDC's ``now + duration < deadline`` at decision time)."""
+        """The deadline guard. Compat: OpenDC's check at a decision, ``now + duration <
+        deadline`` with the task's ``duration`` column (``<=`` when memorizing)."""
         remaining = self.remaining(i, now)
         if self.compat:
-            return now + remaining < int(self.wl.deadline[i])
+            end, deadline = now + int(self.wl.duration[i]), int(self.wl.deadline[i])
+            return end <= deadline if self.shift.memorize else end < deadline
         return now < latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)
 
     def held_everywhere(self, i: int) -> bool:
@@ -171,7 +173,11 @@ class Loop:
         self.version[i] += 1
         self.was_paused[i] = True
         self.counters["pauses"] += 1
-        self.hold(i, now)
+        if self.deferrable(i) and self.held_everywhere(i) and self.may_hold(i, now):
+            self.hold(i, now)
+        else:  # compat pauses every task: one it may not hold goes straight back in the queue
+            self.status[i] = WAITING
+            self.queue.append(i)
 
     def carbon_change(self, now: int) -> None:
         rules = self.rules
@@ -182,7 +188,7 @@ class Loop:
             for i in sorted(self.running):
                 if self.hosts.cluster[self.task_host[i]] != c:
                     continue
-                if (self.compat or self.wl.deferrable[i]) and self.wl.deadline[i] >= 0 and self.may_hold(i, now):
+                if self.compat or (self.deferrable(i) and self.may_hold(i, now)):
                     self.pause(i, now)
         for cls in (0, 1):
             if not self.hold_flags[:, cls].all():

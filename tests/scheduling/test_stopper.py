@@ -55,3 +55,18 @@ def test_the_guard_limits_pausing_to_what_the_deadline_allows(files) -> None:
     # the high hour: never paused
     task, summary = run(files, T0 + 3 * HOUR + 5 * 60_000)
     assert summary["counters"]["pauses"] == 0 and task["finish_time"] == T0 + 3 * HOUR
+
+
+def test_compat_pauses_every_task_and_requeues_the_ones_it_may_not_hold(files) -> None:
+    trace = files.trace(VALUES)
+    topo = files.topology([{"hosts": [{"cores": 1}], "trace": trace}])
+    wl = files.workload([{"id": 0, "submit": T0, "fragments": [(3 * HOUR, 2000)], "deferrable": False,
+                          "deadline": -1}])
+    exp = experiment(topo, wl, [{"type": "timeshift", "forecastProvider": "perfect", "taskStopper": {}}])
+    (ours,) = scheduling.simulate(exp)
+    (compat,) = scheduling.simulate(exp, compat=True)
+    assert ours.summary["counters"]["pauses"] == 0
+    # OpenDC's stopper snapshots every task at a high hour; a task that is not deferrable is
+    # rescheduled at once, so it loses no time
+    assert compat.summary["counters"]["pauses"] >= 1
+    assert compat.tables["task"].column("finish_time")[0].as_py() == T0 + 3 * HOUR
