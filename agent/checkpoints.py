@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import orjson
 from agent.archive import read_lines, utc_rfc3339, window_files
 from agent.config import ConfigError
 from agent.metrics import AgentMetrics
+from schema.chainlog import append_line
 from schema.checkpoint import CHECKPOINTS_NAME, Checkpoint
 from schema.merkle import MerkleTree
 from schema.note import NoteError, Signer, open_note, sign_note
@@ -180,9 +180,4 @@ class CheckpointLog:
         rec = {"ts": utc_rfc3339(), "reason": reason, "note": note, **extra}
         data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS) + b"\n"
         with self.lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_line(self.path, data)

@@ -87,6 +87,9 @@ def handle(args: argparse.Namespace) -> int:
         if unsigned:
             print(f"note: unsigned archive(s) {', '.join(unsigned)}: no signed checkpoints, so "
                   "the chain proves integrity only relative to a head you trust by other means")
+        if args.trust is None and len(unsigned) < len(signed[1]):
+            print("note: checkpoints were checked against the lines but their signatures were not: "
+                  "give --trust keys.toml to pin the agents' keys")
         return 0
     print(f"FAILED: {len(findings)} finding(s)")
     for finding in findings:

@@ -66,11 +66,16 @@ def append(path: Path, event: dict[str, Any], ts: str | None = None) -> dict[str
         last = rec
     seq = 0 if last is None else int(last["seq"]) + 1
     record = seal(None if last is None else last["hash"], seq, ts or utc_now(), BODY_KEY, event)
-    line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
+    append_line(path, orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")
+    return record
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append ``line`` (whole, newline included) with one write on an O_APPEND descriptor, then
+    fsync: the durable append every small log uses (audit logs, checkpoints, witness logs)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line)
         os.fsync(fd)
     finally:
         os.close(fd)
-    return record

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -119,13 +118,7 @@ class Witness:
         event = {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode(),
                  "old": old, "note": note}
         record = seal(self._last_hash, self._seq, chainlog.utc_now(), chainlog.BODY_KEY, event)
-        data = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        chainlog.append_line(self.path, orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")
         self._last_hash, self._seq = record["hash"], self._seq + 1
         self.latest[cp.origin] = (cp, note)
 

@@ -12,9 +12,11 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 from agent_process import AgentProcess, wait_for
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -24,6 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
 from carbonspan.cli import main
+from schema.chain import seal
 
 AGENTS = ("agent-a", "agent-b")
 WITNESS = "witness.test/w1"
@@ -147,6 +150,21 @@ class Tools:
     send_spans = staticmethod(send_spans)
     signing_config = staticmethod(signing_config)
     run_rounds = staticmethod(run_rounds)
+
+    @staticmethod
+    def rewrite(d: Path, edit: Callable[[dict, int], None]) -> None:
+        """A forger's rewrite of agent directory ``d``: ``edit(record, n)`` changes the n-th line
+        as it likes, then every line is re-sealed so the hash chain is whole again."""
+        prev, n = None, 0
+        for path in sorted(d.glob("windows-*.jsonl")):
+            out = []
+            for raw in path.read_bytes().splitlines():
+                rec = orjson.loads(raw)
+                edit(rec, n)
+                rec = seal(prev, rec["seq"], rec["ts"], "report", rec["report"])
+                prev, n = rec["hash"], n + 1
+                out.append(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS) + b"\n")
+            path.write_bytes(b"".join(out))
 
     def start_agent(self, root: Path, agent_id: str, config: str, *args: str) -> AgentProcess:
         p = AgentProcess(root, ["--window-seconds", "1", "--agent-id", agent_id, *args], {}, config)

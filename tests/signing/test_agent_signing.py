@@ -100,3 +100,31 @@ def test_an_unsigned_archive_verifies_as_before_and_says_it_is_unsigned(tmp_path
     code, out = verify(root)
     assert code == 0, out
     assert "unsigned" in out
+
+
+def test_checkpoints_every_n_lines_at_rotation_and_at_close(tmp_path) -> None:
+    """The archive writer and the checkpoint log on real files, without a process: with
+    checkpoint_every = 3, lines 3 and 6 are signed, a rotation signs at once, close signs the rest."""
+    from agent.archive import ArchiveWriter
+    from agent.checkpoints import CheckpointLog
+    from schema.note import Signer
+
+    d = tmp_path / "node-n"
+    writer = ArchiveWriter(d, max_size_mb=1.0)
+    writer.open()
+    cp = CheckpointLog(d, Signer.generate("node-n"), every=3)
+    cp.open()
+    writer.listener = cp
+    sizes = lambda: [(r["reason"], int(r["note"].split("\n")[1])) for r in records(d)]  # noqa: E731
+    for i in range(7):
+        writer.append({"agent_id": "node-n", "window": {"start": f"2026-12-01T00:0{i}:00Z"}})
+    assert sizes() == [("window", 3), ("window", 6)]
+    writer.max_size_bytes = 1  # the next line rotates to a new file
+    writer.append({"agent_id": "node-n", "window": {"start": "2026-12-01T00:08:00Z"}})
+    assert sizes()[-1] == ("rotation", 8)
+    writer.max_size_bytes = 1 << 20
+    writer.append({"agent_id": "node-n", "window": {"start": "2026-12-01T00:09:00Z"}})
+    writer.close()
+    assert sizes()[-1] == ("shutdown", 9)
+    again = CheckpointLog(d, cp.signer, every=3)
+    assert again.open() is not None and again.signed_size == 9 and again.conflict is None

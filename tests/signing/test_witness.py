@@ -15,7 +15,6 @@ import pytest
 
 from agent.checkpoints import CheckpointLog
 from carbonspan.cli import main
-from schema.chain import seal
 from schema.checkpoint import CHECKPOINTS_NAME, Checkpoint
 from schema.merkle import MerkleTree
 from schema.note import COSIGNATURE_V1, Signer, check_signature, sign_note, split_note
@@ -171,26 +170,16 @@ def test_a_rollback_passes_the_agents_key_but_not_the_witness(signed_archive) ->
     assert code == 1 and "witnessed_checkpoint_missing" in out, out
 
 
-def _rewrite(d) -> None:
-    """Double the first window's span count and re-seal the whole chain after it."""
-    prev = None
-    for path in sorted(d.glob("windows-*.jsonl")):
-        out = []
-        for raw in path.read_bytes().splitlines():
-            rec = orjson.loads(raw)
-            if prev is None:
-                rec["report"]["window"]["spans"] *= 2
-            rec = seal(prev, rec["seq"], rec["ts"], "report", rec["report"])
-            prev = rec["hash"]
-            out.append(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS) + b"\n")
-        path.write_bytes(b"".join(out))
+def _double_first_window(rec: dict, n: int) -> None:
+    if n == 0:
+        rec["report"]["window"]["spans"] *= 2
 
 
-def test_a_forger_with_the_agents_key_but_no_witness_key_cannot_pass(signed_archive) -> None:
+def test_a_forger_with_the_agents_key_but_no_witness_key_cannot_pass(signed_archive, tools) -> None:
     s = signed_archive
     root = s.copy("stolen-key")
     d = root / "agent-a"
-    _rewrite(d)
+    tools.rewrite(d, _double_first_window)
     (d / CHECKPOINTS_NAME).unlink()
     key = Signer.parse((s.keys / "agent-a.key").read_text())
     CheckpointLog(d, key, every=1).open()  # re-signed with the agent's real (stolen) key
