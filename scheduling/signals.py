@@ -1,0 +1,183 @@
+"""The signal log: carbon-intensity values with provenance, read as of a decision's time.
+
+One JSON object per line (docs/contracts.md, "Signal log")::
+
+    {"region": "GB", "start": "2026-03-01T00:00:00Z", "end": "2026-03-01T00:30:00Z",
+     "value": 182.0, "observed_at": "2026-03-01T00:31:00Z", "issued_at": null,
+     "source": "gb-carbon-intensity", "signal_type": "average", "version": "v2"}
+
+A row with ``issued_at`` is a forecast issued then; one without is an observation, known from
+``observed_at``. :meth:`SignalLog.as_of` gives what a decision at *t* could have read: rows
+observed (or issued) at or before *t*; everything later is unreachable from the view. Forecasts
+go through ``scheduling.forecast`` (``Recorded`` for recorded issues, ``Persistence`` over the
+observations otherwise); observations through ``scheduling.carbon.CarbonTrace``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from scheduling.forecast import DAY_MS, Recorded
+
+FIELDS = ("region", "start", "end", "value", "observed_at", "issued_at", "source", "signal_type", "version")
+
+
+class SignalError(ValueError):
+    """A signal log line that cannot be used; the message names the line and field."""
+
+
+def to_ms(text: Any, where: str) -> int:
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return int(text)
+    try:
+        d = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise SignalError(f"{where}: {text!r} is not an RFC 3339 time") from None
+    if d.tzinfo is None:
+        raise SignalError(f"{where}: {text!r} has no UTC offset; write it with Z or +HH:MM")
+    return int(d.timestamp() * 1000)
+
+
+def iso(t_ms: int) -> str:
+    return datetime.fromtimestamp(t_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Columns of one region's rows (observations or forecasts), sorted by start."""
+
+    start: np.ndarray
+    end: np.ndarray
+    value: np.ndarray
+    known: np.ndarray  # observed_at for observations, issued_at for forecasts
+    source: tuple[str, ...]
+    version: tuple[str, ...]
+
+    def take(self, keep: np.ndarray) -> Rows:
+        idx = np.flatnonzero(keep)
+        return Rows(self.start[idx], self.end[idx], self.value[idx], self.known[idx],
+                    tuple(self.source[i] for i in idx), tuple(self.version[i] for i in idx))
+
+
+def _rows(items: list[dict[str, Any]], known: str) -> Rows:
+    items = sorted(items, key=lambda r: (r["_start"], r["_known"]))
+    return Rows(np.array([r["_start"] for r in items], dtype=np.int64), np.array([r["_end"] for r in items], dtype=np.int64),
+                np.array([float(r["value"]) for r in items]), np.array([r["_known"] for r in items], dtype=np.int64),
+                tuple(str(r.get("source", "")) for r in items), tuple(str(r.get("version", "")) for r in items))
+
+
+@dataclass(frozen=True)
+class SignalLog:
+    observed: dict[str, Rows]
+    forecasts: dict[str, Rows]
+    signal_type: str = "average"
+
+    def as_of(self, t_ms: int) -> SignalLog:
+        """Only what was observed or issued at or before ``t_ms``."""
+        return SignalLog({r: v.take(v.known <= t_ms) for r, v in self.observed.items()},
+                         {r: v.take(v.known <= t_ms) for r, v in self.forecasts.items()}, self.signal_type)
+
+    def latest(self, region: str) -> tuple[int, float, str, str] | None:
+        """(interval end, value, source, version) of the region's latest observation, or None."""
+        rows = self.observed.get(region)
+        if rows is None or rows.start.size == 0:
+            return None
+        i = int(np.argmax(rows.end))
+        return int(rows.end[i]), float(rows.value[i]), rows.source[i], rows.version[i]
+
+    def covered(self, region: str, t: np.ndarray) -> np.ndarray:
+        """Observed intensity at instants ``t``: NaN where no observation's [start, end) covers
+        an instant (a gap is missing, never carried forward or averaged over)."""
+        t = np.asarray(t, dtype=np.int64)
+        rows = self.observed.get(region)
+        out = np.full(t.shape, np.nan)
+        if rows is None or rows.start.size == 0:
+            return out
+        idx = np.searchsorted(rows.start, t, side="right") - 1
+        ok = idx >= 0
+        ok[ok] &= t[ok] < rows.end[idx[ok]]
+        out[ok] = rows.value[idx[ok]]
+        return out
+
+    def predicted(self, region: str, now_ms: int, t: np.ndarray) -> tuple[np.ndarray, str]:
+        """Intensity expected at instants ``t`` (>= ``now_ms``) as of ``now_ms``, and the provider:
+        ``recorded`` (the latest forecast issued at or before now, ``scheduling.forecast.Recorded``)
+        where one covers an instant, else ``persistence`` (the observation one whole day
+        earlier, at or before now). NaN where neither has a value: never imputed."""
+        t = np.asarray(t, dtype=np.int64)
+        out = np.full(t.shape, np.nan)
+        fc = self.forecasts.get(region)
+        used = "persistence"
+        if fc is not None and fc.start.size:
+            rec = Recorded(fc.known.copy(), fc.start.copy(), fc.value.copy())
+            k = int(np.searchsorted(rec.issues, now_ms, side="right")) - 1
+            if k >= 0:
+                rows = rec.issued == rec.issues[k]
+                starts, vals = rec.t_ms[rows], rec.values[rows]
+                ends = fc.end[fc.known == rec.issues[k]]  # fc is sorted by start, as rec's rows
+                idx = np.searchsorted(starts, t, side="right") - 1
+                ok = idx >= 0
+                ok[ok] &= t[ok] < ends[idx[ok]]
+                out[ok] = vals[idx[ok]]
+                used = "recorded"
+        gap = np.isnan(out)
+        if gap.any():
+            days = np.maximum(1, -((now_ms - t[gap]) // DAY_MS))
+            back = t[gap] - days * DAY_MS
+            out[gap] = self.covered(region, back)
+        return out, used
+
+
+def parse_lines(lines: list[bytes], where: str = "signal log") -> SignalLog:
+    obs: dict[str, list[dict[str, Any]]] = {}
+    fc: dict[str, list[dict[str, Any]]] = {}
+    kinds = set()
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        at = f"{where}:{n}"
+        try:
+            r = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise SignalError(f"{at}: not JSON: {exc}") from None
+        if not isinstance(r, dict):
+            raise SignalError(f"{at}: expected a JSON object with {', '.join(FIELDS)}")
+        for f in ("region", "start", "end", "value"):
+            if r.get(f) is None:
+                raise SignalError(f"{at}: field `{f}` is required")
+        v = r["value"]
+        if not isinstance(v, int | float) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
+            raise SignalError(f"{at}: field `value` {v!r} must be a finite number >= 0 (gCO2e/kWh); "
+                              "leave the interval out if it is unknown")
+        r["_start"], r["_end"] = to_ms(r["start"], f"{at} field `start`"), to_ms(r["end"], f"{at} field `end`")
+        if r["_end"] <= r["_start"]:
+            raise SignalError(f"{at}: field `end` must be after `start`")
+        if r.get("issued_at") is not None:
+            r["_known"] = to_ms(r["issued_at"], f"{at} field `issued_at`")
+            fc.setdefault(str(r["region"]), []).append(r)
+        else:
+            if r.get("observed_at") is None:
+                raise SignalError(f"{at}: field `observed_at` is required on an observation "
+                                  "(or give `issued_at` for a forecast)")
+            r["_known"] = to_ms(r["observed_at"], f"{at} field `observed_at`")
+            obs.setdefault(str(r["region"]), []).append(r)
+        kinds.add(str(r.get("signal_type") or "average"))
+    if len(kinds) > 1:
+        raise SignalError(f"{where}: mixes signal types {sorted(kinds)}; keep average and marginal in separate logs")
+    return SignalLog({k: _rows(v, "observed_at") for k, v in obs.items()},
+                     {k: _rows(v, "issued_at") for k, v in fc.items()}, next(iter(kinds), "average"))
+
+
+def read_signal_log(path: str | Path) -> SignalLog:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise SignalError(f"signal log {p}: cannot read: {exc.strerror}") from None
+    return parse_lines(data.splitlines(), p.name)

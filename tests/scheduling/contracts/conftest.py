@@ -1,0 +1,8 @@
+"""The contract tests' helpers (``signal_rows``) sit beside them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
