@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import threading
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,10 +80,18 @@ def window_files(directory: Path) -> list[Path]:
 
 
 def read_lines(path: Path) -> list[bytes]:
-    """Raw lines (without newline) of a plain or gzip window file."""
+    """Raw lines (without newline) of a plain or gzip window file; of a gzip stream that ends
+    abnormally, the lines before the break (the unreadable rest is for ``verify`` to report)."""
     opener = gzip.open if path.name.endswith(".gz") else open
+    out: list[bytes] = []
     with opener(path, "rb") as fh:
-        return [line.rstrip(b"\n") for line in fh.read().split(b"\n") if line.strip()]
+        try:
+            for line in fh:
+                if line.strip():
+                    out.append(line.rstrip(b"\n"))
+        except (EOFError, OSError, zlib.error):
+            pass
+    return out
 
 
 def read_records(directory: Path) -> list[tuple[str, dict[str, Any] | None]]:
@@ -144,6 +153,8 @@ class RecoveryReport:
     corrupt_file: Path | None = None
     corrupt_bytes: int = 0
     corrupt_reason: str = ""  # why the tail was cut: its last line's fault, or a partial write
+    skipped_lines: int = 0  # unreadable last lines of compressed files, left in place
+    skipped_reason: str = ""  # the file and why the last of them is unreadable
     removed_duplicates: int = 0
 
 
@@ -211,15 +222,14 @@ class ArchiveWriter:
         assert m is not None
         self._day, self._counter = m.group(1), int(m.group(2))
         if last.name.endswith(".gz"):
-            lines = read_lines(last)
-            rec = _good_line(lines[-1]) if lines else None
-            if rec is None:
-                raise ArchiveError(f"{last} is compressed but its last line is not a valid record; "
-                                   "run 'carbonspan verify' on the archive")
+            rec = self._head_of(files, report)
+            if rec is None:  # nothing to continue from: a new chain here would hide the old one
+                raise ArchiveError(f"{last} is compressed and no window file holds a valid record "
+                                   f"({report.skipped_reason}); run 'carbonspan verify' on the archive")
         else:
             rec = self._recover_plain(last, report)
             if rec is None:  # the whole file was torn away: take the head from earlier files
-                rec = self._head_of(files[:-1])
+                rec = self._head_of(files[:-1], report)
         if rec is not None:
             self.last_seq, self.last_hash = int(rec["seq"]), str(rec["hash"])
             report.last_window_start = rec[BODY_KEY].get("window", {}).get("start")
@@ -231,11 +241,18 @@ class ArchiveWriter:
                     self._gzip(path)
         return report
 
-    def _head_of(self, files: list[Path]) -> dict[str, Any] | None:
+    def _head_of(self, files: list[Path], report: RecoveryReport) -> dict[str, Any] | None:
+        """The last good record of ``files``. A compressed file cannot be cut, so unreadable
+        lines after it stay in place (counted in ``report.skipped_lines`` with the first's
+        reason; ``verify`` reports them) and the chain continues from the good record."""
         for path in reversed(files):
             lines = read_lines(path)
-            if lines:
-                return _good_line(lines[-1])
+            for line in reversed(lines):
+                rec, why = _check_line(line)
+                if rec is not None:
+                    return rec
+                report.skipped_lines += 1
+                report.skipped_reason = report.skipped_reason or f"{path.name}: {why}"
         return None
 
     def _recover_plain(self, path: Path, report: RecoveryReport) -> dict[str, Any] | None:

@@ -112,6 +112,14 @@ class Agent:
                 recovery.corrupt_file,
                 recovery.last_seq,
             )
+        if recovery.skipped_lines:
+            log.warning(
+                "%d unreadable last line(s) of a compressed archive file were left in place (%s); "
+                "the chain continues from seq %s: run 'carbonspan verify' to see them",
+                recovery.skipped_lines,
+                recovery.skipped_reason,
+                recovery.last_seq,
+            )
         sources = None
         http: HttpReceiver | None = None
         self.signing = None

@@ -73,7 +73,11 @@ def verify_chain(
         if not isinstance(rec, dict) or not {"ts", "seq", "prev", "hash"} <= rec.keys():
             findings.append(ChainFinding(location, "malformed", "not a chained record"))
             continue
-        recomputed = record_hash(rec)
+        try:
+            recomputed = record_hash(rec)
+        except ValueError as exc:  # not canonical JSON (e.g. nested past 254 levels): no writer made it
+            findings.append(ChainFinding(location, "malformed", f"cannot be hashed: {exc}"))
+            continue
         if recomputed != rec["hash"]:
             findings.append(
                 ChainFinding(location, "hash_mismatch", "content was changed after it was written")

@@ -237,3 +237,12 @@ def test_aggregate_refuses_a_duplicate_key_on_the_tolerant_path(tmp_path):
     _write(tmp_path, [orjson.dumps(recs[0]), text.encode()])
     got = _report(tmp_path)
     assert got["inputs"]["malformed_lines"] == 1 and "duplicate key 'seq'" in got["inputs"]["malformed_samples"][0]
+
+
+def test_verify_chain_reports_a_record_it_cannot_hash_instead_of_raising():
+    """Every chain reader (audit logs, the test helpers) goes through verify_chain."""
+    from schema.chain import verify_chain
+
+    deep = orjson.loads(b'{"ts":"t","seq":0,"prev":"p","hash":"h","event":' + b"[" * 600 + b"]" * 600 + b"}")
+    findings, _, count = verify_chain([("log:1", deep)])
+    assert count == 1 and [(f.kind, "nested deeper than 254 levels" in f.message) for f in findings] == [("malformed", True)]

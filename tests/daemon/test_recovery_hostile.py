@@ -72,3 +72,31 @@ def test_agent_starts_on_a_deep_last_line_moves_it_aside_and_says_so(start_agent
     records = again.records()
     findings, _, count = verify_chain((str(i), r) for i, r in enumerate(records))
     assert findings == [] and count == 2  # the chain goes on from the last good record
+
+
+def test_a_deep_last_line_of_a_compressed_file_is_left_for_verify_and_the_chain_goes_on(tmp_path: Path) -> None:
+    import gzip
+
+    writer = ArchiveWriter(tmp_path)
+    writer.open()
+    for i in range(2):
+        writer.append({"window": {"start": f"2026-11-10T00:0{i}:00Z"}}, ts="2026-11-10T00:01:00Z")
+    writer.close()
+    path = window_files(tmp_path)[-1]
+    gz = path.with_name(path.name + ".gz")
+    gz.write_bytes(gzip.compress(path.read_bytes() + _deep_record_line() + b"\n"))
+    path.unlink()
+    again = ArchiveWriter(tmp_path)
+    rec = again.open()  # this raised ArchiveError (and RecursionError before that): no start
+    assert rec.last_seq == 1 and rec.skipped_lines == 1
+    assert gz.name in rec.skipped_reason and "nested deeper than 254 levels" in rec.skipped_reason
+    again.append({"window": {"start": "2026-11-10T00:02:00Z"}}, ts="2026-11-10T00:03:00Z")
+    again.close()
+    records = []
+    for p in window_files(tmp_path):
+        for line in gzip.decompress(p.read_bytes()).splitlines() if p.name.endswith(".gz") else p.read_bytes().splitlines():
+            rec2, _ = _check_line(line)
+            records.append((p.name, rec2))
+    findings, _, count = verify_chain(records)
+    # the deep line is the one finding, and the appended line follows the last good record
+    assert [f.kind for f in findings] == ["malformed"] and count == 4
