@@ -96,3 +96,19 @@ def test_every_output_labels_perfect_foresight_as_headroom(files) -> None:
     assert res.summary["forecast"] == PERFECT_LABEL == "perfect foresight: headroom, not achievable"
     (compat,) = scheduling.simulate(experiment(topo, wl, [{"type": "timeshift"}]), compat=True)
     assert "headroom, not achievable" in compat.summary["forecast"]
+
+
+def test_short_tasks_use_the_short_threshold_long_ones_the_long_threshold() -> None:
+    """Perfect forecast of the next 24 h: values 100, 110, ..., 330 (24 values); numpy's linear
+    0.2 quantile is 100 + 0.2 x 23 x 10 = 146, the 0.35 quantile 100 + 0.35 x 23 x 10 = 180.5.
+    A current value of 160 is low for a long task (< 180.5) but not for a short one (>= 146)."""
+    values = np.concatenate([[160.0], 100.0 + 10 * np.arange(24), [500.0] * 4])
+    trace = make_trace("q", T0 + HOUR * np.arange(values.size), values)
+    hold_short, hold_long = rules(Perfect()).hold(0, trace, T0)
+    assert hold_short and not hold_long
+    no_forecast = ShiftRules(make_policy({"type": "timeshift", "forecast": False, "windowSize": 2}), Persistence())
+    # forecast false, windowSize 2 h: at T0 + 2 h the rows in (T0, T0 + 2 h] are 100 and 110,
+    # mean 105; the current 110 is not below it (hold both); at T0 + 1 h the rows are 160 and
+    # 100, mean 130, and 100 is below it (release both: no "rising" rule outside compat)
+    assert no_forecast.hold(0, trace, T0 + 2 * HOUR) == (True, True)
+    assert no_forecast.hold(0, trace, T0 + HOUR) == (False, False)

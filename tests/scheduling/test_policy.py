@@ -175,3 +175,18 @@ def test_the_best_host_shortcut_equals_the_full_ranking(used, first, second) -> 
     fit = policy.fits(s, Request(1, 0.0, 100.0))
     if fit.any():
         assert policy.select(s, Request(1, 0.0, 100.0)) == int(policy.ranked(s, Request(1, 0.0, 100.0), fit)[0][0])
+
+
+def test_vcpu_capacity_weigher_and_vgpu_capacity_filter() -> None:
+    # per-core headroom: H0 2000 - 2000, H1 2000 - 2000, H2 3000 - 2000 -> H2 (+1), H0 (-1)
+    s = state()
+    assert pick(FilterPolicy(BASE, (Weigher("VCpuCapacity", 1.0),))) == "H2"
+    assert pick(FilterPolicy(BASE, (Weigher("VCpuCapacity", -1.0),))) == "H0"
+    hosts = load_topology({"clusters": [{"hosts": [
+        {**host("G0", 8, 2000, 8000), "gpu": {"count": 1, "coreCount": 4, "coreSpeed": 1000}},
+        {**host("G1", 8, 2000, 8000), "gpu": {"count": 1, "coreCount": 4, "coreSpeed": 1500}}]}]})
+    g = HostState(hosts)
+    # 2 GPU cores at 2400 MHz in all: 1200 per core; only G1's 1500 MHz cores are fast enough
+    assert list(Filter("VGpuCapacity").test(g, Request(1, gpu_count=2, gpu_capacity=2400.0))) == [False, True]
+    assert list(Filter("VGpuCapacity").test(g, Request(1))) == [True, True]  # no GPU asked
+    del s
