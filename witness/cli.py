@@ -36,9 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bind", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8443, help="listen port (default 8443; 0: any free)")
     p.add_argument("--max-connections", type=int, default=64,
-                   help="connections served at once; more get 503 + Retry-After (default 64)")
+                   help="open connections at most; a new one evicts the longest-idle (default 64)")
     p.add_argument("--timeout-s", type=float, default=10.0,
-                   help="socket deadline per connection, seconds (default 10)")
+                   help="deadline for one request (head and body) and for an idle "
+                        "keep-alive, seconds (default 10)")
     p.set_defaults(func=handle)
 
 

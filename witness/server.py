@@ -1,145 +1,90 @@
-"""The witness's HTTP service: ``POST /add-checkpoint``, ``GET /latest/<origin>``, ``/healthz``.
+"""The witness's HTTP service on ``httpserve`` (the agent's own hardened HTTP layer):
+``POST /add-checkpoint``, ``GET /latest/<origin>``, ``GET /healthz``.
 
-Hardened like the agent's OTLP/HTTP port: at most ``max_connections`` connections are served
-at once (one thread each; past the cap a connection gets 503 + ``Retry-After`` from a
-short-lived thread, past twice the cap it is closed at once); every connection has a socket
-deadline (``timeout_s``: a slow or idle client is dropped, never holds a thread); a body must
-declare its ``Content-Length`` (411 otherwise) and at most ``max_body_bytes`` (413, checked
-before reading). Refusals are counted in ``/healthz``'s answer (``refused`` by reason).
+``httpserve`` owns the hardening, exactly as for the agent's OTLP/HTTP port: at most
+``max_connections`` connections (the longest-idle, then the slowest, is evicted for a new one),
+one deadline (``timeout_s``) for each request's head and body and for an idle keep-alive, a
+body over ``MAX_BODY_BYTES`` refused from its declared length before it is read, WORK requests
+(``add-checkpoint``) in a bounded pool that refuses past it (503 + ``Retry-After``). ``/healthz``
+is answered on the event loop, whatever the load. Refusals are counted and shown by /healthz.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import urllib.parse
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
+from httpserve import Head, HttpServer, Limits, Request, Response, Route
 from witness.state import Answer, Witness
 
 log = logging.getLogger("carbonspan.witness")
 MAX_BODY_BYTES = 64 * 1024  # an old line, 63 proof lines and a note with 64 signatures fit
+_TEXT = "text/plain; charset=utf-8"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    witness: Witness
-    timeout_s: float
-    max_body: int
-    slots: threading.BoundedSemaphore
-    spare: threading.BoundedSemaphore
-    refused: Counter[str]
+class WitnessApp:
+    """The witness's routes (see ``httpserve.App``)."""
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if self.slots.acquire(blocking=False):
-            return super().process_request(request, client_address)
-        self.refused["connections"] += 1
-        if self.spare.acquire(blocking=False):
-            threading.Thread(target=self._busy, args=(request, client_address), daemon=True).start()
-        else:
-            self.shutdown_request(request)
+    def __init__(self, witness: Witness) -> None:
+        self.witness = witness
+        self.refused: Counter[str] = Counter()
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def route(self, head: Head) -> Route:
+        if head.method == "POST":
+            return Route.WORK
+        return Route.INLINE if head.path == "/healthz" else Route.CONTROL
 
-    def _busy(self, request: Any, client_address: Any) -> None:
-        try:
-            request.settimeout(2.0)
-            _Busy(request, client_address, self)
-        except OSError:
-            pass
-        finally:
-            self.shutdown_request(request)
-            self.spare.release()
+    def check(self, head: Head) -> Response | None:
+        if head.path.rstrip("/") != "/add-checkpoint":
+            return self._answer(Answer(404, "POST /add-checkpoint is the only write API\n"))
+        if "content-length" not in head.headers and not head.chunked:
+            self.refused["no_length"] += 1
+            return Response(411, b"send Content-Length\n", _TEXT, close=True)
+        return None
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        self.timeout = self.server.timeout_s  # StreamRequestHandler applies it to the socket
-        super().setup()
-
-    def log_message(self, fmt: str, *args: Any) -> None:
-        log.debug("%s " + fmt, self.address_string(), *args)
-
-    def _send(self, a: Answer, extra: dict[str, str] | None = None) -> None:
-        data = a.body.encode()
-        self.send_response(a.status)
-        self.send_header("Content-Type", a.content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        if self.path.rstrip("/") != "/add-checkpoint":
-            return self._send(Answer(404, "POST /add-checkpoint is the only write API\n"))
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            self.close_connection = True
-            self.server.refused["no_length"] += 1
-            return self._send(Answer(411, "send Content-Length\n"))
-        if int(length) > self.server.max_body:
-            self.close_connection = True  # the body is not read
-            self.server.refused["too_large"] += 1
-            return self._send(Answer(413, f"body over {self.server.max_body} bytes\n"))
-        answer = self.server.witness.add_checkpoint(self.rfile.read(int(length)))
-        if answer.status != 200:
-            self.server.refused[str(answer.status)] += 1
-            log.info("refused a checkpoint: %d %s", answer.status, answer.body.strip()[:200])
-        self._send(answer)
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        if self.path == "/healthz":
-            counts = ", ".join(f"{k}={v}" for k, v in sorted(self.server.refused.items()))
-            return self._send(Answer(200, f"ok; refused: {counts or 'none'}\n"))
-        if self.path.startswith("/latest/"):
-            origin = urllib.parse.unquote(self.path[len("/latest/"):])
-            with self.server.witness.lock:
-                found = self.server.witness.latest.get(origin)
+    def handle(self, request: Request) -> Response:
+        head = request.head
+        if head.method == "POST":
+            answer = self.witness.add_checkpoint(bytes(request.body))
+            if answer.status != 200:
+                self.refused[str(answer.status)] += 1
+                log.info("refused a checkpoint: %d %s", answer.status, answer.body.strip()[:200])
+            return self._answer(answer)
+        if head.path == "/healthz":
+            counts = ", ".join(f"{k}={v}" for k, v in sorted(self.refused.items()))
+            return self._answer(Answer(200, f"ok; refused: {counts or 'none'}\n"))
+        if head.method == "GET" and head.path.startswith("/latest/"):
+            origin = urllib.parse.unquote(head.path[len("/latest/"):])
+            with self.witness.lock:
+                found = self.witness.latest.get(origin)
             if found is None:
-                return self._send(Answer(404, f"no checkpoint cosigned for {origin!r}\n"))
-            return self._send(Answer(200, found[1]))
-        self._send(Answer(404, "GET /latest/<origin> or /healthz\n"))
+                return self._answer(Answer(404, f"no checkpoint cosigned for {origin!r}\n"))
+            return self._answer(Answer(200, found[1]))
+        return self._answer(Answer(404, "POST /add-checkpoint, GET /latest/<origin> or /healthz\n"))
 
+    def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
+        self.refused[kind] += 1
+        extra = (("Retry-After", "1"),) if kind == "busy" else ()
+        return Response(status, f"{message}\n".encode(), _TEXT, extra)
 
-class _Busy(_Handler):
-    def handle_one_request(self) -> None:
-        self.raw_requestline = self.rfile.readline(65537)
-        self.request_version, self.command, self.requestline = "HTTP/1.1", "", ""
-        self.close_connection = True
-        self._send(Answer(503, "too many connections; retry\n"), {"Retry-After": "1",
-                                                                 "Connection": "close"})
+    @staticmethod
+    def _answer(a: Answer) -> Response:
+        return Response(a.status, a.body.encode(), a.content_type)
 
 
 class WitnessServer:
     def __init__(self, witness: Witness, bind: str, port: int, *, max_connections: int = 64,
                  timeout_s: float = 10.0, max_body_bytes: int = MAX_BODY_BYTES) -> None:
-        self.httpd = _Server((bind, port), _Handler)
-        self.httpd.witness, self.httpd.timeout_s = witness, timeout_s
-        self.httpd.max_body = max_body_bytes
-        self.httpd.slots = threading.BoundedSemaphore(max_connections)
-        self.httpd.spare = threading.BoundedSemaphore(max_connections)
-        self.httpd.refused = Counter()
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="witness-http",
-                                        daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        self.app = WitnessApp(witness)
+        limits = Limits(max_connections=max_connections, request_timeout_s=timeout_s,
+                        idle_timeout_s=timeout_s, max_body_bytes=max_body_bytes,
+                        body_budget_bytes=max(64 * max_body_bytes, 4 << 20), workers=8)
+        self.httpd = HttpServer(self.app, limits, bind, port, name="witness-http")
+        self.port = self.httpd.port
 
     def start(self) -> None:
-        self._thread.start()
+        self.httpd.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop()

@@ -114,6 +114,7 @@ def _request(port: int, body: bytes | None, headers: dict[str, str]) -> int:
 
 
 def test_the_http_service_has_deadlines_body_limits_and_a_connection_cap(setup) -> None:
+    """The witness is served by httpserve, as the agent's OTLP/HTTP port is."""
     log, _, make = setup
     server = WitnessServer(make(), "127.0.0.1", 0, max_connections=2, timeout_s=0.5,
                            max_body_bytes=4096)
@@ -124,17 +125,21 @@ def test_the_http_service_has_deadlines_body_limits_and_a_connection_cap(setup) 
         assert _request(server.port, body, {"Content-Length": str(len(body))}) == 200
         assert _request(server.port, None, {}) == 411
         assert _request(server.port, None, {"Content-Length": "5000"}) == 413
-        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
-        time.sleep(0.1)  # both slots held by clients that send nothing
-        assert _request(server.port, body, {"Content-Length": str(len(body))}) == 503
-        time.sleep(1.0)  # past the deadline the idle connections are dropped
+        idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(2)]
+        time.sleep(0.1)  # both connections held by clients that send nothing
         again = log.body(2, proof=[])  # the same head once more
         assert _request(server.port, again, {"Content-Length": str(len(again))}) == 200
-        for s in idle:
+        assert idle[0].recv(1) == b""  # the longest-idle connection was evicted for it
+        slow = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        slow.sendall(b"POST /add-checkpoint HTTP/1.1\r\nContent-Length: 10\r\n\r\nold")
+        assert slow.recv(64).startswith(b"HTTP/1.1 408")  # past the deadline: refused, closed
+        for s in (*idle, slow):
             s.close()
         with contextlib.closing(http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)) as c:
             c.request("GET", "/latest/node-w")
             assert c.getresponse().read().decode().startswith("node-w\n2\n")
+            c.request("GET", "/healthz")
+            assert "timeout=1" in c.getresponse().read().decode()
     finally:
         server.stop()
 
