@@ -138,6 +138,10 @@ class Connection(asyncio.BufferedProtocol):
             why = exc.__context__
             if isinstance(why, _Refuse):
                 self._refuse_close(why.status, why.kind, why.message, why.response)
+            elif why is not None:  # the application's route() or check() failed: a bug
+                self.server.log_exception(self._head or Head("?", "?", {}), why)
+                self._refuse_close(500, "internal", f"the request could not be handled "
+                                   f"({type(why).__name__})")
             else:
                 self._refuse_close(400, "malformed", f"malformed HTTP/1.1 request ({exc}); "
                                    "send a valid request line, headers and body")

@@ -21,6 +21,8 @@ class Echo:
         return Route.INLINE if head.path == "/inline" else Route.WORK
 
     def check(self, head: Head) -> Response | None:
+        if head.path == "/check-bug":
+            raise KeyError("check bug")
         if head.header("x-refuse"):
             return Response(403, b"refused at the head")
         return None
@@ -102,6 +104,8 @@ def test_a_head_too_large_is_431_and_a_handler_bug_is_500(server: HttpServer) ->
     out = _answers(server.port, _post("/boom", b"") + _post("/ok", b"after"), 2)
     assert out[0].startswith(b"HTTP/1.1 500") and b"RuntimeError" in out[0]
     assert out[1].endswith(b"POST 5 after")  # the connection, and the server, carry on
+    out = _answers(server.port, _post("/check-bug", b"x"), 1)  # a bug in check(): 500, not 400
+    assert out[0].startswith(b"HTTP/1.1 500") and b"KeyError" in out[0]
 
 
 def test_the_deadline_falls_while_a_body_streams_in(server: HttpServer) -> None:
