@@ -1,0 +1,165 @@
+"""``carbonspan shadow report``: per job and in total, from a shadow log alone (docs/contracts.md,
+"Shadow report"). Savings are ranges, never a point claim, and only for runs it could measure.
+
+Per run (E: the run's ``energy_kwh``, else the contract's, banded ``[E, E x p95/p50]``):
+
+- estimated avoided (before the fact, forecasts as of the decision), per duration d in {p50, p95}:
+  ``E x (F_actual - F_recommended) -/+ E x mape x (F_actual + F_recommended)``, ``mape`` the
+  forecasts' measured error over this log; range = min .. max over d and the energy band;
+- measured avoided (after the fact, observed intensities), per d in {p50, p95, actual}:
+  ``E x (O_actual - O_recommended)``; range = min .. max. A run with any uncovered minute in
+  either interval is not measured: excluded from the totals, its missing intervals listed.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from scheduling.contracts import DAY_MS
+from scheduling.shadow import DECISION, HEADER
+from scheduling.signals import to_ms
+from schema.chainlog import events as chain_events
+
+REAL_EVIDENCE_DAYS = 14
+
+
+def _band(ev: dict[str, Any]) -> tuple[float, float]:
+    c, e = ev["contract"], ev["run"].get("energy_kwh")
+    if e is not None:
+        return float(e), float(e)
+    base = float(c["energy_kwh"] or 0.0)
+    return base, base * c["p95_minutes"] / c["p50_minutes"]
+
+
+def forecast_mape(decisions: list[dict[str, Any]]) -> float | None:
+    """Mean |forecast - observed| / observed over every interval with both (None: no pair)."""
+    errs = []
+    for ev in decisions:
+        ev_ = ev["evaluation"]
+        for d in ("p50", "p95", "actual"):
+            for side in ("actual", "recommended"):
+                f, o = ev_["forecast"][d][side], ev_["observed"][d][side]
+                if f is not None and o:
+                    errs.append(abs(f - o) / o)
+    return sum(errs) / len(errs) if errs else None
+
+
+def run_figures(ev: dict[str, Any], mape: float) -> dict[str, Any]:
+    lo_e, hi_e = _band(ev)
+    fc, ob = ev["evaluation"]["forecast"], ev["evaluation"]["observed"]
+    est = []
+    for d in ("p50", "p95"):
+        fa, fr = fc[d]["actual"], fc[d]["recommended"]
+        if fa is None or fr is None:
+            est = None
+            break
+        for e in (lo_e, hi_e):
+            est += [e * (fa - fr) - e * mape * (fa + fr), e * (fa - fr) + e * mape * (fa + fr)]
+    meas = []
+    for d in ("p50", "p95", "actual"):
+        oa, orec = ob[d]["actual"], ob[d]["recommended"]
+        if oa is None or orec is None:
+            meas = None
+            break
+        meas += [e * (oa - orec) for e in (lo_e, hi_e)]
+    dec, run = ev["decision"], ev["run"]
+    start, actual_min = to_ms(dec["start"], "start"), ev["evaluation"]["durations_minutes"]["actual"]
+    finish = start + actual_min * 60_000
+    deadline = to_ms(dec["deadline"], "deadline") if dec["deadline"] else None
+    p95 = ev["contract"]["p95_minutes"] * 60_000
+    return {
+        "run_id": run["run_id"], "differed": dec["start"] != run["submitted"] or dec["region"] != ev["evaluation"]["actual_region"],
+        "delay_minutes": dec["deferral_minutes"], "slack_minutes": dec["deadline_slack_minutes"],
+        "estimated_g": None if est is None else [min(est), max(est)],
+        "measured_g": None if meas is None else [min(meas), max(meas)],
+        "deadline_risk": deadline is not None and finish > deadline - p95,
+        "would_miss": deadline is not None and finish > deadline,
+        "layer": dec["layer"], "reason": dec["reason"], "missing": ev["evaluation"]["missing"],
+        "vetoes": Counter(f"{v['layer']}/{v['reason']}" for v in dec["vetoes"]),
+        "source": (dec["signal"].get("source"), dec["signal"].get("version")),
+        "submitted": to_ms(run["submitted"], "submitted"),
+    }
+
+
+def _sum(rows: list[dict[str, Any]], key: str) -> list[float] | None:
+    vals = [r[key] for r in rows if r[key] is not None]
+    return [sum(v[0] for v in vals) / 1000, sum(v[1] for v in vals) / 1000] if vals else None
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    measured = [r for r in rows if r["measured_g"] is not None]
+    span = (max(r["submitted"] for r in rows) - min(r["submitted"] for r in rows)) / DAY_MS if rows else 0.0
+    vetoes: Counter = Counter()
+    for r in rows:
+        vetoes.update(r["vetoes"])
+    return {
+        "runs": len(rows), "runs_differed": sum(r["differed"] for r in rows),
+        "recommended_delay_minutes": {"mean": sum(r["delay_minutes"] for r in rows) / len(rows) if rows else 0.0,
+                                      "max": max((r["delay_minutes"] for r in rows), default=0.0)},
+        "deadline_slack_minutes_min": min((r["slack_minutes"] for r in rows if r["slack_minutes"] is not None), default=None),
+        "avoided_kgco2e_estimated": _sum(rows, "estimated_g"),
+        "avoided_kgco2e_measured": _sum(measured, "measured_g"),
+        "runs_measured": len(measured), "coverage": len(measured) / len(rows) if rows else 0.0,
+        "runs_not_measured": [r["run_id"] for r in rows if r["measured_g"] is None],
+        "missing_intervals": [m for r in rows for m in r["missing"]],
+        "deadline_risk": sum(r["deadline_risk"] for r in rows), "would_miss_deadline": sum(r["would_miss"] for r in rows),
+        "decisions": dict(Counter(f"{r['layer']}/{r['reason']}" for r in rows)),
+        "vetoes": dict(vetoes), "signal_sources": sorted({f"{s} {v}" for r in rows for s, v in [r["source"]] if s}),
+        "days": span, "real_evidence": span >= REAL_EVIDENCE_DAYS,
+    }
+
+
+def report(log: Path) -> dict[str, Any]:
+    evs = chain_events(log)  # raises, naming the first break, if the chain was altered
+    if not evs or evs[0].get("type") != HEADER:
+        raise ValueError(f"{log}: not a shadow log (no {HEADER} event first)")
+    decisions = [e for e in evs if e.get("type") == DECISION]
+    mape = forecast_mape(decisions)
+    by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ev in decisions:
+        by_job[ev["run"]["job"]].append(run_figures(ev, mape or 0.0))
+    head = evs[0]
+    return {"policy_identity": head["policy_identity"], "signal_type": head["signal_type"],
+            "runs_format": head["runs_format"], "runs_skipped": head["runs_skipped"],
+            "jobs_without_contract": head["jobs_without_contract"], "forecast_mape": mape,
+            "jobs": {j: _aggregate(rs) for j, rs in sorted(by_job.items())},
+            "total": _aggregate([r for rs in by_job.values() for r in rs])}
+
+
+def _range(v: list[float] | None) -> str:
+    return "not measured" if v is None else f"{v[0]:.3f} .. {v[1]:.3f}"
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    mape = "n/a" if doc["forecast_mape"] is None else f"{100 * doc['forecast_mape']:.1f} %"
+    lines = [f"shadow report: policy {doc['policy_identity'][:19]}..., {doc['signal_type']} signal, "
+             f"forecast MAPE {mape}"]
+    for name, a in [*doc["jobs"].items(), ("TOTAL", doc["total"])]:
+        lines += [f"{name}: {a['runs']} runs, {a['runs_differed']} differed, coverage {100 * a['coverage']:.0f} % "
+                  f"over {a['days']:.1f} days{' (real evidence)' if a['real_evidence'] else ''}",
+                  f"  avoided kgCO2e estimated {_range(a['avoided_kgco2e_estimated'])}, "
+                  f"measured {_range(a['avoided_kgco2e_measured'])} ({a['runs_measured']} runs measured)",
+                  f"  delay mean {a['recommended_delay_minutes']['mean']:.0f} min, min slack "
+                  f"{a['deadline_slack_minutes_min']} min, deadline risk {a['deadline_risk']}",
+                  f"  decisions {a['decisions']}", f"  vetoes {a['vetoes']}"]
+        if a["missing_intervals"]:
+            lines.append(f"  missing (excluded, never imputed): {len(a['missing_intervals'])} interval(s)")
+    for s in doc["runs_skipped"]:
+        lines.append(f"skipped: {s}")
+    for j in doc["jobs_without_contract"]:
+        lines.append(f"no contract for job {j!r}: its runs are not in the report")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    head = "<tr><th>job</th><th>runs</th><th>differed</th><th>coverage</th><th>estimated kgCO2e</th>" \
+           "<th>measured kgCO2e</th><th>deadline risk</th></tr>"
+    body = "".join(
+        f"<tr><td>{html.escape(n)}</td><td>{a['runs']}</td><td>{a['runs_differed']}</td><td>{100 * a['coverage']:.0f} %</td>"
+        f"<td>{_range(a['avoided_kgco2e_estimated'])}</td><td>{_range(a['avoided_kgco2e_measured'])}</td>"
+        f"<td>{a['deadline_risk']}</td></tr>" for n, a in [*doc["jobs"].items(), ("TOTAL", doc["total"])])
+    return (f"<!doctype html><meta charset=utf-8><title>carbonspan shadow report</title><h1>Shadow report</h1>"
+            f"<p>policy {html.escape(doc['policy_identity'])}</p><table>{head}{body}</table>\n")
