@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "place": ("placement.cli_place", "place one job through the policy gate"),
     "admit": ("admission.cli", "energy-accounted multi-tenant admission (pool/1)"),
     "simulate": ("scheduling.cli", "simulate a cluster from OpenDC experiment files (energy, carbon, shifting)"),
+    "shadow": ("scheduling.cli_shadow", "shadow schedule: what carbonspan would have decided, beside what ran"),
+    "run": ("scheduling.cli_run", "run a command under its workload contract (shadow by default, --enforce to wait)"),
 }
 
 

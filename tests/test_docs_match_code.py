@@ -345,6 +345,8 @@ CLI_DOCS = {
     "place": "docs/placement.md",
     "admit": "docs/admission.md",
     "simulate": "docs/simulation.md",
+    "shadow": "docs/contracts.md",
+    "run": "docs/contracts.md",
 }
 
 

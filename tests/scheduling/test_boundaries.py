@@ -1,6 +1,7 @@
 """scheduling/ imports neither the agent nor the aggregator (docs/simulation.md; DESIGN.md).
 The only other wing it may reach is placement's public evidence API, and only from
-``scheduling/evaluate.py`` (the gate's audit log; see docs/simulation.md, "Evaluate")."""
+``scheduling/evaluate.py`` (the gate's audit log; see docs/simulation.md, "Evaluate") and
+``scheduling/shadow_evidence.py`` (shadow reports as evidence; docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -29,4 +30,4 @@ def test_scheduling_imports_neither_agent_nor_aggregator() -> None:
 
 def test_only_evaluate_reaches_placement() -> None:
     users = sorted(p.name for p in ROOT.rglob("*.py") if "placement" in imports(p))
-    assert set(users) <= {"evaluate.py"}, users
+    assert set(users) <= {"evaluate.py", "shadow_evidence.py"}, users

@@ -1,0 +1,155 @@
+"""``carbonspan shadow``: run a shadow schedule beside the real one, report it, or make one decision."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from scheduling.contracts import ContractError, load_contracts
+from scheduling.decide import Guards, decide
+from scheduling.signals import SignalError, read_signal_log, to_ms
+
+EPILOG = """\
+examples:
+  carbonspan shadow run --contracts contracts.yaml --runs runs.jsonl --signal signals.jsonl --log shadow.log
+  kubectl get jobs -A -o json > jobs.json && carbonspan shadow run --contracts c.yaml --runs jobs.json --signal s.jsonl --log shadow.log
+  sacct --json > sacct.json && carbonspan shadow run --contracts c.yaml --runs sacct.json --signal s.jsonl --log shadow.log
+  carbonspan shadow report shadow.log --json
+  carbonspan shadow report shadow.log --html report.html --record
+  carbonspan shadow decide --contracts contracts.yaml --job nightly-search-reindex --at 2026-03-01T15:00:00Z --signal signals.jsonl
+
+Nothing moves in shadow mode: carbonspan records what it would have decided at each run's
+submission, beside what actually ran (docs/contracts.md).
+"""
+
+
+def load_guards(path: Path | None) -> Guards:
+    """Guard settings from a YAML mapping of Guards fields (docs/contracts.md, "Guards")."""
+    if path is None:
+        return Guards()
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    known = {f.name: f.type for f in fields(Guards)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ContractError(f"{path}: unknown guard setting(s) {unknown}; known: {', '.join(known)}")
+    bad = [k for k, v in data.items() if not isinstance(v, int | float) or isinstance(v, bool) or v < 0]
+    if bad:
+        raise ContractError(f"{path}: guard setting(s) {bad} must be numbers >= 0")
+    return Guards(**data)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "shadow", help="shadow schedule: what carbonspan would have decided, beside what ran",
+        description="Shadow schedule for workload contracts: decisions beside the real runs, "
+        "measured savings with a range, and single decisions for scripts.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(func=lambda _a: (parser.print_help(), 2)[1])
+    sub = parser.add_subparsers(dest="shadow_command", metavar="ACTION")
+    run = _action(sub, "run", "decide for every actual run at its submission; write the hash-chained shadow log")
+    run.add_argument("--contracts", required=True, type=Path, help="workload contract YAML")
+    run.add_argument("--runs", required=True, type=Path, help="JSON lines, a Kubernetes Job list or sacct --json")
+    run.add_argument("--signal", required=True, type=Path, help="the signal log (JSON lines)")
+    run.add_argument("--log", required=True, type=Path, help="the shadow log to write (a new file)")
+    run.add_argument("--guards", type=Path, help="YAML of guard settings (default: the documented defaults)")
+    run.set_defaults(func=cmd_run)
+    rep = _action(sub, "report", "per job and in total: avoided kgCO2e estimated and measured, with ranges")
+    rep.add_argument("log", type=Path, help="a shadow log written by `carbonspan shadow run`")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.add_argument("--html", type=Path, help="also write the report as HTML to this file")
+    rep.add_argument("--record", action="store_true", help="record the report as evidence in the placement audit log")
+    rep.add_argument("--audit-log", type=Path, help="the placement audit log (default: placement's)")
+    rep.set_defaults(func=cmd_report)
+    one = _action(sub, "decide", "one decision: start time, region, layer and reason code")
+    one.add_argument("--contracts", required=True, type=Path, help="workload contract YAML")
+    one.add_argument("--job", required=True, help="the contract name")
+    one.add_argument("--at", required=True, help="the decision time, RFC 3339 (e.g. 2026-03-01T15:00:00Z)")
+    one.add_argument("--signal", required=True, type=Path, help="the signal log (JSON lines)")
+    one.add_argument("--guards", type=Path, help="YAML of guard settings")
+    one.add_argument("--json", action="store_true", help="print the decision as JSON")
+    one.set_defaults(func=cmd_decide)
+
+
+def _action(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _fail(msg: str) -> int:
+    print(f"carbonspan shadow: {msg}", file=sys.stderr)
+    return 2
+
+
+def _digest(p: Path) -> str:
+    return "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from scheduling.runs import read_runs
+    from scheduling.shadow import shadow_events, write_log
+
+    try:
+        contracts = load_contracts(args.contracts)
+        runs = read_runs(args.runs)
+        sig = read_signal_log(args.signal)
+        guards = load_guards(args.guards)
+        inputs = {k: _digest(p) for k, p in (("contracts", args.contracts), ("runs", args.runs), ("signal", args.signal))}
+        events = shadow_events(contracts, runs, sig, guards, inputs)
+        n = write_log(args.log, events)
+    except (ContractError, SignalError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    head = events[0]
+    print(f"{n - 1} decisions for {len(runs.runs)} runs ({runs.format}) -> {args.log}")
+    if runs.skipped:
+        print(f"skipped {len(runs.skipped)} run(s): {runs.skipped[0]}{' ...' if len(runs.skipped) > 1 else ''}")
+    if head["jobs_without_contract"]:
+        print(f"no contract for: {', '.join(head['jobs_without_contract'])} (their runs are left out)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from scheduling.shadow_report import render_html, render_text, report
+
+    try:
+        doc = report(args.log)
+        if args.record:
+            from scheduling.shadow_evidence import record
+
+            doc["recorded"] = record(doc, args.audit_log)
+        if args.html:
+            args.html.write_text(render_html(doc), encoding="utf-8")
+    except (ValueError, OSError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(render_text(doc), end="")
+        for job, rec in (doc.get("recorded") or {}).items():
+            print(f"recorded {job}: seq {rec['seq']} {rec['hash']} ({rec['verdict']})")
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    try:
+        contracts = load_contracts(args.contracts)
+        if args.job not in contracts:
+            return _fail(f"--job {args.job!r}: no such contract in {args.contracts} ({', '.join(sorted(contracts))})")
+        at = to_ms(args.at, "--at")
+        d = decide(contracts[args.job], at, read_signal_log(args.signal), None, load_guards(args.guards))
+    except (ContractError, SignalError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    doc = d.to_json()
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        return 0
+    print(f"{doc['job']}: start {doc['start']} in {doc['region']} ({doc['action']}); "
+          f"layer {doc['layer']}, reason {doc['reason']}; deferral {doc['deferral_minutes']:.0f} min, "
+          f"slack {doc['deadline_slack_minutes']} min")
+    return 0

@@ -1,0 +1,203 @@
+"""`carbonspan shadow` and `carbonspan run` as real processes: decisions, reports, evidence for the
+placement gate, the licence, and the wrapper under SIGTERM (docs/contracts.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+
+from scheduling.contracts import parse_contract
+from scheduling.decide import Guards
+from scheduling.runs import read_runs
+from scheduling.shadow import policy_identity, shadow_events, write_log
+from scheduling.shadow_evidence import licence, record
+from scheduling.shadow_report import report
+from scheduling.signals import parse_lines
+from schema.chainlog import events
+
+CLI = [sys.executable, "-m", "carbonspan"]
+JOB = {"name": "reindex", "class": "flexible", "deadline": "06:00", "timezone": "UTC", "max_deferral_minutes": 240,
+       "runtime": {"p50_minutes": 30, "p95_minutes": 60}, "energy_kwh": 10, "residency": ["r1"], "home_region": "r1",
+       "checkpoint": "required", "cancellation": "safe"}
+
+
+def z(d: datetime) -> str:
+    return d.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rows(t0: datetime, hours: float, dip_at: datetime | None, issued: datetime | None = None) -> list[dict]:
+    """15-minute intervals from t0: 300 g, 100 g for 30 minutes from ``dip_at``; observations
+    (known a minute after their end) or, with ``issued``, a forecast issued then."""
+    out = []
+    for i in range(int(hours * 4)):
+        s = t0 + timedelta(minutes=15 * i)
+        v = 100.0 if dip_at is not None and dip_at <= s < dip_at + timedelta(minutes=30) else 300.0
+        r = {"region": "r1", "start": z(s), "end": z(s + timedelta(minutes=15)), "value": v, "source": "grid",
+             "signal_type": "average", "version": "v1"}
+        r.update({"issued_at": z(issued)} if issued else {"observed_at": z(s + timedelta(minutes=16))})
+        out.append(r)
+    return out
+
+
+def write_jsonl(p: Path, items: list[dict]) -> Path:
+    p.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in items))
+    return p
+
+
+def cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+@pytest.fixture
+def day(tmp_path: Path) -> dict[str, Path]:
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    sig = rows(t0 - timedelta(hours=1), 8, t0 + timedelta(hours=3)) + \
+        rows(t0, 6, t0 + timedelta(hours=3), issued=t0 + timedelta(minutes=50))
+    (tmp_path / "c.yaml").write_text(json.dumps({"workload_contract": JOB}))
+    write_jsonl(tmp_path / "s.jsonl", sig)
+    write_jsonl(tmp_path / "runs.jsonl", [{"job": "reindex", "run_id": "a", "submitted": "2026-03-01T01:00:00Z",
+                                           "started": "2026-03-01T01:00:00Z", "finished": "2026-03-01T01:30:00Z",
+                                           "region": "r1", "energy_kwh": 10}])
+    return {"c": tmp_path / "c.yaml", "s": tmp_path / "s.jsonl", "runs": tmp_path / "runs.jsonl", "dir": tmp_path}
+
+
+def test_shadow_decide_prints_the_layer_and_reason(day) -> None:
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "reindex", "--at", "2026-03-01T01:00:00Z",
+            "--signal", str(day["s"]), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["start"], d["layer"], d["reason"], d["action"]) == ("2026-03-01T03:00:00Z", "soft_objective", "lowest_score", "defer")
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "reindex", "--at", "2026-03-01T04:30:00Z",
+            "--signal", str(day["s"]))
+    assert r.returncode == 0 and "reason deadline_guard" in r.stdout
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "nope", "--at", "2026-03-01T01:00:00Z",
+            "--signal", str(day["s"]))
+    assert r.returncode == 2 and "no such contract" in r.stderr
+
+
+def test_shadow_run_and_report_on_a_real_process(day) -> None:
+    log = day["dir"] / "shadow.log"
+    r = cli("shadow", "run", "--contracts", str(day["c"]), "--runs", str(day["runs"]), "--signal", str(day["s"]),
+            "--log", str(log))
+    assert r.returncode == 0 and "1 decisions for 1 runs (jsonl)" in r.stdout, r.stderr
+    r = cli("shadow", "run", "--contracts", str(day["c"]), "--runs", str(day["runs"]), "--signal", str(day["s"]),
+            "--log", str(log))
+    assert r.returncode == 2 and "never rewritten" in r.stderr
+    html = day["dir"] / "r.html"
+    r = cli("shadow", "report", str(log), "--json", "--html", str(html))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["total"]["avoided_kgco2e_measured"] == pytest.approx([1.0, 2.0])
+    assert "<table>" in html.read_text()
+    r = cli("shadow", "report", str(log))
+    assert "measured 1.000 .. 2.000" in r.stdout
+
+
+def fortnight(tmp_path: Path, days: int) -> Path:
+    """``days`` daily runs at 01:00 with a dip at 03:00 each night: the shadow recommends 03:00."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    sig, runs = [], []
+    for k in range(days):
+        d = t0 + timedelta(days=k)
+        sig += rows(d - timedelta(hours=1), 8, d + timedelta(hours=3))
+        sig += rows(d, 6, d + timedelta(hours=3), issued=d + timedelta(minutes=50))
+        runs.append({"job": "reindex", "run_id": f"r{k}", "submitted": z(d + timedelta(hours=1)),
+                     "started": z(d + timedelta(hours=1)), "finished": z(d + timedelta(hours=1.5)), "energy_kwh": 10})
+    evs = shadow_events({"reindex": parse_contract(JOB)}, read_runs(write_jsonl(tmp_path / "runs14.jsonl", runs)),
+                        parse_lines([orjson.dumps(r) for r in sig]))
+    log = tmp_path / f"shadow{days}.log"
+    write_log(log, evs)
+    return log
+
+
+def test_a_fortnight_of_shadow_wins_licenses_the_job_and_less_does_not(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.log"
+    ident = policy_identity(Guards())
+    assert licence("reindex", ident, audit)[0] is False
+    short = report(fortnight(tmp_path, 14))  # 14 runs span 13 days: not yet evidence
+    assert short["total"]["days"] == 13 and not short["total"]["real_evidence"]
+    record(short, audit)
+    ok, why = licence("reindex", ident, audit)
+    assert not ok and "synthetic" in why
+    doc = report(fortnight(tmp_path, 15))
+    assert doc["total"]["real_evidence"] and doc["total"]["avoided_kgco2e_measured"] == pytest.approx([15.0, 30.0])
+    rec = record(doc, audit)
+    assert rec["reindex"]["verdict"] == "ship-candidate"
+    ok, why = licence("reindex", ident, audit)
+    assert ok, why
+    assert not licence("reindex", policy_identity(Guards(release_cap=3)), audit)[0]  # other guards: other policy
+    ev = events(audit)[-1]
+    assert ev["policy"] == "shadow:reindex" and ev["trace"]["synthetic"] is False and ev["delta_pp"] > 0
+
+
+def live(tmp_path: Path) -> tuple[Path, Path]:
+    """A contract and signal log around the real clock: a dip two hours from now."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    slot = now - timedelta(minutes=now.minute % 15)
+    dip = slot + timedelta(hours=2)
+    sig = rows(slot - timedelta(hours=2), 2, None) + rows(slot, 8, dip, issued=now - timedelta(minutes=1))
+    c = {**JOB, "deadline": z(now + timedelta(hours=10)), "earliest_start": None}
+    (tmp_path / "live.yaml").write_text(json.dumps({"workload_contract": c}))
+    return tmp_path / "live.yaml", write_jsonl(tmp_path / "live.jsonl", sig)
+
+
+def test_run_shadow_mode_runs_at_once_and_keeps_the_exit_status(tmp_path: Path) -> None:
+    c, s = live(tmp_path)
+    log = tmp_path / "run.log"
+    marker = tmp_path / "ran"
+    r = cli("run", "--contract", str(c), "--signal", str(s), "--log", str(log), "--",
+            sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x'); raise SystemExit(7)")
+    assert r.returncode == 7 and marker.exists(), r.stderr
+    decision, outcome = events(log)
+    assert decision["mode"] == "shadow" and decision["decision"]["action"] == "defer"
+    assert decision["action"] == "run at once" and (outcome["outcome"], outcome["exit_status"]) == ("ran", 7)
+
+
+def test_run_enforce_unlicensed_runs_at_once_and_says_why(tmp_path: Path) -> None:
+    c, s = live(tmp_path)
+    r = cli("run", "--contract", str(c), "--signal", str(s), "--log", str(tmp_path / "l"), "--enforce",
+            "--audit-log", str(tmp_path / "audit.log"), "--", sys.executable, "-c", "pass")
+    assert r.returncode == 0 and "not licensed for reindex" in r.stderr
+    assert events(tmp_path / "l")[0]["licensed"] is False
+
+
+def test_run_enforce_licensed_waits_and_sigterm_runs_nothing(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.log"
+    record(report(fortnight(tmp_path, 15)), audit)
+    c, s = live(tmp_path)
+    log, marker = tmp_path / "run.log", tmp_path / "ran"
+    p = subprocess.Popen([*CLI, "run", "--contract", str(c), "--signal", str(s), "--log", str(log), "--enforce",
+                          "--audit-log", str(audit), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (log.exists() and log.read_text().strip()):
+            time.sleep(0.1)
+        assert log.exists(), "the wrapper never recorded its decision"
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        code = p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert code == 143 and not marker.exists()
+    decision, outcome = events(log)
+    assert decision["licensed"] is True and decision["action"].startswith("wait until")
+    assert (outcome["outcome"], outcome["ran"]) == ("cancelled_while_waiting", False)
+    assert "SIGTERM while waiting" in p.stderr.read()
+
+
+def test_bad_contract_still_runs_the_command(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(json.dumps({"workload_contract": {**JOB, "class": "whenever"}}))
+    r = cli("run", "--contract", str(bad), "--log", str(tmp_path / "l"), "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert r.returncode == 3 and "field `class`" in r.stderr and "running the command at once" in r.stderr
