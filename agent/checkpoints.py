@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -88,12 +89,28 @@ class CheckpointLog:
         for path in window_files(self.directory):
             for line in read_lines(path):
                 self.tree.append(line)
+        self._cut_torn_tail()
         last = self.last_note()
         if last is not None:
             self._check_history(last)
         if self.tree.size > self.signed_size:
             return self.checkpoint("start")
         return last
+
+    def _cut_torn_tail(self) -> None:
+        """A crash mid-append leaves a record without its newline: move it to a ``.corrupt``
+        file (never deleted silently) so the next record starts on a line of its own."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end == len(data):
+            return
+        corrupt = self.directory / f"{CHECKPOINTS_NAME}.{utc_rfc3339().replace(':', '')}.corrupt"
+        corrupt.write_bytes(data[end:])
+        os.truncate(self.path, end)
+        log.warning("a torn last record of %s (%d bytes, a crash mid-write) was moved to %s",
+                    self.path, len(data) - end, corrupt)
 
     def last_note(self) -> str | None:
         if not self.path.exists():

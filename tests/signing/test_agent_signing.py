@@ -128,3 +128,32 @@ def test_checkpoints_every_n_lines_at_rotation_and_at_close(tmp_path) -> None:
     assert sizes()[-1] == ("shutdown", 9)
     again = CheckpointLog(d, cp.signer, every=3)
     assert again.open() is not None and again.signed_size == 9 and again.conflict is None
+
+
+def test_a_torn_checkpoint_record_is_moved_aside_and_the_log_goes_on(tmp_path) -> None:
+    from agent.archive import ArchiveWriter
+    from agent.checkpoints import CheckpointLog
+    from schema.note import Signer
+
+    d, signer = tmp_path / "node-t", Signer.generate("node-t")
+    writer = ArchiveWriter(d)
+    writer.open()
+    writer.listener = CheckpointLog(d, signer, every=1)
+    writer.listener.open()
+    writer.append({"agent_id": "node-t", "window": {"start": "2026-12-01T00:00:00Z"}})
+    writer.listener = None
+    writer.append({"agent_id": "node-t", "window": {"start": "2026-12-01T00:01:00Z"}})
+    writer.close()
+    with open(d / CHECKPOINTS_NAME, "ab") as fh:  # a crash in the middle of the next record
+        fh.write(b'{"note":"node-t\\n2\\n')
+    cp = CheckpointLog(d, signer, every=1)
+    cp.open()  # signs the uncovered line on a line of its own
+    assert [r["reason"] for r in records(d)] == ["window", "start"]
+    assert len(list(d.glob("checkpoints.log.*.corrupt"))) == 1
+    from aggregator.files import discover
+    from aggregator.verify_signed import verify_signatures
+    from schema.trust import Trust
+
+    trust = Trust.load(trust_file(tmp_path, "node-t", signer.verifier.encode()))
+    findings, summaries = verify_signatures(discover([str(tmp_path)]), trust)
+    assert findings == [] and summaries[0].latest is not None and summaries[0].latest.size == 2
