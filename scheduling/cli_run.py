@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--log", type=Path, help=f"decision log (default: ${ENV_LOG} or $XDG_STATE_HOME/carbonspan/run-decisions.log)")
     p.add_argument("--enforce", action="store_true", help="wait for the decided start if the gate licenses this job")
     p.add_argument("--audit-log", type=Path, help="the placement audit log the licence is read from")
+    p.add_argument("--metrics", type=Path, help="rewrite this Prometheus text file from every decision in the log")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(func=cmd_run)
 
@@ -80,6 +81,16 @@ def _record(log: Path, event: dict[str, Any]) -> None:
         append(log, event)
     except (OSError, ValueError) as exc:
         _say(f"cannot write the decision log {log}: {exc}; the command still runs")
+
+
+def _metrics(path: Path, log: Path) -> None:
+    from scheduling.contract_metrics import write
+    from schema.chainlog import events
+
+    try:
+        write(path, [e["decision"] for e in events(log) if e.get("type") == "run-decision" and "decision" in e])
+    except (OSError, ValueError) as exc:
+        _say(f"cannot write the metrics file {path}: {exc}; the command still runs")
 
 
 def _wait(until_ms: int) -> bool:
@@ -144,6 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             _say(f"not licensed for {c.name}: {why}; running at once")
     event["action"] = f"wait until {iso(d.start)}" if wait else "run at once"
     _record(log, event)
+    if args.metrics:
+        _metrics(args.metrics, log)
     if wait:
         _say(f"{c.name}: waiting until {iso(d.start)} ({d.layer}/{d.reason}, region {d.region})")
         if not _wait(d.start):

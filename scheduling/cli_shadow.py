@@ -59,6 +59,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--signal", required=True, type=Path, help="the signal log (JSON lines)")
     run.add_argument("--log", required=True, type=Path, help="the shadow log to write (a new file)")
     run.add_argument("--guards", type=Path, help="YAML of guard settings (default: the documented defaults)")
+    run.add_argument("--metrics", type=Path, help="also write the decision metrics as a Prometheus text file")
     run.set_defaults(func=cmd_run)
     rep = _action(sub, "report", "per job and in total: avoided kgCO2e estimated and measured, with ranges")
     rep.add_argument("log", type=Path, help="a shadow log written by `carbonspan shadow run`")
@@ -103,6 +104,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         inputs = {k: _digest(p) for k, p in (("contracts", args.contracts), ("runs", args.runs), ("signal", args.signal))}
         events = shadow_events(contracts, runs, sig, guards, inputs)
         n = write_log(args.log, events)
+        if args.metrics:
+            from scheduling.contract_metrics import write
+
+            write(args.metrics, [e["decision"] for e in events[1:]])
     except (ContractError, SignalError, OSError, ValueError) as exc:
         return _fail(str(exc))
     head = events[0]

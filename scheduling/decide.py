@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduling.contracts import MINUTE_MS, WorkloadContract, local_day, window
+from scheduling.contracts import MINUTE_MS, Window, WorkloadContract, local_day, window
 from scheduling.signals import SignalLog, iso
 
 HARD, SAFETY, SCORE, FALLBACK = "hard_constraints", "safety_gates", "soft_objective", "fallback"
@@ -106,23 +106,22 @@ def _signal_state(sig: SignalLog, region: str, now: int, g: Guards) -> tuple[str
     return ("signal_stale" if age >= g.stale_minutes else None), info
 
 
-def _fallback_start(c: WorkloadContract, now: int, g: Guards) -> int:
+def _fallback_start(c: WorkloadContract, now: int, g: Guards, w: Window) -> int:
     if c.fallback != "run_by_deadline":
         return now
-    w = window(c, now)
     latest = w.latest_start
     if w.deadline is not None:
         latest = min(latest, w.deadline - int(g.deadline_factor * c.runtime.p95_minutes * MINUTE_MS))
     return max(now, w.earliest if latest < w.earliest else latest)
 
 
-def _made(c: WorkloadContract, now: int, start: int, region: str, layer: str, reason: str, action: str,
+def _made(c: WorkloadContract, w: Window, start: int, region: str, layer: str, reason: str, action: str,
           **extra: Any) -> Decision:
-    return Decision(c.name, now, start, region, layer, reason, action, window(c, now).deadline,
+    return Decision(c.name, w.submit, start, region, layer, reason, action, w.deadline,
                     int(c.runtime.p95_minutes * MINUTE_MS), **extra)
 
 
-def _gate(c: WorkloadContract, now: int, sig: SignalLog, ops: Ops, g: Guards) -> tuple[str, str, dict] | None:
+def _gate(c: WorkloadContract, now: int, sig: SignalLog, ops: Ops, g: Guards, w: Window) -> tuple[str, str, dict] | None:
     """Job-level layers 1 and 2: (layer, reason, signal info) when one decides without scoring."""
     if c.job_class == "immediate":
         return HARD, "immediate", {}
@@ -130,7 +129,6 @@ def _gate(c: WorkloadContract, now: int, sig: SignalLog, ops: Ops, g: Guards) ->
         return HARD, "no_deferral_allowed", {}
     if ops.queue_age_minutes > g.max_queue_age_minutes or ops.retry_rate > g.max_retry_rate:
         return SAFETY, "kill_switch", {}
-    w = window(c, now)
     if w.deadline is not None and w.deadline - now < g.deadline_factor * c.runtime.p95_minutes * MINUTE_MS:
         return SAFETY, "deadline_guard", {}
     today = local_day(c, now)
@@ -166,8 +164,7 @@ def _region_veto(c: WorkloadContract, region: str, ops: Ops) -> str | None:
     return None
 
 
-def _starts(c: WorkloadContract, now: int, g: Guards) -> np.ndarray:
-    w = window(c, now)
+def _starts(w: Window, g: Guards) -> np.ndarray:
     step = g.slot_minutes * MINUTE_MS
     first_slot = -(-w.earliest // step) * step
     later = np.arange(first_slot, w.latest_start + 1, step, dtype=np.int64)
@@ -179,27 +176,48 @@ def _norm(x: np.ndarray) -> np.ndarray:
     return np.zeros_like(x) if span == 0 else (x - x.min()) / span
 
 
+def _slot_vetoes(region: str, starts: np.ndarray, carbon: np.ndarray, deadline: int | None, p95: float,
+                 guard_ms: float, ops: Ops, g: Guards) -> list[tuple[str, str] | None]:
+    """Per start: None (eligible) or the (layer, reason) of the first rule that vetoes it."""
+    out: list[tuple[str, str] | None] = [None] * starts.size
+    step = g.slot_minutes * MINUTE_MS
+    rules = []
+    if deadline is not None:
+        rules += [(starts + p95 > deadline, (HARD, "deadline_infeasible")),
+                  (deadline - starts < guard_ms, (SAFETY, "deadline_guard"))]
+    if ops.released:
+        used = np.array([ops.released.get((region, s - s % step), 0) for s in starts.tolist()])
+        rules.append((used >= g.release_cap, (SAFETY, "herd_cap")))
+    rules.append((np.isnan(carbon), (SCORE, "forecast_missing")))
+    for mask, verdict in rules:
+        for i in np.flatnonzero(mask).tolist():
+            if out[i] is None:
+                out[i] = verdict
+    return out
+
+
 def decide(c: WorkloadContract, now: int, signals: SignalLog, ops: Ops | None = None,
            g: Guards | None = None) -> Decision:
     """The decision for ``c`` submitted (or reconsidered) at ``now`` (UTC epoch ms)."""
     ops, g = ops or Ops(), g or Guards()
     sig = signals.as_of(now)
-    gate = _gate(c, now, sig, ops, g)
+    w = window(c, now)
+    gate = _gate(c, now, sig, ops, g, w)
     if gate is not None:
         layer, reason, info = gate
         if reason in ("immediate", "no_deferral_allowed", "deadline_guard", "kill_switch"):
-            return _made(c, now, now, c.home_region, layer, reason, "start_now", signal=info)
-        return _made(c, now, _fallback_start(c, now, g), c.home_region, layer, reason, c.fallback, signal=info)
+            return _made(c, w, now, c.home_region, layer, reason, "start_now", signal=info)
+        return _made(c, w, _fallback_start(c, now, g, w), c.home_region, layer, reason, c.fallback, signal=info)
     _, home_info = _signal_state(sig, c.home_region, now, g)
-    w = window(c, now)
     p95 = c.runtime.p95_minutes * MINUTE_MS
     guard_ms = g.deadline_factor * p95
     vetoes: list[tuple[str, int, str, str]] = []
     regions = sorted({c.home_region, *sig.observed, *ops.regions})
-    starts = _starts(c, now, g)
+    starts = _starts(w, g)
     step = g.slot_minutes * MINUTE_MS
     n_samples = max(1, int(-(-c.runtime.p50_minutes * MINUTE_MS // step)))
     options: list[tuple[str, int, float]] = []
+    providers: dict[str, str] = {}
     for region in regions:
         veto = _region_veto(c, region, ops)
         if veto is None and region != c.home_region and _signal_state(sig, region, now, g)[0]:
@@ -208,27 +226,22 @@ def decide(c: WorkloadContract, now: int, signals: SignalLog, ops: Ops | None = 
             vetoes.append((region, int(starts[0]), SAFETY if veto == "signal_stale" else HARD, veto))
             continue
         t = starts[:, None] + step * np.arange(n_samples)[None, :]
-        pred, provider = sig.predicted(region, now, t.ravel())
+        pred, providers[region] = sig.predicted(region, now, t.ravel())
         carbon = pred.reshape(t.shape).mean(axis=1)
-        for s, ci in zip(starts.tolist(), carbon.tolist(), strict=True):
-            if w.deadline is not None and s + p95 > w.deadline:
-                vetoes.append((region, s, HARD, "deadline_infeasible"))
-            elif w.deadline is not None and w.deadline - s < guard_ms:
-                vetoes.append((region, s, SAFETY, "deadline_guard"))
-            elif ops.released.get((region, s - s % step), 0) >= g.release_cap:
-                vetoes.append((region, s, SAFETY, "herd_cap"))
-            elif np.isnan(ci):
-                vetoes.append((region, s, SCORE, "forecast_missing"))
-            else:
+        verdicts = _slot_vetoes(region, starts, carbon, w.deadline, p95, guard_ms, ops, g)
+        for s, ci, v in zip(starts.tolist(), carbon.tolist(), verdicts, strict=True):
+            if v is None:
                 options.append((region, s, ci))
+            else:
+                vetoes.append((region, s, *v))
     if not options:
-        return _made(c, now, _fallback_start(c, now, g), c.home_region, FALLBACK, "no_eligible_option",
+        return _made(c, w, _fallback_start(c, now, g, w), c.home_region, FALLBACK, "no_eligible_option",
                      c.fallback, vetoes=tuple(vetoes), signal=home_info)
-    return _score(c, now, options, ops, g, tuple(vetoes), home_info, provider)
+    return _score(c, w, options, ops, g, tuple(vetoes), home_info, providers)
 
 
-def _score(c: WorkloadContract, now: int, options: list[tuple[str, int, float]], ops: Ops, g: Guards,
-           vetoes: tuple, info: dict, provider: str) -> Decision:
+def _score(c: WorkloadContract, w: Window, options: list[tuple[str, int, float]], ops: Ops, g: Guards,
+           vetoes: tuple, info: dict, providers: dict[str, str]) -> Decision:
     reg = [o[0] for o in options]
     carbon = np.array([o[2] for o in options])
     cost = np.array([(ops.cost_per_kwh or {}).get(r, 0.0) for r in reg])
@@ -236,11 +249,9 @@ def _score(c: WorkloadContract, now: int, options: list[tuple[str, int, float]],
     locality = np.array([0.0 if r == c.home_region else 1.0 for r in reg])
     score = (g.w_carbon * _norm(carbon) + g.w_cost * _norm(cost) + g.w_capacity * _norm(capacity)
              + g.w_locality * _norm(locality))
-    order = sorted(range(len(options)), key=lambda i: (round(float(score[i]), 12), options[i][1], locality[i], reg[i]))
-    best = order[0]
+    starts = np.array([o[1] for o in options])
+    best = int(np.lexsort((locality, starts, np.round(score, 12)))[0])  # ties: earlier, then home
     region, start, ci = options[best]
-    at_once = [i for i, o in enumerate(options) if o[0] == c.home_region and o[1] == options[0][1]]
-    fc = {"provider": provider, "intensity_at_decision": ci, "score": float(score[best]),
-          "intensity_default": float(carbon[at_once[0]]) if at_once else None}
-    action = "move" if region != c.home_region else ("defer" if start > now else "start_now")
-    return _made(c, now, start, region, SCORE, "lowest_score", action, vetoes=vetoes, signal=info, forecast=fc)
+    fc = {"provider": providers[region], "intensity_at_decision": ci, "score": float(score[best])}
+    action = "move" if region != c.home_region else ("defer" if start > w.submit else "start_now")
+    return _made(c, w, start, region, SCORE, "lowest_score", action, vetoes=vetoes, signal=info, forecast=fc)

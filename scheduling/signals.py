@@ -56,20 +56,22 @@ class Rows:
     end: np.ndarray
     value: np.ndarray
     known: np.ndarray  # observed_at for observations, issued_at for forecasts
-    source: tuple[str, ...]
-    version: tuple[str, ...]
+    source: np.ndarray  # object arrays of strings
+    version: np.ndarray
 
     def take(self, keep: np.ndarray) -> Rows:
-        idx = np.flatnonzero(keep)
-        return Rows(self.start[idx], self.end[idx], self.value[idx], self.known[idx],
-                    tuple(self.source[i] for i in idx), tuple(self.version[i] for i in idx))
+        if keep.all():
+            return self
+        return Rows(self.start[keep], self.end[keep], self.value[keep], self.known[keep],
+                    self.source[keep], self.version[keep])
 
 
 def _rows(items: list[dict[str, Any]], known: str) -> Rows:
     items = sorted(items, key=lambda r: (r["_start"], r["_known"]))
     return Rows(np.array([r["_start"] for r in items], dtype=np.int64), np.array([r["_end"] for r in items], dtype=np.int64),
                 np.array([float(r["value"]) for r in items]), np.array([r["_known"] for r in items], dtype=np.int64),
-                tuple(str(r.get("source", "")) for r in items), tuple(str(r.get("version", "")) for r in items))
+                np.array([str(r.get("source", "")) for r in items], dtype=object),
+                np.array([str(r.get("version", "")) for r in items], dtype=object))
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class SignalLog:
         if rows is None or rows.start.size == 0:
             return None
         i = int(np.argmax(rows.end))
-        return int(rows.end[i]), float(rows.value[i]), rows.source[i], rows.version[i]
+        return int(rows.end[i]), float(rows.value[i]), str(rows.source[i]), str(rows.version[i])
 
     def covered(self, region: str, t: np.ndarray) -> np.ndarray:
         """Observed intensity at instants ``t``: NaN where no observation's [start, end) covers

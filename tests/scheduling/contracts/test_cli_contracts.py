@@ -201,3 +201,22 @@ def test_bad_contract_still_runs_the_command(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"workload_contract": {**JOB, "class": "whenever"}}))
     r = cli("run", "--contract", str(bad), "--log", str(tmp_path / "l"), "--", sys.executable, "-c", "raise SystemExit(3)")
     assert r.returncode == 3 and "field `class`" in r.stderr and "running the command at once" in r.stderr
+
+
+def test_metrics_text_file_from_the_shadow_log(day) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    log, prom = day["dir"] / "shadow.log", day["dir"] / "m.prom"
+    r = cli("shadow", "run", "--contracts", str(day["c"]), "--runs", str(day["runs"]), "--signal", str(day["s"]),
+            "--log", str(log), "--metrics", str(prom))
+    assert r.returncode == 0, r.stderr
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(prom.read_text()) for s in fam.samples}
+    assert samples[("carbonspan_contract_decisions_total",
+                    (("job", "reindex"), ("layer", "soft_objective"), ("reason", "lowest_score")))] == 1
+    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("job", "reindex"), ("le", "60.0")))] == 0
+    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("job", "reindex"), ("le", "120.0")))] == 1
+    assert samples[("carbonspan_contract_deadline_slack_minutes", (("job", "reindex"),))] == 120
+    # at 01:00 the latest known interval is 00:30-00:45 (00:45-01:00 is known at 01:01): 15 minutes old
+    assert samples[("carbonspan_contract_signal_staleness_minutes", (("region", "r1"),))] == 15
+    assert samples[("carbonspan_contract_kill_switch", (("job", "reindex"),))] == 0
