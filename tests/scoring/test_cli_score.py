@@ -185,7 +185,7 @@ def test_file_errors_name_the_file_once_and_say_what_to_do(tmp_path):
     proc = run(str(junk))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("junk.pb") == 1  # the decoder names it; the CLI does not repeat it
-    assert "expected an OTLP trace export" in proc.stderr
+    assert "expected a trace export: OTLP JSON" in proc.stderr
     proc = run(str(tmp_path))
     assert proc.returncode == 2 and "is a directory; pass the trace files in it" in proc.stderr
     assert "Traceback" not in proc.stderr and "Errno" not in proc.stderr
