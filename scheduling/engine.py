@@ -149,8 +149,18 @@ class Loop:
         if self.deferrable(i) and self.held_everywhere(i) and self.may_hold(i, now):
             self.hold(i, now)
         else:
-            self.status[i] = WAITING
-            self.queue.append(i)
+            self.enqueue(i, now)
+
+    def enqueue(self, i: int, now: int) -> None:
+        """Into the queue. A deferrable task may still be kept off high-carbon sources there
+        (``place_pass``), so the loop also wakes at its guard instant to lift that."""
+        self.status[i] = WAITING
+        self.queue.append(i)
+        if self.deferrable(i) and not self.compat:
+            g = latest_release(int(self.wl.deadline[i]), int(self.runtime[i] - self.done_off[i]),
+                               self.shift.deadline_margin)
+            if g > now:
+                self.push(g, GUARD, i, int(self.version[i]))
 
     def complete(self, i: int, now: int) -> None:
         self.state.place(int(self.task_host[i]), self.request(i), -1)
@@ -176,8 +186,7 @@ class Loop:
         if self.deferrable(i) and self.held_everywhere(i) and self.may_hold(i, now):
             self.hold(i, now)
         else:  # compat pauses every task: one it may not hold goes straight back in the queue
-            self.status[i] = WAITING
-            self.queue.append(i)
+            self.enqueue(i, now)
 
     def carbon_change(self, now: int) -> None:
         rules = self.rules
@@ -225,8 +234,11 @@ class Loop:
                 ok = ~self.hold_flags[:, cls]
                 if ok.all():
                     allowed = None
-                elif ok.any():
+                elif ok.any() and (self.compat or self.may_hold(i, now)):
                     allowed = ok[self.hosts.cluster]
+                elif ok.any():  # past its guard instant: any host, not only low-carbon ones
+                    self.forced[i] = True
+                    self.counters["guard_releases"] += 1
             h = self.place_policy.select(self.state, self.request(i), self.seed, allowed)
             if h < 0:
                 return

@@ -98,3 +98,25 @@ def test_compat_opendc_can_miss_the_deadline_the_guard_protects(files) -> None:
     # decisions at T0 + 2 h (now + 1 h < deadline: hold) and T0 + 3 h (release): finish T0 + 4 h
     assert c["start_time"] == T0 + 3 * HOUR and c["deadline_missed"]
     assert np.isclose(compat.summary["deadline_misses"], 1)
+
+
+def test_a_task_kept_for_a_low_carbon_source_that_is_full_goes_elsewhere_at_its_guard(files) -> None:
+    """Two power sources: A turns low at T0 + 2 h but its one host is busy until T0 + 10 h, B
+    stays high and its host is free. The released task may wait for A only until its guard
+    instant; it once waited for A past its deadline (deferral causing the miss)."""
+    clean = files.trace([100.0] * 24 + [300.0, 300.0] + [50.0] * 46, start=T0 - 24 * HOUR, name="a.parquet")
+    dirty = files.trace([400.0] * 72, start=T0 - 24 * HOUR, name="b.parquet")
+    topo = files.topology([{"name": "A", "hosts": [{"cores": 1}], "trace": clean},
+                           {"name": "B", "hosts": [{"cores": 1}], "trace": dirty}])
+    deadline = T0 + 4 * HOUR
+    wl = files.workload([
+        {"id": 0, "submit": T0, "fragments": [(10 * HOUR, 2000)], "deferrable": False, "deadline": -1},
+        {"id": 1, "submit": T0 + 1, "fragments": [(HOUR, 2000)], "deferrable": True, "deadline": deadline},
+    ])
+    policy = {"type": "timeshift", "forecast": False, "filters": [{"type": "Compute"}, {"type": "VCpu"}]}
+    (res,) = scheduling.simulate(experiment(topo, wl, [policy]))
+    first, task = res.tables["task"].to_pylist()
+    assert first["host_name"] == "A/H-0"
+    assert task["host_name"] == "B/H-0" and task["guard_released"]
+    assert task["start_time"] == latest_release(deadline, HOUR, 0.1) == deadline - 66 * MIN
+    assert not task["deadline_missed"] and res.summary["deadline_misses"] == 0
