@@ -217,7 +217,7 @@ def decide(c: WorkloadContract, now: int, signals: SignalLog, ops: Ops | None = 
     step = g.slot_minutes * MINUTE_MS
     n_samples = max(1, int(-(-c.runtime.p50_minutes * MINUTE_MS // step)))
     options: list[tuple[str, int, float]] = []
-    providers: dict[str, str] = {}
+    providers: dict[str, tuple[str, str | None]] = {}
     for region in regions:
         veto = _region_veto(c, region, ops)
         if veto is None and region != c.home_region and _signal_state(sig, region, now, g)[0]:
@@ -226,7 +226,8 @@ def decide(c: WorkloadContract, now: int, signals: SignalLog, ops: Ops | None = 
             vetoes.append((region, int(starts[0]), SAFETY if veto == "signal_stale" else HARD, veto))
             continue
         t = starts[:, None] + step * np.arange(n_samples)[None, :]
-        pred, providers[region] = sig.predicted(region, now, t.ravel())
+        pred, name = sig.predicted(region, now, t.ravel())
+        providers[region] = (name, sig.forecast_issue(region, now) if name == "recorded" else None)
         carbon = pred.reshape(t.shape).mean(axis=1)
         verdicts = _slot_vetoes(region, starts, carbon, w.deadline, p95, guard_ms, ops, g)
         for s, ci, v in zip(starts.tolist(), carbon.tolist(), verdicts, strict=True):
@@ -241,7 +242,7 @@ def decide(c: WorkloadContract, now: int, signals: SignalLog, ops: Ops | None = 
 
 
 def _score(c: WorkloadContract, w: Window, options: list[tuple[str, int, float]], ops: Ops, g: Guards,
-           vetoes: tuple, info: dict, providers: dict[str, str]) -> Decision:
+           vetoes: tuple, info: dict, providers: dict[str, tuple[str, str | None]]) -> Decision:
     reg = [o[0] for o in options]
     carbon = np.array([o[2] for o in options])
     cost = np.array([(ops.cost_per_kwh or {}).get(r, 0.0) for r in reg])
@@ -252,6 +253,7 @@ def _score(c: WorkloadContract, w: Window, options: list[tuple[str, int, float]]
     starts = np.array([o[1] for o in options])
     best = int(np.lexsort((locality, starts, np.round(score, 12)))[0])  # ties: earlier, then home
     region, start, ci = options[best]
-    fc = {"provider": providers[region], "intensity_at_decision": ci, "score": float(score[best])}
+    fc = {"provider": providers[region][0], "issued_at": providers[region][1], "intensity_at_decision": ci,
+          "score": float(score[best])}
     action = "move" if region != c.home_region else ("defer" if start > w.submit else "start_now")
     return _made(c, w, start, region, SCORE, "lowest_score", action, vetoes=vetoes, signal=info, forecast=fc)

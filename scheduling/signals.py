@@ -93,6 +93,12 @@ class SignalLog:
         i = int(np.argmax(rows.end))
         return int(rows.end[i]), float(rows.value[i]), str(rows.source[i]), str(rows.version[i])
 
+    def forecast_issue(self, region: str, now_ms: int) -> str | None:
+        """When the latest forecast for ``region`` issued at or before ``now_ms`` was issued."""
+        fc = self.forecasts.get(region)
+        known = fc.known[fc.known <= now_ms] if fc is not None else np.empty(0)
+        return iso(int(known.max())) if known.size else None
+
     def covered(self, region: str, t: np.ndarray) -> np.ndarray:
         """Observed intensity at instants ``t``: NaN where no observation's [start, end) covers
         an instant (a gap is missing, never carried forward or averaged over)."""

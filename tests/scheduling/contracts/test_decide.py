@@ -32,6 +32,7 @@ def test_carbon_picks_the_forecast_dip() -> None:
     assert d.start == ms(180)  # 03:00: the 30-minute run fits the 100 g dip exactly
     assert d.deferral_minutes == 120 and d.slack_minutes == 120  # 06:00 - 03:00 - 60 min
     assert d.forecast["provider"] == "recorded" and d.forecast["intensity_at_decision"] == 100.0
+    assert d.forecast["issued_at"] == "2026-03-01T00:50:00Z"
 
 
 def test_a_far_cleaner_region_outside_residency_is_never_recommended() -> None:
@@ -158,3 +159,30 @@ def test_decision_unchanged_when_every_value_after_it_changes() -> None:
                 observed("r1", 45, [0.0] * 40), forecast("r1", 61, 0, [0.0] * 40),
                 forecast("r1", 120, 60, [5000.0] * 40))
     assert decide(C, ms(NOW), later) == before
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(now=st.integers(min_value=0, max_value=200),
+       future_obs=st.lists(st.floats(min_value=0, max_value=2000), min_size=1, max_size=40),
+       future_fc=st.lists(st.floats(min_value=0, max_value=2000), min_size=1, max_size=40),
+       lag=st.integers(min_value=1, max_value=30))
+def test_property_nothing_after_the_decision_changes_it(now, future_obs, future_fc, lag) -> None:
+    """Any observation known after `now` and any forecast issued after it leave the decision as it was."""
+    base = [observed("r1", -120, [300.0] * 8 + [250.0] * 16), forecast("r1", -5, 0, HOME_FC)]
+    past = [[r for g in base for r in g if r.get("observed_at", r.get("issued_at")) <= _z(now)]]
+    before = decide(C, ms(now), log(*past))
+    later = [observed("r1", now + lag, list(future_obs), lag=0),  # known from now + lag on
+             forecast("r1", now + lag, now, list(future_fc)),
+             observed("r1", now - 30, future_obs[:1], lag=16 + lag)]  # a late correction of the past
+    after = decide(C, ms(now), log(*past, *later))
+    assert after == before
+
+
+def _z(minutes: int) -> str:
+    from signal_rows import at, z
+
+    return z(at(minutes))
