@@ -32,7 +32,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 3
+#define FOLD_VERSION 4
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -169,13 +169,14 @@ enum {
     S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
     S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
     S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START, S_PER_ENDPOINT, S_SERVICE, S_ENERGY_MODEL,
-    S_MODEL, S_UNKNOWN,
+    S_MODEL, S_UNKNOWN, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS, S_END,
     /* attributes of the state and its layout */
     A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
     A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
     A_OPERATIONAL_KG, A_REQUESTS, A_WINDOWS, A_FIRST_START, A_LAST_START, A_HOST_ENERGY,
     A_EMBODIED_KG, A_DATABASE_KG, A_MESSAGING_KG, A_REGIONS_METHOD, A_NOTE_METHODOLOGY,
-    A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, A_FALLBACK_WINDOWS, A_SERVICES, A_CREDIT, N_NAMES
+    A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, A_FALLBACK_WINDOWS, A_SERVICES, A_CREDIT,
+    A_TRACES_COUNTED, A_ROOT_SPANS, A_WITHOUT_CARBON, N_NAMES
 };
 static const char *const NAME_TEXT[N_NAMES] = {
     "report", "green_summary", "per_service_energy_kwh", "per_service_carbon_kgco2eq",
@@ -183,12 +184,13 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "hosts", "window", "traces", "total_io_ops", "energy_kwh", "operational_gco2",
     "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
     "region", "io_ops", "co2_gco2", "start", "per_endpoint_io_ops", "service", "energy_model",
-    "model", "unknown",
+    "model", "unknown", "root_spans", "energy_without_carbon_kwh", "status", "end",
     "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
     "runtime_windows", "models", "rejected_models", "tally", "energy",
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
     "embodied_kg", "database_kg", "messaging_kg", "_regions", "_note_methodology", "_last_meta",
     "clean_float", "clean_count", "fallback_windows", "services", "_credit",
+    "traces_counted", "root_spans", "energy_without_carbon",
 };
 static PyObject *N[N_NAMES];
 static PyObject *EMPTY_STR, *ZERO, *ONE;
@@ -329,9 +331,16 @@ static int layout_flag(PyObject *layout, int attr) {
 
 /* ---------------------------------------------------------------------- region rows */
 
-/* Fold a window's region rows: in C when every row is plain (a known region, all four fields
- * present and clean), else by state._regions(rows), the general path's code. */
-static int fold_regions(PyObject *state, PyObject *rows) {
+/* An exact str equal to "resolved" (a region row whose energy has carbon). */
+static inline int is_resolved(PyObject *v) {
+    return v && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) == 8
+           && PyUnicode_CompareWithASCIIString(v, "resolved") == 0;
+}
+
+/* Fold a window's region rows: in C when every row is plain (a known region, status
+ * "resolved", all four fields present and clean), else by state._regions(rows), the general
+ * path's code. *without: the energy of rows not resolved (what _regions returns; 0 in C). */
+static int fold_regions(PyObject *state, PyObject *rows, double *without) {
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject *regions = PyObject_GetAttr(state, N[S_REGIONS]); /* state.regions */
     if (regions == NULL)
@@ -343,7 +352,7 @@ static int fold_regions(PyObject *state, PyObject *rows) {
         long long io;
         plain = PyDict_CheckExact(row) && (name = get(row, S_REGION)) != NULL && PyUnicode_CheckExact(name)
                 && (acc = PyDict_GetItemWithError(regions, name)) != NULL
-                && PyObject_TypeCheck(acc, &RegionSumsType)
+                && PyObject_TypeCheck(acc, &RegionSumsType) && is_resolved(get(row, S_STATUS))
                 && get(row, S_IO_OPS) && clean_int(get(row, S_IO_OPS), &io)
                 && get(row, S_ENERGY_KWH) && clean_figure(get(row, S_ENERGY_KWH), &e)
                 && get(row, S_CO2_GCO2) && clean_figure(get(row, S_CO2_GCO2), &e);
@@ -352,11 +361,15 @@ static int fold_regions(PyObject *state, PyObject *rows) {
         Py_DECREF(regions);
         return -1;
     }
+    *without = 0.0;
     if (!plain) {
         Py_DECREF(regions);
         PyObject *r = PyObject_CallMethodOneArg(state, N[A_REGIONS_METHOD], rows);
-        Py_XDECREF(r);
-        return r == NULL ? -1 : 0;
+        if (r == NULL)
+            return -1;
+        *without = PyFloat_AsDouble(r);
+        Py_DECREF(r);
+        return (*without == -1.0 && PyErr_Occurred()) ? -1 : 0;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
@@ -382,6 +395,9 @@ typedef struct {
     PyObject *total;               /* green_summary.co2.total, borrowed, may be NULL */
     PyObject *traces;              /* window.traces, borrowed, NULL when absent (0) */
     PyObject *rows, *meta, *hash;  /* region rows, methodology, line hash: borrowed, may be NULL */
+    PyObject *root_spans;          /* window.root_spans, borrowed, NULL when absent or null */
+    int has_without;               /* green_summary.energy_without_carbon_kwh present (not null) */
+    double without;
     long long io_ops;
     double kwh, operational, mid, embodied, database, messaging;
 } Figures;
@@ -416,6 +432,15 @@ static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures 
             if (!PyDict_CheckExact(PyList_GET_ITEM(f->rows, i)))
                 return 0;
     }
+    /* root spans and energy without carbon: absent or null is "not recorded"; else clean */
+    long long root;
+    PyObject *without = get(gs, S_WITHOUT_CARBON);
+    f->root_spans = get(window, S_ROOT_SPANS);
+    if (f->root_spans == Py_None)
+        f->root_spans = NULL;
+    f->has_without = without != NULL && without != Py_None;
+    if ((f->root_spans && !clean_int(f->root_spans, &root)) || (f->has_without && !clean_figure(without, &f->without)))
+        return PyErr_Occurred() ? -1 : 0;
     f->meta = get(report, S_METHODOLOGY);
     f->hash = get(rec, S_HASH);
     return PyErr_Occurred() ? -1 : 1;
@@ -441,7 +466,15 @@ static PyObject *finish_window(PyObject *state, double start, PyObject *start_ob
         || add_float(state, A_DATABASE_KG, f->database / 1000.0) < 0
         || add_float(state, A_MESSAGING_KG, f->messaging / 1000.0) < 0)
         return NULL;
-    if (f->rows && PyList_GET_SIZE(f->rows) && fold_regions(state, f->rows) < 0)
+    double derived = 0.0;
+    if (f->rows && PyList_GET_SIZE(f->rows) && fold_regions(state, f->rows, &derived) < 0)
+        return NULL;
+    /* state.add_window_counts(traces, root_spans, stated, derived) */
+    if (f->root_spans && (add_obj(state, A_TRACES_COUNTED, f->traces ? f->traces : ZERO) < 0
+                          || add_obj(state, A_ROOT_SPANS, f->root_spans) < 0))
+        return NULL;
+    double without = f->has_without ? f->without : derived;
+    if (without != 0.0 && add_float(state, A_WITHOUT_CARBON, without) < 0)
         return NULL;
     if (f->meta && PyDict_CheckExact(f->meta) && PyDict_GET_SIZE(f->meta)) {
         PyObject *last = PyObject_GetAttr(state, N[A_LAST_META]);
@@ -837,14 +870,18 @@ static long long days_from_civil(long long y, int m, int d) {
     return era * 146097 + doe - 719468;
 }
 
-/* Epoch seconds of "YYYY-MM-DDTHH:MM:SSZ" (ASCII digits, a real date and time), or -1 when
- * the text is not exactly of that form (the caller then asks the Python parser). */
+/* Epoch seconds of "YYYY-MM-DDTHH:MM:SSZ" or "YYYY-MM-DDTHH:MM:SS.ffffffZ" (the agent's own
+ * form: ASCII digits, a real date and time), or 0 when the text is not exactly of either form
+ * (the caller then asks the Python parser). With microseconds the value is total microseconds
+ * / 1e6, one correctly rounded division, which is what datetime.timestamp() computes. */
 static int usual_start(PyObject *text, double *out) {
-    if (!PyUnicode_IS_COMPACT_ASCII(text) || PyUnicode_GET_LENGTH(text) != 20)
+    Py_ssize_t len = PyUnicode_IS_COMPACT_ASCII(text) ? PyUnicode_GET_LENGTH(text) : 0;
+    if (len != 20 && len != 27)
         return 0;
     const char *s = (const char *)PyUnicode_DATA(text);
-    static const char shape[] = "0000-00-00T00:00:00Z";
-    for (int i = 0; i < 20; i++)
+    static const char shape20[] = "0000-00-00T00:00:00Z", shape27[] = "0000-00-00T00:00:00.000000Z";
+    const char *shape = len == 20 ? shape20 : shape27;
+    for (int i = 0; i < len; i++)
         if (shape[i] == '0' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
             return 0;
     int year = two(s) * 100 + two(s + 2), month = two(s + 5), day = two(s + 8);
@@ -854,30 +891,58 @@ static int usual_start(PyObject *text, double *out) {
     if (year < 1 || month < 1 || month > 12 || day < 1 || day > mdays[month - 1] + (month == 2 && leap)
         || hour > 23 || minute > 59 || second > 59)
         return 0;
-    *out = (double)(days_from_civil(year, month, day) * 86400LL + hour * 3600 + minute * 60 + second);
+    long long seconds = days_from_civil(year, month, day) * 86400LL + hour * 3600 + minute * 60 + second;
+    if (len == 20) {
+        *out = (double)seconds;
+        return 1;
+    }
+    long long micro = 0;
+    for (int i = 20; i < 26; i++)
+        micro = micro * 10 + (s[i] - '0');
+    long long total = seconds * 1000000LL + micro;
+    if (total > (1LL << 53) || total < -(1LL << 53))
+        return 0; /* not exact as a double: let Python divide */
+    *out = (double)total / 1e6;
     return 1;
 }
 
-static PyObject *window_start(PyObject *module, PyObject *rec) {
-    PyObject *report, *window, *start;
+/* report.window.<key> of the usual forms in C; any other line goes to the Python parser
+ * `module.name` (imported on first need into *fallback), which gives the answer. */
+static PyObject *window_time(PyObject *rec, int key, PyObject **fallback, const char *module, const char *name) {
+    PyObject *report, *window, *text;
     double epoch;
     if (PyDict_CheckExact(rec) && (report = get(rec, S_REPORT)) && PyDict_CheckExact(report)
         && (window = get(report, S_WINDOW)) && PyDict_CheckExact(window)
-        && (start = get(window, S_START)) && PyUnicode_CheckExact(start) && usual_start(start, &epoch))
+        && (text = get(window, key)) && PyUnicode_CheckExact(text) && usual_start(text, &epoch))
         return PyFloat_FromDouble(epoch);
     if (PyErr_Occurred())
         return NULL;
-    if (py_window_start == NULL) {
-        PyObject *read = PyImport_ImportModule("aggregator.read");
-        py_window_start = read ? PyObject_GetAttrString(read, "window_start") : NULL;
-        Py_XDECREF(read);
-        if (py_window_start == NULL)
+    if (*fallback == NULL) {
+        PyObject *mod = PyImport_ImportModule(module);
+        *fallback = mod ? PyObject_GetAttrString(mod, name) : NULL;
+        Py_XDECREF(mod);
+        if (*fallback == NULL)
             return NULL;
     }
-    return PyObject_CallOneArg(py_window_start, rec);
+    return PyObject_CallOneArg(*fallback, rec);
+}
+
+static PyObject *window_start(PyObject *module, PyObject *rec) {
+    return window_time(rec, S_START, &py_window_start, "aggregator.read", "window_start");
+}
+
+static PyObject *py_window_end; /* aggregator.coverage.window_end: every form but the usual two */
+
+/* Epoch seconds of report.window.end, or None when absent or not a time (coverage.window_end). */
+static PyObject *window_end(PyObject *module, PyObject *rec) {
+    return window_time(rec, S_END, &py_window_end, "aggregator.coverage", "window_end");
 }
 
 static PyMethodDef methods[] = {
+    {"window_end", (PyCFunction)window_end, METH_O,
+     "window_end(rec) -> float | None\n\n"
+     "Epoch seconds of report.window.end, as aggregator.coverage.window_end (which it calls for every\n"
+     "form but the two usual ones); rec's report.window was read by window_start first."},
     {"window_start", (PyCFunction)window_start, METH_O,
      "window_start(rec) -> float\n\n"
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"

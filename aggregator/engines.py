@@ -20,6 +20,7 @@ from functools import partial
 
 import orjson
 
+from aggregator.coverage import GAP_TOLERANCE_S, window_end
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold import AggregateState, FileStat
 from aggregator.fold_fast import FAST
@@ -54,10 +55,13 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     c = FAST if c_fold else None
     fast = None if not plain else partial(c.fold_plain, state) if c is not None else state.fold_plain
     start_of = c.window_start if c is not None else window_start
+    end_of = c.window_end if c is not None else window_end
     chain: list | None = None  # this agent's [first, last, windows], once a window is in period
     in_period = 0
     lineno = 0
     first_rec = last_rec = None  # the file's first and last objects: its content identity
+    run_lo = run_hi = 0.0  # the run of windows being extended (temporal coverage), if any
+    in_run = False
     try:
         for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
@@ -90,6 +94,16 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
             in_period += 1
             if fixed:
                 tally.sanitised += fixed
+            end = end_of(rec)
+            if end is None or not end >= start:
+                state.windows_without_end += 1
+            elif in_run and run_lo <= start <= run_hi + GAP_TOLERANCE_S:  # the usual case: next window
+                if end > run_hi:
+                    run_hi = end
+            else:
+                if in_run:
+                    state.add_run(agent, run_lo, run_hi)
+                run_lo, run_hi, in_run = start, end, True
             if chain is None:
                 chain = state.chains.get(agent) or state.chains.setdefault(agent, ["", "", 0])
             if line_hash:
@@ -99,6 +113,8 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     except ArchiveReadError as exc:
         state.note_malformed(f"{label}:{lineno + 1}", str(exc))
         stat.malformed_lines += 1
+    if in_run:
+        state.add_run(agent, run_lo, run_hi)
     stat.windows_in_period = in_period
     stat.first_hash, stat.last_hash = _line_hash(first_rec), _line_hash(last_rec)
     stat.lines = lineno

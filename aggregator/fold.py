@@ -26,8 +26,9 @@ from itertools import repeat
 from typing import TYPE_CHECKING
 
 from aggregator.accumulators import FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
+from aggregator.coverage import add_run
 from aggregator.fold_fast import PlainRuntime
-from aggregator.fold_proxy import ProxyFast
+from aggregator.fold_proxy import UNATTRIBUTED, AttributionError, ProxyFast  # noqa: F401 - re-exported
 from aggregator.fold_regions import RegionRows
 from aggregator.read import Window, clean_counts, clean_values
 from aggregator.sanitize import (
@@ -39,7 +40,6 @@ from aggregator.sanitize import (
     clean_name,
     clean_tag,
 )
-from schema.constants import ENERGY_PER_IO_OP_KWH
 from schema.tags import CAL_SUFFIX
 
 if TYPE_CHECKING:
@@ -49,13 +49,7 @@ MAX_SERVICES = 4096
 MAX_ENERGY_MODELS = 64
 MAX_REGIONS = 1024
 MAX_SAMPLES = 100
-UNATTRIBUTED = "_unattributed"
-_UNSET = object()  # the proxy loop's tag before its first credit
 MAX_LAYOUTS = 4096
-
-
-class AttributionError(Exception):
-    """Strict attribution: a window had nothing to split its energy and carbon by."""
 
 
 @dataclass
@@ -87,6 +81,13 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     dropped_carbon: float = 0.0
     host_named_services: int = 0  # per-service entries named like a host of their window (kept)
     one_sided_windows: int = 0  # runtime maps with only one side non-empty: folded by the proxy
+    traces_counted: int = 0  # Σ window.traces / Σ window.root_spans over windows recording both
+    root_spans: int = 0
+    energy_without_carbon: float = 0.0  # kWh counted at 0 g (unresolved / out-of-table regions)
+    ewc_regions: dict[str, float] = field(default_factory=dict)  # region -> those kWh
+    spans: dict[str, list] = field(default_factory=dict)  # agent -> runs of window time (coverage)
+    coverage_gaps_joined: int = 0  # gaps lost to the runs cap (aggregator.coverage.MAX_RUNS)
+    windows_without_end: int = 0  # in-period windows without a readable window.end (no coverage)
     rejected_models: int = 0
     dropped_regions: int = 0
     dropped_host_rows: int = 0  # host rows past the host-region cap (max_regions)
@@ -193,10 +194,33 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         self.embodied_kg += w.embodied_g / 1000.0
         self.database_kg += w.database_g / 1000.0
         self.messaging_kg += w.messaging_g / 1000.0
-        if w.regions:
-            self._regions(w.regions)
+        without = self._regions(w.regions) if w.regions else 0.0
+        for region, kwh, co2, _ in w.host_rows:  # a host charged 0 g with energy: no intensity known
+            if kwh > 0.0 and co2 == 0.0:
+                without += kwh
+                self.note_without_carbon(clean_name(region) or "unknown", kwh)
+        self.add_window_counts(w.traces, w.root_spans, w.energy_without_carbon, without)
         if w.methodology:
             self._note_methodology(w.methodology)
+
+    def add_window_counts(self, traces: int, root_spans: int | None, stated: float | None,
+                          derived: float) -> None:
+        """Traces beside root spans (where the line records them), and the energy counted at
+        0 g: the line's ``energy_without_carbon_kwh``, or for lines without it what its rows say."""
+        if root_spans is not None:
+            self.traces_counted += traces
+            self.root_spans += root_spans
+        without = derived if stated is None else stated
+        if without:
+            self.energy_without_carbon += without
+
+    def add_run(self, agent: str, lo: float, hi: float) -> None:
+        """A run of this agent's window time, ``[lo, hi]`` (see aggregator.coverage)."""
+        runs = self.spans.get(agent)
+        if runs is None:
+            self.spans[agent] = [[lo, hi]]
+        else:
+            self.coverage_gaps_joined += add_run(runs, lo, hi)
 
     def _note_methodology(self, meta: dict) -> None:
         """Record a window's methodology block; a block seen before adds nothing."""
@@ -339,53 +363,6 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
             layout.targets.append(acc)
         layout.simple = all(isinstance(t, ServiceAcc) for t in layout.targets)
         return layout
-
-    def _proxy(self, w: Window, location: str, strict: bool) -> None:
-        self.fallback_windows += 1
-        io_total = sum(w.io_split.values())
-        if w.energy_kwh > 0.0:
-            app_energy = max(0.0, w.energy_kwh - w.host_energy)
-        else:
-            app_energy = (w.total_io_ops or io_total) * ENERGY_PER_IO_OP_KWH
-        app_g = w.operational_g or max(0.0, w.mid_g - w.embodied_g - w.database_g - w.messaging_g)
-        app_kg = app_g / 1000.0
-        self.energy += app_energy + w.host_energy
-        self.operational_kg += app_kg
-        self.requests += w.traces
-        if io_total == 0:
-            if strict:
-                raise AttributionError(
-                    f"{location}: window has no per-service maps and no I/O ops to split "
-                    f"{app_energy:g} kWh by; drop --strict-attribution to book it as "
-                    f"{UNATTRIBUTED}, or fix the agent that wrote it"
-                )
-            self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
-            return
-        if w.host_names:
-            self.host_named_services += sum(1 for name in w.io_split if name in w.host_names)
-        self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.model)
-
-    def _split_proxy(self, io_split: dict[str, int], io_total: int, app_energy: float, app_kg: float,
-                     model: str | None) -> None:
-        """Credit each service its share of I/O ops (``io_total`` > 0)."""
-        # Every entry carries the window's one model, so after the first credit the tag set's
-        # answer is known: accepted (count one more) or rejected (count one more rejection).
-        services, tag = self.services, _UNSET
-        for name, ops in io_split.items():
-            share = ops / io_total
-            acc = services.get(name)
-            if acc is None or tag is _UNSET:  # a new or dropped service, or the first entry
-                answer = self._credit(name, "unknown", app_energy * share, app_kg * share, 0, model)
-                tag = answer if tag is _UNSET else tag
-                continue
-            acc.energy += app_energy * share  # a known service (proxy windows know no region)
-            acc.carbon += app_kg * share
-            acc.windows += 1
-            if tag is not None:
-                self.models[tag] += 1  # type: ignore[index]
-                acc.models[tag] = None  # type: ignore[index]
-            elif model is not None:
-                self.rejected_models += 1
 
     def _methodology(self, meta: dict) -> None:
         if add_methodology(self.methodology, meta):

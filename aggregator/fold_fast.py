@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
 
 #: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
-FOLD_VERSION = 3
+FOLD_VERSION = 4
 
 
 def _c_fold() -> ModuleType | None:
@@ -57,6 +57,8 @@ class Figures(NamedTuple):
     database: float
     messaging: float
     rows: list | tuple
+    root_spans: int | None  # absent: None
+    without_carbon: float | None  # energy_without_carbon_kwh; absent: None
 
 
 def clean_figures(report: dict, gs: dict) -> Figures | None:  # noqa: C901 - one flat check list
@@ -89,7 +91,12 @@ def clean_figures(report: dict, gs: dict) -> Figures | None:  # noqa: C901 - one
     for row in rows:
         if type(row) is not dict:
             return None
-    return Figures(total, traces, io_ops, kwh, operational, mid, embodied, database, messaging, rows)
+    root, without = window.get("root_spans"), gs.get("energy_without_carbon_kwh")
+    if not (root is None or type(root) is int and 0 <= root <= MAX_COUNT) or not (
+            without is None or type(without) is float and 0.0 <= without <= MAX_FIGURE):
+        return None
+    return Figures(total, traces, io_ops, kwh, operational, mid, embodied, database, messaging, rows,
+                   root, without)
 
 
 def finish_window(state: Any, start: float, f: Figures, meta: object, line_hash: object) -> str:
@@ -104,8 +111,8 @@ def finish_window(state: Any, start: float, f: Figures, meta: object, line_hash:
     state.embodied_kg += f.embodied / 1000.0
     state.database_kg += f.database / 1000.0
     state.messaging_kg += f.messaging / 1000.0
-    if f.rows:
-        state._regions(f.rows)
+    derived = state._regions(f.rows) if f.rows else 0.0
+    state.add_window_counts(f.traces, f.root_spans, f.without_carbon, derived)
     if type(meta) is dict and meta:
         state._note_methodology(meta)
     return line_hash if type(line_hash) is str and len(line_hash) <= 128 else ""

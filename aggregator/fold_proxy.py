@@ -1,4 +1,5 @@
-"""The v1.0 (I/O proxy) line folded straight from the loaded dict (a mixin of AggregateState).
+"""The I/O proxy path of AggregateState: ``_proxy`` (the general path) and ``fold_proxy``
+(a v1.0 line folded straight from the loaded dict), one place for the proxy's arithmetic.
 
 A v1.0 agent writes no per-service maps, so the general path builds a ``Window`` and then
 splits the window's energy and carbon by each service's share of I/O ops
@@ -13,11 +14,22 @@ lines both ways and asserts byte-identical reports.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aggregator.fold_fast import clean_figures, finish_window
 from aggregator.sanitize import MAX_COUNT
 from schema.constants import ENERGY_PER_IO_OP_KWH
 
+if TYPE_CHECKING:
+    from aggregator.read import Window
+
 _EMPTY: dict = {}
+UNATTRIBUTED = "_unattributed"
+_UNSET = object()  # the proxy loop's tag before its first credit
+
+
+class AttributionError(Exception):
+    """Strict attribution: a window had nothing to split its energy and carbon by."""
 
 
 def _tag(value: object) -> str | None:
@@ -25,7 +37,56 @@ def _tag(value: object) -> str | None:
 
 
 class ProxyFast:
-    """``fold_proxy(rec, gs, start)``; the state provides the accumulators and ``_split_proxy``."""
+    """``_proxy(w, location, strict)`` and ``fold_proxy(rec, gs, start)``; the state provides
+    the accumulators and ``_credit``."""
+
+    def _proxy(self, w: Window, location: str, strict: bool) -> None:
+        self.fallback_windows += 1
+        io_total = sum(w.io_split.values())
+        if w.energy_kwh > 0.0:
+            app_energy = max(0.0, w.energy_kwh - w.host_energy)
+        else:
+            app_energy = (w.total_io_ops or io_total) * ENERGY_PER_IO_OP_KWH
+        app_g = w.operational_g or max(0.0, w.mid_g - w.embodied_g - w.database_g - w.messaging_g)
+        app_kg = app_g / 1000.0
+        self.energy += app_energy + w.host_energy
+        self.operational_kg += app_kg
+        self.requests += w.traces
+        if io_total == 0:
+            if strict:
+                raise AttributionError(
+                    f"{location}: window has no per-service maps and no I/O ops to split "
+                    f"{app_energy:g} kWh by; drop --strict-attribution to book it as "
+                    f"{UNATTRIBUTED}, or fix the agent that wrote it"
+                )
+            self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
+            return
+        if w.host_names:
+            self.host_named_services += sum(1 for name in w.io_split if name in w.host_names)
+        self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.model)
+
+    def _split_proxy(self, io_split: dict[str, int], io_total: int, app_energy: float, app_kg: float,
+                     model: str | None) -> None:
+        """Credit each service its share of I/O ops (``io_total`` > 0)."""
+        # Every entry carries the window's one model, so after the first credit the tag set's
+        # answer is known: accepted (count one more) or rejected (count one more rejection).
+        services, tag = self.services, _UNSET
+        for name, ops in io_split.items():
+            share = ops / io_total
+            acc = services.get(name)
+            if acc is None or tag is _UNSET:  # a new or dropped service, or the first entry
+                answer = self._credit(name, "unknown", app_energy * share, app_kg * share, 0, model)
+                tag = answer if tag is _UNSET else tag
+                continue
+            acc.energy += app_energy * share  # a known service (proxy windows know no region)
+            acc.carbon += app_kg * share
+            acc.windows += 1
+            if tag is not None:
+                self.models[tag] += 1  # type: ignore[index]
+                acc.models[tag] = None  # type: ignore[index]
+            elif model is not None:
+                self.rejected_models += 1
+
 
     def fold_proxy(self, rec: dict, gs: dict, start: float) -> str | None:  # noqa: C901 - one flat check list
         """Fold ``rec`` (a loaded line without runtime maps; ``gs`` its green_summary object)

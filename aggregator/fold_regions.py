@@ -32,6 +32,7 @@ class RegionRows:
     dropped_regions: int
     dropped_host_rows: int
     overflowed: bool
+    ewc_regions: dict[str, float]
 
     def _host_regions(self, rows: HostRows) -> None:
         """In-totals host rows ``(region, kWh, gCO2e, PUE)`` summed per region (for the market-based
@@ -53,8 +54,11 @@ class RegionRows:
             if acc.pue is None:
                 acc.pue = pue
 
-    def _regions(self, rows: list[dict]) -> None:
+    def _regions(self, rows: list[dict]) -> float:
+        """Fold the rows; returns the energy of rows whose status is not ``resolved`` (counted
+        at 0 g: energy without carbon), which is also summed per region in ``ewc_regions``."""
         tally, regions = self.tally, self.regions
+        without = 0.0
         for row in rows:
             try:
                 name, io, energy, co2 = _REGION_FIELDS(row)
@@ -70,8 +74,22 @@ class RegionRows:
             acc.rows += 1
             # inline fast path (the common clean case); the sanitisers handle everything else
             acc.io_ops += io if type(io) is int and 0 <= io <= MAX_COUNT else clean_count(io, tally)
-            acc.energy += energy if type(energy) is float and 0.0 <= energy <= MAX_FIGURE else clean_float(energy, tally)
+            if not (type(energy) is float and 0.0 <= energy <= MAX_FIGURE):
+                energy = clean_float(energy, tally)
+            acc.energy += energy
             acc.carbon += (co2 if type(co2) is float and 0.0 <= co2 <= MAX_FIGURE else clean_float(co2, tally)) / 1000.0
+            if energy and row.get("status") != "resolved":
+                without += energy
+                self.note_without_carbon(name, energy)
+        return without
+
+    def note_without_carbon(self, region: str, energy: float) -> None:
+        """``energy`` kWh of ``region`` counted at 0 g (a region past the region cap is not listed)."""
+        kept = self.ewc_regions
+        if region in kept:
+            kept[region] += energy
+        elif len(kept) < self.max_regions:
+            kept[region] = energy
 
     def _new_region(self, row: dict) -> RegionAcc | None:
         """First sight of a region: its status, intensity, PUE and source are kept."""

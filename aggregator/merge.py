@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aggregator.accumulators import HostRegionAcc, RegionAcc, ServiceAcc
+from aggregator.coverage import merge_runs
 from aggregator.fold import MAX_SAMPLES, AggregateState
 
 
@@ -102,6 +103,9 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
         mine_h.rows += hacc.rows
         if mine_h.pue is None:  # first recorded, in file order
             mine_h.pue = hacc.pue
+    for region, kwh in right.ewc_regions.items():
+        left.note_without_carbon(region, kwh)
+    left.coverage_gaps_joined += merge_runs(left.spans, right.spans)
     for key, values in right.methodology.items():
         for value in values:
             left._methodology({key: value})
@@ -129,5 +133,6 @@ _SUMMED = (
     "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
     "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
     "dropped_energy", "dropped_carbon", "host_named_services", "one_sided_windows", "dropped_regions", "dropped_host_rows", "lines",
-    "windows_outside", "malformed", "rejected_models",
+    "windows_outside", "malformed", "rejected_models", "traces_counted", "root_spans",
+    "energy_without_carbon", "coverage_gaps_joined", "windows_without_end",
 )

@@ -115,6 +115,8 @@ class Window:
     raw: bool = False  # energies/carbons/requests are the line's own values, not yet sanitised
     host_rows: HostRows = ()  # in-totals hosts: (region, kWh, gCO2e, PUE or None)
     one_sided: bool = False  # only one per-service map is non-empty: the proxy path folds it
+    root_spans: int | None = None  # window.root_spans (None: not recorded)
+    energy_without_carbon: float | None = None  # green_summary.energy_without_carbon_kwh (None: absent)
 
 
 _EMPTY: dict = {}
@@ -322,6 +324,9 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
         methodology if type(methodology) is dict else _EMPTY,
     )
     w.host_rows = host_rows
+    root, ewc = window.get("root_spans"), gs.get("energy_without_carbon_kwh")
+    w.root_spans = None if root is None else clean_count(root, tally)
+    w.energy_without_carbon = None if ewc is None else clean_float(ewc, tally)
     _runtime_maps(gs, w, tally)
     if w.names is None:
         w.io_split = _io_split(report, tally)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from schema.report import DisclosureReport
+from schema.report import SCI_HIGH_FACTOR, SCI_LOW_FACTOR, DisclosureReport
 
 MAX_ROWS = 20
 
@@ -30,6 +30,15 @@ def fmt_kg(kg: float) -> str:
 
 def fmt_kwh(kwh: float) -> str:
     return _scaled(kwh, ("Wh", "kWh", "MWh"))
+
+
+def band(kg: float) -> str:
+    """The SCI band of a carbon figure, x0.5 .. x2 (what the window lines' co2.total low / high say)."""
+    return f"{fmt_kg(kg * SCI_LOW_FACTOR)} to {fmt_kg(kg * SCI_HIGH_FACTOR)}"
+
+
+def with_band(kg: float) -> str:
+    return f"{fmt_kg(kg)} (band {band(kg)})"
 
 
 def title(report: DisclosureReport) -> str:
@@ -53,9 +62,10 @@ def breakdown(report: DisclosureReport) -> str:
     embodied carbon and the database/broker hosts (never a service) are added on top."""
     agg, b = report.aggregate, report.aggregate.carbon_breakdown
     return (
-        f"carbon {fmt_kg(agg.total_carbon_kgco2eq)} = services (operational) {fmt_kg(b.operational_kgco2eq)} "
-        f"+ embodied {fmt_kg(b.embodied_kgco2eq)} + database hosts {fmt_kg(b.database_kgco2eq)} "
-        f"+ messaging hosts {fmt_kg(b.messaging_kgco2eq)}; host energy {fmt_kwh(agg.host_energy_kwh)}"
+        f"carbon {with_band(agg.total_carbon_kgco2eq)} = services (operational) {with_band(b.operational_kgco2eq)} "
+        f"+ embodied {with_band(b.embodied_kgco2eq)} + database hosts {with_band(b.database_kgco2eq)} "
+        f"+ messaging hosts {with_band(b.messaging_kgco2eq)}; host energy {fmt_kwh(agg.host_energy_kwh)}; "
+        f"SCI band x{SCI_LOW_FACTOR:g} to x{SCI_HIGH_FACTOR:g}"
     )
 
 
@@ -75,8 +85,8 @@ def scope2_line(report: DisclosureReport) -> str:
         return ""
     contract = [r.region for r in s2.regions if r.market_basis == "contractual"]
     grid = [r.region for r in s2.regions if r.market_basis == "location_fallback"]
-    line = (f"electricity (Scope 2): {LOCATION_LABEL} {fmt_kg(s2.location_based_kgco2eq)}, "
-            f"{MARKET_LABEL} {fmt_kg(s2.market_based_kgco2eq)}; contract factors for "
+    line = (f"electricity (Scope 2): {LOCATION_LABEL} {with_band(s2.location_based_kgco2eq)}, "
+            f"{MARKET_LABEL} {with_band(s2.market_based_kgco2eq)}; contract factors for "
             f"{len(contract)} region(s)" + (f" ({_names(contract)})" if contract else "")
             + f", grid average for {len(grid)}" + (f" ({_names(grid)})" if grid else ""))
     if s2.unmatched_factor_regions:
@@ -84,18 +94,17 @@ def scope2_line(report: DisclosureReport) -> str:
     return line
 
 
-NO_DATA = "No data in this period"
-
-
 def warnings(report: DisclosureReport) -> list[str]:
-    """What a reader must know before trusting the figures, in plain words (terminal and HTML
-    show the same list): an empty period first."""
+    """What a reader must know before trusting the figures (``report.warnings``, decided in
+    aggregator.caveats); terminal and HTML show the same list."""
+    return [w.message for w in report.warnings]
+
+
+def temporal_line(report: DisclosureReport) -> str:
     agg = report.aggregate
-    out = []
-    if agg.windows == 0:
-        out.append(f"{NO_DATA}: no measurement window starts inside it, so every figure below is zero "
-                   "for lack of data, not because nothing ran.")
-    return out
+    agents = ", ".join(f"{a.agent} {a.temporal_coverage:.1%}" for a in agg.temporal_coverage_by_agent[:6])
+    return (f"temporal coverage {agg.temporal_coverage:.1%} of the period's {agg.period_seconds:,.0f} s"
+            + (f" ({agents})" if agents else ""))
 
 
 def summary_table(report: DisclosureReport) -> Table:
@@ -112,8 +121,8 @@ def summary_table(report: DisclosureReport) -> Table:
     if hidden > 0:
         table.add_row(f"... {hidden} more", "", "", "", "", "", "")
     table.caption = (
-        f"total {fmt_kwh(agg.total_energy_kwh)}, {fmt_kg(agg.total_carbon_kgco2eq)} CO2e over "
-        f"{agg.windows:,} windows; attributed by the agent {agg.period_coverage:.1%} "
+        f"total {fmt_kwh(agg.total_energy_kwh)}, {with_band(agg.total_carbon_kgco2eq)} CO2e over "
+        f"{agg.windows:,} windows; {temporal_line(report)}; attributed by the agent {agg.period_coverage:.1%} "
         f"(runtime {agg.runtime_windows:,}, fallback {agg.fallback_windows:,}); "
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
         f"dropped service entries {agg.dropped_services:,}"

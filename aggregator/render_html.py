@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import LOCATION_LABEL, MARKET_LABEL, fmt_kg, fmt_kwh, warnings
+from aggregator.caveats import PARTIAL
+from aggregator.coverage import GAP_TOLERANCE_S
+from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
 from schema.report import DisclosureReport
 
 MAX_BARS = 25
@@ -26,8 +28,9 @@ code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
 """
 
 
-def _card(label: str, value: str) -> str:
-    return f'<div class="card">{escape(label)}<b>{escape(value)}</b></div>'
+def _card(label: str, value: str, note: str = "") -> str:
+    extra = f'<span class="note">{escape(note)}</span>' if note else ""
+    return f'<div class="card">{escape(label)}<b>{escape(value)}</b>{extra}</div>'
 
 
 def _bars(report: DisclosureReport) -> str:
@@ -87,7 +90,8 @@ def _scope2(report: DisclosureReport) -> str:
                     "location-based", "market-based"], rows, {2, 3, 4, 5, 6})
     texts = [
         f"The electricity behind these services emitted {fmt_kg(s2.location_based_kgco2eq)} "
-        f"{LOCATION_LABEL} and {fmt_kg(s2.market_based_kgco2eq)} {MARKET_LABEL}.",
+        f"{LOCATION_LABEL} (SCI band {band(s2.location_based_kgco2eq)}) and {fmt_kg(s2.market_based_kgco2eq)} "
+        f"{MARKET_LABEL} (SCI band {band(s2.market_based_kgco2eq)}).",
         "Location-based: the average carbon of the grid each region draws from. Market-based: the "
         "emission factors of the electricity bought under contract (supplier rate, power purchase "
         "agreement, certificates) or, where there is none, the residual mix, as stated by: "
@@ -100,6 +104,25 @@ def _scope2(report: DisclosureReport) -> str:
                      "spelling): " + ", ".join(s2.unmatched_factor_regions) + ".")
     return ("<h2>Electricity two ways (Scope 2)</h2>" + "".join(f"<p>{escape(t)}</p>" for t in texts[:2])
             + table + "".join(f'<p class="note">{escape(t)}</p>' for t in texts[2:]))
+
+
+def _temporal(report: DisclosureReport) -> str:
+    """Time covered: the period's share inside each agent's windows, and the longest gaps."""
+    agg = report.aggregate
+    partial = [w for w in report.warnings if w.code == "partial_period"]
+    head = (f"{PARTIAL.capitalize()}: the windows cover {agg.temporal_coverage:.1%} of the period"
+            if partial else f"The windows cover {agg.temporal_coverage:.1%} of the period")
+    text = (f"{head} ({agg.period_seconds:,.0f} s per agent; gaps under {GAP_TOLERANCE_S:g} s between "
+            "windows are not gaps). Time an agent did not run is not in the figures.")
+    rows = [[a.agent, f"{a.temporal_coverage:.1%}", f"{a.covered_seconds:,.0f} s", f"{a.runs:,}"]
+            for a in agg.temporal_coverage_by_agent]
+    out = f"<p>{escape(text)}</p>"
+    if rows:
+        out += _table(["agent", "temporal coverage", "covered", "unbroken runs"], rows, {1, 2, 3})
+    gaps = [[g.agent, g.start, g.end, f"{g.seconds:,.0f} s"] for g in agg.largest_gaps]
+    if gaps:
+        out += "<p>The longest gaps:</p>" + _table(["agent", "from", "to", "length"], gaps, {3})
+    return out
 
 
 def _coverage(report: DisclosureReport) -> str:
@@ -142,22 +165,28 @@ def render_html(report: DisclosureReport) -> str:
     b = agg.carbon_breakdown
     s2 = agg.scope2
     electricity = [] if s2 is None else [
-        _card(f"Electricity CO2e, {LOCATION_LABEL}", fmt_kg(s2.location_based_kgco2eq)),
-        _card(f"Electricity CO2e, {MARKET_LABEL}", fmt_kg(s2.market_based_kgco2eq)),
+        _card(f"Electricity CO2e, {LOCATION_LABEL}", fmt_kg(s2.location_based_kgco2eq),
+              f"SCI band {band(s2.location_based_kgco2eq)}"),
+        _card(f"Electricity CO2e, {MARKET_LABEL}", fmt_kg(s2.market_based_kgco2eq),
+              f"SCI band {band(s2.market_based_kgco2eq)}"),
     ]
     cards = "".join([
-        _card("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq)),
+        _card("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq), f"SCI band {band(agg.total_carbon_kgco2eq)}"),
         *electricity,
         _card("Energy", fmt_kwh(agg.total_energy_kwh)),
         _card("Requests", f"{agg.total_requests:,}"),
+        _card("Temporal coverage", f"{agg.temporal_coverage:.1%}",
+              PARTIAL if any(w.code == "partial_period" for w in report.warnings) else ""),
         _card("Attributed by the agent", f"{agg.period_coverage:.1%}"),
     ])
-    breakdown = _table(["part", "carbon"], [
-        ["running the applications", fmt_kg(b.operational_kgco2eq)],
-        ["making the hardware (embodied)", fmt_kg(b.embodied_kgco2eq)],
-        ["database servers", fmt_kg(b.database_kgco2eq)],
-        ["message brokers", fmt_kg(b.messaging_kgco2eq)],
-    ], {1})
+    breakdown = _table(["part", "carbon", "SCI band (x0.5 to x2)"], [
+        [part, fmt_kg(kg), band(kg)] for part, kg in (
+            ("running the applications", b.operational_kgco2eq),
+            ("making the hardware (embodied)", b.embodied_kgco2eq),
+            ("database servers", b.database_kgco2eq),
+            ("message brokers", b.messaging_kgco2eq),
+            ("total", agg.total_carbon_kgco2eq))
+    ], {1, 2})
     first, last = report.period.first_window or "-", report.period.last_window or "-"
     period = f"{report.period.start or first} to {report.period.end or last}"
     windows = f"Windows folded start from {first} to {last}." if report.period.first_window else "No window in the period."
@@ -171,7 +200,7 @@ def render_html(report: DisclosureReport) -> str:
         f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
         f"<h2>Carbon per service</h2>{_bars(report)}"
         f"<h2>Per region</h2>{_regions(report)}"
-        f"<h2>Coverage</h2>{_coverage(report)}"
+        f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
         f"<h2>Methodology</h2>{_methodology(report)}"
         "<h2>Integrity</h2><p>Anyone with the archives can check this report with "
         "<code>carbonspan verify ARCHIVES --report report.json</code>.</p>"

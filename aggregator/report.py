@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from aggregator.caveats import temporal, warnings, without_carbon
 from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
 from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
@@ -19,6 +20,8 @@ from aggregator.scope2 import methodology_block, scope2
 from schema.canonical import canonical_json, sha256_tag
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
+    SCI_HIGH_FACTOR,
+    SCI_LOW_FACTOR,
     Aggregate,
     Application,
     CarbonBreakdown,
@@ -79,7 +82,8 @@ def _methodology(state: AggregateState, market: MarketFactors | None) -> Methodo
     )
 
 
-def _aggregate(state: AggregateState, market: MarketFactors | None) -> Aggregate:
+def _aggregate(state: AggregateState, period: Period, apps: list[Application],
+               market: MarketFactors | None) -> Aggregate:
     breakdown = CarbonBreakdown(
         operational_kgco2eq=state.operational_kg,
         embodied_kgco2eq=state.embodied_kg,
@@ -96,6 +100,8 @@ def _aggregate(state: AggregateState, market: MarketFactors | None) -> Aggregate
         total_energy_kwh=state.energy,
         host_energy_kwh=state.host_energy,
         total_carbon_kgco2eq=total_kg,
+        carbon_low_kgco2eq=total_kg * SCI_LOW_FACTOR,
+        carbon_high_kgco2eq=total_kg * SCI_HIGH_FACTOR,
         carbon_breakdown=breakdown,
         period_coverage=_share(state.runtime_windows, state.runtime_windows + state.fallback_windows),
         runtime_windows=state.runtime_windows,
@@ -112,6 +118,10 @@ def _aggregate(state: AggregateState, market: MarketFactors | None) -> Aggregate
         dropped_regions=state.dropped_regions,
         per_service_energy_models=models,
         scope2=scope2(state, market) if market is not None else None,
+        traces_counted=state.traces_counted,
+        root_spans_counted=state.root_spans,
+        **temporal(state, period),
+        **without_carbon(state, apps),
     )
 
 
@@ -149,14 +159,16 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
     """The disclosure report of ``state`` with its content hash filled in; with ``market``
     (``--market-factors``) it carries the market-based Scope 2 figure and the factors."""
     start, end = period.labels()
-    aggregate = _aggregate(state, market)
+    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    apps = _applications(state, total_kg)
+    aggregate = _aggregate(state, period, apps, market)
     report = DisclosureReport(
         organisation=organisation,
         period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
                            last_window=_iso(state.last_start)),
         methodology=_methodology(state, market),
         aggregate=aggregate,
-        applications=_applications(state, aggregate.total_carbon_kgco2eq),
+        applications=apps,
         regions=[
             RegionTotal(region=name, status=r.status, grid_intensity_gco2_kwh=r.intensity,
                         pue=r.pue, intensity_source=r.source, io_ops=r.io_ops,
@@ -164,6 +176,7 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
             for name, r in sorted(state.regions.items())
         ],
         inputs=_inputs(state),
+        warnings=warnings(aggregate),
         integrity=_integrity(state),
     )
     report.integrity.content_hash = content_hash(report.model_dump(mode="json"))

@@ -106,7 +106,8 @@ def window_report(start: datetime, services: Sequence[Svc], *, runtime: bool = T
         agent_id=agent_id,
         window=WindowInfo(start=_iso(start), end=_iso(start + timedelta(seconds=length_s)),
                           spans=sum(s.requests for s in services) * 3,
-                          traces=sum(s.requests for s in services), io_ops=io_total),
+                          traces=sum(s.requests for s in services),
+                          root_spans=sum(s.requests for s in services), io_ops=io_total),
         green_summary=gs,
         per_endpoint_io_ops=[EndpointIoOps(service=s.name, endpoint="GET /", io_ops=s.io_ops)
                              for s in services],

@@ -13,6 +13,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 REPORT_SCHEMA_VERSION = "1.0"
+#: The SCI uncertainty band of a carbon figure (the window line's co2.total low / high): x0.5 .. x2.
+SCI_LOW_FACTOR = 0.5
+SCI_HIGH_FACTOR = 2.0
 
 
 class _Model(BaseModel):
@@ -130,6 +133,32 @@ class Scope2(_Model):
     dropped_host_rows: int = Field(0, description="host rows past the region cap: kept location-based")
 
 
+class AgentCoverage(_Model):
+    """How much of the period one agent's windows cover."""
+
+    agent: str
+    temporal_coverage: float = Field(0.0, description="covered_seconds / aggregate.period_seconds")
+    covered_seconds: float = Field(0.0, description="seconds of the period inside this agent's windows")
+    runs: int = Field(0, description="unbroken runs of windows (gaps under 1 s do not break a run)")
+
+
+class CoverageGap(_Model):
+    """A stretch of the period no window of the agent covers (1 s or longer)."""
+
+    agent: str
+    start: str = Field(description="RFC 3339 UTC")
+    end: str = Field(description="RFC 3339 UTC")
+    seconds: float = 0.0
+
+
+class ReportWarning(_Model):
+    """Something a reader must know before trusting the figures."""
+
+    code: Literal["no_data", "partial_period", "energy_without_carbon", "traces_exceed_root_spans",
+                  "one_sided_windows"]
+    message: str
+
+
 class Aggregate(_OmitNone):
     _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2",)
 
@@ -138,8 +167,35 @@ class Aggregate(_OmitNone):
     total_energy_kwh: float = 0.0
     host_energy_kwh: float = Field(0.0, description="database/broker host energy counted in totals")
     total_carbon_kgco2eq: float = 0.0
+    carbon_low_kgco2eq: float = Field(0.0, description="SCI band: total_carbon_kgco2eq x 0.5")
+    carbon_high_kgco2eq: float = Field(0.0, description="SCI band: total_carbon_kgco2eq x 2")
     carbon_breakdown: CarbonBreakdown = Field(default_factory=CarbonBreakdown)
-    period_coverage: float = Field(0.0, description="runtime / (runtime + fallback) windows")
+    period_coverage: float = Field(
+        0.0, description="attributed by the agent: runtime / (runtime + fallback) windows (not time)"
+    )
+    temporal_coverage: float = Field(
+        0.0, description="window seconds inside the period / period seconds, averaged over agents"
+    )
+    period_seconds: float = Field(
+        0.0, description="the period's length (with an open bound: the windows' own extent)"
+    )
+    temporal_coverage_by_agent: list[AgentCoverage] = Field(default_factory=list, description="by agent name")
+    largest_gaps: list[CoverageGap] = Field(
+        default_factory=list, description="the 10 longest gaps of any agent, longest first"
+    )
+    coverage_gaps_joined: int = Field(0, description="gaps lost to the 4096-runs-per-agent cap")
+    windows_without_end: int = Field(0, description="windows without a readable window.end (not in coverage)")
+    energy_without_carbon_kwh: float = Field(
+        0.0, description="energy counted at 0 g: its region is unresolved or out of the intensity table"
+    )
+    energy_without_carbon_regions: list[str] = Field(
+        default_factory=list, description="the regions of that energy (sorted)"
+    )
+    energy_without_carbon_services: list[str] = Field(
+        default_factory=list, description="services whose region is one of them (sorted)"
+    )
+    traces_counted: int = Field(0, description="sum of window.traces over windows recording root_spans")
+    root_spans_counted: int = Field(0, description="sum of window.root_spans over the same windows")
     runtime_windows: int = 0
     fallback_windows: int = 0
     unattributed_windows: int = 0
@@ -238,4 +294,5 @@ class DisclosureReport(_Model):
     applications: list[Application] = Field(default_factory=list)
     regions: list[RegionTotal] = Field(default_factory=list)
     inputs: Inputs = Field(default_factory=Inputs)
+    warnings: list[ReportWarning] = Field(default_factory=list, description="in the order of ReportWarning.code")
     integrity: Integrity = Field(default_factory=Integrity)

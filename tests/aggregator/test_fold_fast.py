@@ -44,8 +44,10 @@ PATHS = [
     ("green_summary", "per_service_carbon_kgco2eq"), ("green_summary", "hosts"), ("green_summary", "regions"),
     ("methodology",), ("hash",), ("green_summary",), ("per_endpoint_io_ops",),
     ("green_summary", "energy_model"), ("green_summary", "co2", "total", "model"),
+    ("window", "root_spans"), ("window", "end"), ("green_summary", "energy_without_carbon_kwh"),
 ]
 SENTINEL = "@@HOSTILE@@"
+START_FORMATS = st.sampled_from(["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%S+00:00"])
 
 
 @st.composite
@@ -81,10 +83,13 @@ def archive(draw) -> list[bytes]:
             "energy_kwh": draw(FIGURE), "total_io_ops": draw(st.integers(0, 99)),
             "co2": {"operational_gco2": draw(FIGURE), "embodied_gco2": draw(FIGURE), "database_gco2": 0.0,
                     "messaging_gco2": draw(FIGURE), "total": {"mid": draw(FIGURE), "model": "io_proxy_v1"}},
-            "regions": [{"region": draw(st.sampled_from(["pl", "eu-west-3"])), "status": "resolved",
+            "regions": [{"region": draw(st.sampled_from(["pl", "eu-west-3", "mars-1"])),
+                         "status": draw(st.sampled_from(["resolved", "resolved", "out_of_table", "unresolved"])),
                          "io_ops": draw(st.integers(0, 9)), "energy_kwh": draw(FIGURE), "co2_gco2": draw(FIGURE)}],
             "hosts": [{"name": "pg", "energy_kwh": draw(FIGURE)}] if draw(st.integers(0, 9)) == 0 else [],
         }
+        if draw(st.booleans()):  # lines since 2026-12-01 record it
+            gs["energy_without_carbon_kwh"] = draw(FIGURE)
         v1 = not own or not draw(st.integers(0, 4))
         if not v1:
             gs["per_service_energy_kwh"] = {n: draw(FIGURE) for n in own}
@@ -100,10 +105,14 @@ def archive(draw) -> list[bytes]:
             if draw(st.integers(0, 3)) == 0:
                 gs["energy_model"] = draw(TAGS)
             gs["co2"]["total"]["model"] = draw(TAGS)
-        report = {"window": {"start": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        at = T0 + timedelta(minutes=i, microseconds=draw(st.sampled_from([0, 1, 999999, 123456])))
+        report = {"window": {"start": at.strftime(draw(START_FORMATS)),
+                             "end": (at + timedelta(minutes=draw(st.integers(0, 2)))).strftime(draw(START_FORMATS)),
                              "traces": draw(st.integers(0, 9))},
                   "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
                   "per_endpoint_io_ops": draw(io_rows(own))}
+        if draw(st.booleans()):
+            report["window"]["root_spans"] = draw(st.integers(0, 9))
         path = draw(st.sampled_from(PATHS[:8] if draw(st.booleans()) else PATHS)) if draw(st.booleans()) else None
         rec = seal(prev, i, report["window"]["start"], "report", report)
         prev = rec["hash"]
@@ -237,7 +246,10 @@ def test_counts_are_exact_past_64_bits_and_accumulators_pickle_whole():
 
 STARTS = st.one_of(
     st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    # the agent's own form, with microseconds
+    st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")),
     st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z"),  # mostly impossible dates
+    st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"),
     st.sampled_from(["2026-11-30T12:00:00+01:00", "2026-11-30T12:00:00.5Z", "2024-02-29T00:00:00Z",
                      "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "0000-01-01T00:00:00Z", "2026-11-30t12:00:00Z",
                      "２０２６-11-30T12:00:00Z", "2026-11-30T12:00:60Z", "2026-11-30"]),
@@ -263,6 +275,11 @@ def test_the_c_window_start_equals_the_python_parser(text):
     except Malformed as exc:
         got = str(exc)
     assert got == want and type(got) is type(want)
+    # the window's end is read by the same C parser (None where Python's cannot read it)
+    from aggregator.coverage import window_end
+
+    rec = {"report": {"window": {"start": "2026-11-10T00:00:00Z", "end": text}}}
+    assert FAST.window_end(rec) == window_end(rec) and type(FAST.window_end(rec)) is type(window_end(rec))
 
 
 @pytest.mark.parametrize("c_fold", [True, False], ids=["c", "python"])

@@ -1,4 +1,5 @@
-"""A real agent whose service shares its name with a configured host (issue 11, item 3).
+"""Figures from a real agent process (issue 11): a service that shares its name with a
+configured host (item 3), and energy in a region the intensity table lacks (item 5).
 
 Hosts and services are separate namespaces: the agent writes the service "pg" into the
 per-service maps and the database host "pg" as a host row; ``aggregate`` keeps the service
@@ -28,14 +29,14 @@ watts = 360.0
 """
 
 
-def _send(agent: AgentProcess, n: int) -> None:
+def _send(agent: AgentProcess, n: int, service: str = "pg", region: str = "eu-west-3") -> None:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.trace import SpanKind
 
-    provider = TracerProvider(resource=Resource.create({"service.name": "pg", "cloud.region": "eu-west-3"}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service, "cloud.region": region}))
     provider.add_span_processor(SimpleSpanProcessor(
         OTLPSpanExporter(endpoint=f"{agent.http_url}/v1/traces", timeout=5)))
     tracer = provider.get_tracer("t")
@@ -74,3 +75,31 @@ def test_a_service_named_like_a_host_is_a_service_for_agent_aggregate_and_verify
     assert sum(a["energy_kwh"] for a in apps.values()) + agg["host_energy_kwh"] == pytest.approx(agg["total_energy_kwh"])
     assert apps["pg"]["carbon_kgco2eq"] == pytest.approx(agg["carbon_breakdown"]["operational_kgco2eq"])
     assert agg["carbon_breakdown"]["database_kgco2eq"] > 0
+
+
+def test_energy_in_a_region_the_table_lacks_is_reported_not_silently_zero(tmp_path: Path, capsys):
+    """default_region = "mars-north-1": the agent records energy_without_carbon_kwh on each
+    line; aggregate carries it with the region and service, and warns on the terminal and in
+    the HTML; a one-day period with a few seconds of windows is a partial period."""
+    root = tmp_path / "archives"
+    agent = AgentProcess(root, ["--window-seconds", "1"], {}, '[green]\ndefault_region = "mars-north-1"\n').wait_ready()
+    try:
+        _send(agent, 10, service="rover", region="mars-north-1")
+    finally:
+        assert agent.stop() == 0
+    lines = [r["report"] for r in agent.records()]
+    stated = sum(rep["green_summary"]["energy_without_carbon_kwh"] for rep in lines)
+    assert stated > 0
+    day = lines[0]["window"]["start"][:10]
+    out, html = tmp_path / "report.json", tmp_path / "report.html"
+    capsys.readouterr()
+    assert main(["aggregate", str(root), "--from", day, "--to", day, "--out", str(out), "--html", str(html)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    report = json.loads(out.read_bytes())
+    agg = report["aggregate"]
+    assert agg["energy_without_carbon_kwh"] == pytest.approx(stated)
+    assert agg["energy_without_carbon_regions"] == ["mars-north-1"]
+    assert agg["energy_without_carbon_services"] == ["rover"]
+    assert "kWh were counted at 0 gCO2e" in shown and "kWh were counted at 0 gCO2e" in html.read_text()
+    assert 0 < agg["temporal_coverage"] < 0.01 and "partial period" in shown
+    assert "Partial period" in html.read_text()
