@@ -81,6 +81,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     dropped_carbon: float = 0.0
     host_named_services: int = 0  # per-service entries named like a host of their window (kept)
     one_sided_windows: int = 0  # runtime maps with only one side non-empty: folded by the proxy
+    idle_windows: int = 0  # nothing to attribute (host-only windows): neither runtime nor fallback
     traces_counted: int = 0  # Σ window.traces / Σ window.root_spans over windows recording both
     root_spans: int = 0
     energy_without_carbon: float = 0.0  # kWh counted at 0 g (unresolved / out-of-table regions)

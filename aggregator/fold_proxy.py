@@ -41,7 +41,6 @@ class ProxyFast:
     the accumulators and ``_credit``."""
 
     def _proxy(self, w: Window, location: str, strict: bool) -> None:
-        self.fallback_windows += 1
         io_total = sum(w.io_split.values())
         if w.energy_kwh > 0.0:
             app_energy = max(0.0, w.energy_kwh - w.host_energy)
@@ -52,6 +51,10 @@ class ProxyFast:
         self.energy += app_energy + w.host_energy
         self.operational_kg += app_kg
         self.requests += w.traces
+        if io_total == 0 and app_energy == 0.0 and app_kg == 0.0 and not w.one_sided:
+            self.idle_windows += 1  # a host-only window: nothing to attribute, not a fallback
+            return
+        self.fallback_windows += 1
         if io_total == 0:
             if strict:
                 raise AttributionError(

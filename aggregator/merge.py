@@ -132,7 +132,7 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
 _SUMMED = (
     "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
     "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
-    "dropped_energy", "dropped_carbon", "host_named_services", "one_sided_windows", "dropped_regions", "dropped_host_rows", "lines",
+    "dropped_energy", "dropped_carbon", "host_named_services", "one_sided_windows", "idle_windows", "dropped_regions", "dropped_host_rows", "lines",
     "windows_outside", "malformed", "rejected_models", "traces_counted", "root_spans",
     "energy_without_carbon", "coverage_gaps_joined", "windows_without_end",
 )

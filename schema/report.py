@@ -211,6 +211,10 @@ class Aggregate(_OmitNone):
     one_sided_windows: int = Field(
         0, description="windows with only one of the two per-service maps non-empty: folded by the proxy path"
     )
+    idle_windows: int = Field(
+        0, description="windows with nothing to attribute (host-only windows: no spans, no I/O, no application "
+        "energy or carbon): neither runtime nor fallback; their host energy is in the totals"
+    )
     rejected_energy_models: int = Field(0, description="tags over 64 bytes or past the tag cap")
     dropped_regions: int = Field(0, description="region rows past the region cap")
     per_service_energy_models: dict[str, list[str]] = Field(default_factory=dict)

@@ -103,3 +103,37 @@ def test_energy_in_a_region_the_table_lacks_is_reported_not_silently_zero(tmp_pa
     assert "kWh were counted at 0 gCO2e" in shown and "kWh were counted at 0 gCO2e" in html.read_text()
     assert 0 < agg["temporal_coverage"] < 0.01 and "partial period" in shown
     assert "Partial period" in html.read_text()
+
+
+def test_host_only_windows_are_idle_not_fallback_and_verify_checks_their_host_energy(tmp_path: Path, capsys):
+    """The agent archives host-only windows (no spans: both per-service maps empty) so hosts are
+    charged for every second it runs (issue 11, item 1). Such a window has nothing to attribute:
+    it is counted in idle_windows, not as a fallback or _unattributed window (no "upgrade the
+    agent" warning, --strict-attribution passes), its host energy is in the totals, the windows
+    make one unbroken run, and verify checks each host row against watts x window length."""
+    import time
+
+    root = tmp_path / "archives"
+    agent = AgentProcess(root, ["--window-seconds", "1"], {}, CONFIG).wait_ready()
+    try:
+        _send(agent, 2, service="shop")
+        time.sleep(3.0)  # idle windows
+        _send(agent, 2, service="shop")
+    finally:
+        assert agent.stop() == 0
+    lines = [r["report"] for r in agent.records()]
+    idle = sum(1 for rep in lines if rep["window"]["spans"] == 0)
+    assert idle >= 2
+    out = tmp_path / "report.json"
+    capsys.readouterr()
+    assert main(["aggregate", str(root), "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out),
+                 "--strict-attribution"]) == 0
+    err = capsys.readouterr().err
+    assert "I/O-proxy fallback" not in err
+    assert main(["verify", str(root), "--report", str(out)]) == 0
+    agg = json.loads(out.read_bytes())["aggregate"]
+    assert agg["idle_windows"] == idle and agg["fallback_windows"] == 0 and agg["unattributed_windows"] == 0
+    assert agg["runtime_windows"] + idle == len(lines) and agg["period_coverage"] == 1.0
+    host_kwh = sum(h["energy_kwh"] for rep in lines for h in rep["green_summary"]["hosts"])
+    assert agg["host_energy_kwh"] == pytest.approx(host_kwh)
+    assert [a["runs"] for a in agg["temporal_coverage_by_agent"]] == [1]  # no gap between windows
