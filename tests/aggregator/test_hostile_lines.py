@@ -246,3 +246,51 @@ def test_verify_chain_reports_a_record_it_cannot_hash_instead_of_raising():
     deep = orjson.loads(b'{"ts":"t","seq":0,"prev":"p","hash":"h","event":' + b"[" * 600 + b"]" * 600 + b"}")
     findings, _, count = verify_chain([("log:1", deep)])
     assert count == 1 and [(f.kind, "nested deeper than 254 levels" in f.message) for f in findings] == [("malformed", True)]
+
+
+def test_aggregate_folds_the_last_value_of_a_duplicate_key_on_the_fast_path(tmp_path):
+    """Documented (report-format.md, Sanitising): orjson keeps the last value and so does the
+    hash; proving every line free of duplicates would cost another pass over its bytes."""
+    recs = _records()
+    clean = _report(_write(tmp_path / "clean", [orjson.dumps(r) for r in recs[:2]]).parents[1])
+    _write(tmp_path / "dup", [orjson.dumps(recs[0]), _duplicated(recs[1])])
+    got = _report(tmp_path / "dup")
+    assert got["inputs"]["malformed_lines"] == 0
+    assert got["aggregate"]["total_energy_kwh"] == clean["aggregate"]["total_energy_kwh"]
+
+
+def test_the_agents_largest_line_fits_the_readers_limit():
+    """4,096 services (the per-window cap) and 4,095 endpoints, every name at MAX_NAME_BYTES,
+    scored and sealed by the agent's own code, is shorter than MAX_LINE_BYTES."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    from agent.config import load_config
+    from agent.otlp import decode_protobuf
+    from agent.score import ScoringContext, score_batch
+    from agent.window import build_report as window_report
+    from schema.chain import seal
+    from schema.constants import MAX_NAME_BYTES
+
+    def kv(key: str, value: str) -> KeyValue:
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+
+    t0 = 1_764_460_800 * 10**9
+    request = ExportTraceServiceRequest()
+    for i in range(4096):
+        span = Span(trace_id=(i + 1).to_bytes(16, "big"), span_id=(i + 1).to_bytes(8, "big"),
+                    name=f"GET /api/{i:05d}/".ljust(MAX_NAME_BYTES, "e"), kind=Span.SPAN_KIND_CLIENT,
+                    start_time_unix_nano=t0 + 1000, end_time_unix_nano=t0 + 5_000_000,
+                    attributes=[kv("db.system", "postgresql"), kv("db.statement", "SELECT 1")])
+        request.resource_spans.append(ResourceSpans(
+            resource=Resource(attributes=[kv("service.name", f"svc-{i:05d}-".ljust(MAX_NAME_BYTES, "x")),
+                                          kv("cloud.region", ("eu-west-3", "us-east-1")[i % 2])]),
+            scope_spans=[ScopeSpans(spans=[span])]))
+    ctx = ScoringContext.from_config(load_config(None).green)
+    report = window_report(score_batch(decode_protobuf(request.SerializeToString()), ctx), ctx, t0,
+                           t0 + 60 * 10**9, agent_id="node-a").model_dump(mode="json")
+    assert len(report["green_summary"]["per_service_energy_kwh"]) == 4096
+    line = orjson.dumps(seal(None, 0, report["window"]["end"], "report", report), option=orjson.OPT_SORT_KEYS)
+    assert len(line) < MAX_LINE_BYTES  # 8.5 MiB measured on 2026-12-01 (archive-format.md, Limits)
