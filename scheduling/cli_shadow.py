@@ -23,6 +23,7 @@ examples:
   sacct --json > sacct.json && carbonspan shadow run --contracts c.yaml --runs sacct.json --signal s.jsonl --log shadow.log
   carbonspan shadow report shadow.log --json
   carbonspan shadow report shadow.log --html report.html --record
+  carbonspan shadow signals --gb fw48h.json --fetched-at 2026-03-01T00:05:00Z --out signals.jsonl
   carbonspan shadow decide --contracts contracts.yaml --job nightly-search-reindex --at 2026-03-01T15:00:00Z --signal signals.jsonl
 
 Nothing moves in shadow mode: carbonspan records what it would have decided at each run's
@@ -68,6 +69,14 @@ def register(subparsers: Any) -> None:
     rep.add_argument("--record", action="store_true", help="record the report as evidence in the placement audit log")
     rep.add_argument("--audit-log", type=Path, help="the placement audit log (default: placement's)")
     rep.set_defaults(func=cmd_report)
+    sg = _action(sub, "signals", "append saved GB grid operator or Electricity Maps answers to a signal log")
+    src = sg.add_mutually_exclusive_group(required=True)
+    src.add_argument("--gb", type=Path, help="a saved GB Carbon Intensity API answer (/intensity/..., fw48h)")
+    src.add_argument("--electricitymaps", type=Path, help="a saved Electricity Maps v3 history or forecast answer")
+    sg.add_argument("--fetched-at", help="with --gb: when the answer was fetched (RFC 3339); values were known then")
+    sg.add_argument("--region", help="the region to file the rows under (default: GB, or the answer's zone)")
+    sg.add_argument("--out", required=True, type=Path, help="the signal log to append to")
+    sg.set_defaults(func=cmd_signals)
     one = _action(sub, "decide", "one decision: start time, region, layer and reason code")
     one.add_argument("--contracts", required=True, type=Path, help="workload contract YAML")
     one.add_argument("--job", required=True, help="the contract name")
@@ -138,6 +147,28 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(render_text(doc), end="")
         for job, rec in (doc.get("recorded") or {}).items():
             print(f"recorded {job}: seq {rec['seq']} {rec['hash']} ({rec['verdict']})")
+    return 0
+
+
+def cmd_signals(args: argparse.Namespace) -> int:
+    from scheduling.signal_import import from_electricitymaps, from_gb
+    from scheduling.signals import parse_lines
+
+    try:
+        if args.gb is not None:
+            if not args.fetched_at:
+                return _fail("--gb needs --fetched-at: the API gives no publication times")
+            rows, counts = from_gb(orjson.loads(args.gb.read_bytes()), to_ms(args.fetched_at, "--fetched-at"),
+                                   args.region or "GB")
+        else:
+            rows, counts = from_electricitymaps(orjson.loads(args.electricitymaps.read_bytes()), args.region)
+        lines = [orjson.dumps(r) for r in rows]
+        parse_lines(lines, "the converted rows")  # every row must read back
+        with args.out.open("ab") as fh:
+            fh.write(b"".join(line + b"\n" for line in lines))
+    except (SignalError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    print(f"appended {len(rows)} rows to {args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 

@@ -220,3 +220,34 @@ def test_metrics_text_file_from_the_shadow_log(day) -> None:
     # at 01:00 the latest known interval is 00:30-00:45 (00:45-01:00 is known at 01:01): 15 minutes old
     assert samples[("carbonspan_contract_signal_staleness_minutes", (("region", "r1"),))] == 15
     assert samples[("carbonspan_contract_kill_switch", (("job", "reindex"),))] == 0
+
+
+def test_signals_from_saved_gb_and_electricitymaps_answers(tmp_path: Path) -> None:
+    gb = {"data": [
+        {"from": "2026-03-01T00:00Z", "to": "2026-03-01T00:30Z", "intensity": {"forecast": 180, "actual": 175, "index": "moderate"}},
+        {"from": "2026-03-01T00:30Z", "to": "2026-03-01T01:00Z", "intensity": {"forecast": 170, "actual": None, "index": "moderate"}},
+        {"from": "2026-03-01T01:00Z", "to": "2026-03-01T01:30Z", "intensity": {"forecast": 150, "actual": None, "index": "low"}}]}
+    (tmp_path / "gb.json").write_text(json.dumps(gb))
+    out = tmp_path / "s.jsonl"
+    r = cli("shadow", "signals", "--gb", str(tmp_path / "gb.json"), "--fetched-at", "2026-03-01T00:40:00Z", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "observations 1, forecasts 1, past_forecasts_left_out 1" in r.stdout
+    em = {"zone": "DE", "history": [{"zone": "DE", "carbonIntensity": 302, "datetime": "2026-03-01T00:00:00.000Z",
+                                     "updatedAt": "2026-03-01T01:05:00.000Z", "emissionFactorType": "lifecycle",
+                                     "isEstimated": False},
+                                    {"zone": "DE", "carbonIntensity": None, "datetime": "2026-03-01T01:00:00.000Z",
+                                     "updatedAt": "2026-03-01T02:05:00.000Z"}]}
+    (tmp_path / "em.json").write_text(json.dumps(em))
+    r = cli("shadow", "signals", "--electricitymaps", str(tmp_path / "em.json"), "--out", str(out))
+    assert r.returncode == 0 and "observations 1, forecasts 0, empty 1" in r.stdout, r.stderr
+    sig = parse_lines(out.read_bytes().splitlines())
+    assert sig.latest("GB") == (ms_of("2026-03-01T00:30:00Z"), 175.0, "gb-carbon-intensity", "api-2.0")
+    assert sig.as_of(ms_of("2026-03-01T00:39:00Z")).latest("GB") is None  # known only when fetched
+    assert sig.forecast_issue("GB", ms_of("2026-03-01T00:40:00Z")) == "2026-03-01T00:40:00Z"
+    assert sig.latest("DE")[1:3] == (302.0, "electricitymaps")
+    r = cli("shadow", "signals", "--gb", str(tmp_path / "gb.json"), "--out", str(out))
+    assert r.returncode == 2 and "--fetched-at" in r.stderr
+
+
+def ms_of(text: str) -> int:
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
