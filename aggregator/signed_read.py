@@ -100,23 +100,40 @@ def _agent_id(line: bytes, agent: str, index: int, out: list[tuple[int, str]]) -
 
 def read_witness_log(path: Path, trust: Trust | None) -> tuple[list[Finding], dict[str, tuple[str, Checkpoint]]]:
     """The latest checkpoint per origin that a pinned witness cosigned in its log at ``path``."""
-    label = Path(path).name
-    findings = [Finding(f"{label}:{c.location}", "witness_log_broken", c.message)
+    findings = [Finding(c.location, "witness_log_broken", c.message)
                 for c in chainlog.verify(Path(path))]
     heads: dict[str, tuple[str, Checkpoint]] = {}
     witnesses = list(trust.witnesses.values()) if trust is not None else []
+    unproven: list[str] = []  # records no pinned witness cosigned: they prove nothing
+    records = 0
     for location, rec in chainlog.read_records(Path(path)):
-        event = rec.get(chainlog.BODY_KEY) if rec else None
-        if not isinstance(event, dict) or not isinstance(event.get("note"), str):
-            continue
-        try:
-            text, sigs = split_note(event["note"])
-            cp = Checkpoint.parse(text)
-        except NoteError:
-            continue
-        if not any(check_signature(text, s, w) is not None for w in witnesses
-                   for s in matching(sigs, w)):
-            continue  # not cosigned by a pinned witness: it proves nothing
-        if cp.origin not in heads or cp.size > heads[cp.origin][1].size:
+        records += 1
+        cp = _cosigned(rec, witnesses)
+        if cp is None:
+            unproven.append(location)
+        elif cp.origin not in heads or cp.size > heads[cp.origin][1].size:
             heads[cp.origin] = (location, cp)
+    if unproven:
+        why = ("no [witnesses] key is pinned in --trust" if not witnesses else
+               "its cosignature does not verify with a pinned [witnesses] key, or it is no "
+               "cosigned checkpoint")
+        findings.append(Finding(unproven[0], "witness_log_unverified",
+                                f"{len(unproven)} of {records} record(s) of this witness log prove "
+                                f"nothing ({why}): the log was edited, or is another witness's; "
+                                "pin the witness's key and get its log from the witness itself"))
     return findings, heads
+
+
+def _cosigned(rec: dict | None, witnesses: list) -> Checkpoint | None:
+    """The checkpoint of a witness-log record if a pinned witness's cosignature on it verifies."""
+    event = rec.get(chainlog.BODY_KEY) if rec else None
+    if not isinstance(event, dict) or not isinstance(event.get("note"), str):
+        return None
+    try:
+        text, sigs = split_note(event["note"])
+        cp = Checkpoint.parse(text)
+    except NoteError:
+        return None
+    if not any(check_signature(text, s, w) is not None for w in witnesses for s in matching(sigs, w)):
+        return None
+    return cp

@@ -262,13 +262,17 @@ def verify_signatures(files: Sequence, trust: Trust | None = None,
     findings: list[Finding] = []
     summaries: dict[str, SignedSummary] = {}
     logs: dict[str, AgentLog] = {}
-    for _, group in groupby(files, key=lambda f: f.group):
+    dirs: dict[str, str] = {}
+    for where, group in groupby(files, key=lambda f: f.group):
         log = read_agent(list(group))
         check = _AgentCheck(log, trust)
-        summaries[log.agent] = check.run()
-        summaries[log.agent].log = log
-        logs[log.agent] = log
+        summary = check.run()
         findings.extend(check.findings)
+        if log.agent in dirs:
+            if trust is not None or log.records or logs[log.agent].records:
+                findings.append(_duplicate(log.agent, dirs[log.agent], where))
+            continue
+        summary.log, summaries[log.agent], logs[log.agent], dirs[log.agent] = log, summary, log, where
     witnessed: dict[str, tuple[str, Checkpoint]] = {}
     for path in witness_logs:
         found, heads = read_witness_log(path, trust)
@@ -277,4 +281,29 @@ def verify_signatures(files: Sequence, trust: Trust | None = None,
             if origin not in witnessed or head[1].size > witnessed[origin][1].size:
                 witnessed[origin] = head
     findings.extend(_witness_findings(summaries, logs, witnessed, trust))
+    findings.extend(_missing_agents(logs, witnessed, trust))
     return findings, list(summaries.values())
+
+
+def _duplicate(agent: str, first: str, again: str) -> Finding:
+    return Finding(f"{agent}/", "duplicate_agent",
+                   f"agent {agent!r} has a chain in two directories ({first} and {again}): one "
+                   "log cannot be in two places, and aggregate would count its windows twice; "
+                   "keep the directory its checkpoints and witnesses vouch for")
+
+
+def _missing_agents(logs: dict[str, AgentLog], witnessed: dict[str, tuple[str, Checkpoint]],
+                    trust: Trust | None) -> list[Finding]:
+    """An agent pinned in keys.toml whose directory is not among the archives: its whole
+    archive was removed (or not given). Verify a subset with a keys.toml of that subset."""
+    if trust is None:
+        return []
+    out = []
+    for agent in sorted(set(trust.agents) - set(logs)):
+        seen = witnessed.get(agent)
+        extra = f"; a witness cosigned it at size {seen[1].size} ({seen[0]})" if seen else ""
+        out.append(Finding(f"{agent}/", "pinned_agent_missing",
+                           f"a key is pinned for agent {agent!r} but no directory of it is among "
+                           f"the archives given{extra}: its whole archive was removed, or give "
+                           "its directory (to verify a subset, pin only that subset)"))
+    return out
