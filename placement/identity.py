@@ -91,6 +91,7 @@ def _source_digest(obj: Any) -> str:
     return ast.dump(tree)
 
 
+@cache
 def code_digest(*objects: Any) -> str:
     """``sha256:`` over the parsed source of functions/classes: a code version that changes
     whenever their code does (comments and formatting aside), with nothing to bump by hand."""

@@ -17,6 +17,10 @@ Two sets of runs:
   placed, at their own intensities, each one moved by ±1 g and ±10 %, all of them at each
   one's value, and the values reversed, so a dependence near the real values is seen
   however narrow.
+
+The stand-ins' answer for a built-in or a formula (a pure function of what its identity
+digest covers) is kept per digest, so placing many jobs sweeps it once; plugins are swept
+every time.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from placement.identity import policy_identity
 from placement.providers import cluster_arrays
 
 #: gCO2e/kWh levels the stand-ins are swept over: fine where grids are, then coarser, and beyond
@@ -88,6 +93,24 @@ def _varies(scores: np.ndarray) -> bool:
     return not bool(same.all())
 
 
+#: stand-in verdicts of array providers (built-ins, formulas) by identity digest: their scores
+#: are a pure function of what the digest covers, so the sweep's answer cannot change
+_SWEPT: dict[str, bool] = {}
+
+
+def _stand_ins_vary(provider: Any) -> bool:
+    digest = policy_identity(provider).get("digest") if hasattr(provider, "score_arrays") else None
+    if isinstance(digest, str) and digest in _SWEPT:
+        return _SWEPT[digest]
+    stand_ins, rows = _stand_in_rows()
+    varies = _varies(_scores(provider, stand_ins, STAND_IN_JOB, rows))
+    if isinstance(digest, str):
+        if len(_SWEPT) > 4096:
+            _SWEPT.clear()
+        _SWEPT[digest] = varies
+    return varies
+
+
 def weighs_carbon(
     provider: Any,
     clusters: Sequence[Mapping[str, Any]] | None = None,
@@ -98,5 +121,4 @@ def weighs_carbon(
         real = [dict(c) for c in clusters]
         if _varies(_scores(provider, real, job or STAND_IN_JOB, _real_rows(real))):
             return True
-    stand_ins, rows = _stand_in_rows()
-    return _varies(_scores(provider, stand_ins, STAND_IN_JOB, rows))
+    return _stand_ins_vary(provider)

@@ -1,29 +1,33 @@
 """Hand mutation check for the placement evaluator and gate (not collected by pytest).
 
-    .venv/bin/python tests/placement/mutants.py
+    .venv/bin/python tests/placement/mutants.py [-j N]
 
 Copies the working tree to a temporary directory (so the shared checkout is never touched),
 applies each mutation below on its own, runs ``tests/placement`` against the copy
 (``PYTHONPATH`` puts the copy ahead of the editable install) and reports which mutations the
 tests caught. Each mutation must match its source text exactly once, so a stale entry fails
-loudly instead of silently "surviving".
+loudly instead of silently "surviving". ``-j N`` works in N copies at once (mutation i goes
+to copy i mod N); the report is printed in the list's order either way.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: fast in-process tests first, so a caught mutant stops early (-x); the CLI tests last
+#: fast in-process tests first, so a caught mutant stops early (-x); the property tests and
+#: the CLI tests (subprocesses) last
 FILES = [f"tests/placement/test_{n}.py" for n in
-         ("model", "decision", "gate", "identity", "probe", "plugins_audit", "sanitisers",
-          "real_traces", "docs", "cli")]
+         ("decision", "gate", "identity", "probe", "plugins_audit", "docs", "model", "sanitisers",
+          "real_traces", "cli")]
 
 #: (file, original text, mutated text, what it breaks)
 MUTATIONS: list[tuple[str, str, str, str]] = [
@@ -171,19 +175,34 @@ def tests_fail(tree: Path) -> bool:
     return proc.returncode != 0
 
 
+def _copy(tmp: str, k: int) -> Path:
+    tree = Path(tmp) / f"tree{k}"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__",
+                                                              ".hypothesis", "archives"))
+    return tree
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="copies to work in at once (default 1)")
+    jobs = max(1, ap.parse_args().jobs)
     with tempfile.TemporaryDirectory(prefix="cs-mutants-") as tmp:
-        tree = Path(tmp) / "tree"
-        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__",
-                                                                  ".hypothesis", "archives"))
-        if tests_fail(tree):
+        trees = [_copy(tmp, k) for k in range(jobs)]
+        if tests_fail(trees[0]):
             raise SystemExit("tests/placement fails on the unmutated copy; fix that first")
-        caught = 0
-        for i, (rel, old, new, what) in enumerate(MUTATIONS, 1):
-            ok = run_one(tree, rel, old, new)
-            caught += ok
-            print(f"{i:2d}. {'caught  ' if ok else 'SURVIVED'} {rel}: {what}", flush=True)
-        print(f"caught {caught} of {len(MUTATIONS)} mutations")
+        results: dict[int, bool] = {}
+
+        def worker(k: int) -> None:
+            for i in range(k, len(MUTATIONS), jobs):
+                rel, old, new, _ = MUTATIONS[i]
+                results[i] = run_one(trees[k], rel, old, new)
+
+        with ThreadPoolExecutor(jobs) as pool:
+            for f in [pool.submit(worker, k) for k in range(jobs)]:
+                f.result()
+        for i, (rel, _, _, what) in enumerate(MUTATIONS):
+            print(f"{i + 1:2d}. {'caught  ' if results[i] else 'SURVIVED'} {rel}: {what}")
+        print(f"caught {sum(results.values())} of {len(MUTATIONS)} mutations")
     return 0
 
 
