@@ -47,9 +47,10 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
      "oracle/forecast ignore disallowed regions"),
     ("placement/evaluate.py", "young = trace.submit < day", "young = trace.submit < 0",
      "forecast-greedy forecasts without history"),
-    ("placement/decision.py", "if delta >= m:", "if delta > m:", "margin exclusive"),
-    ("placement/decision.py", "if red[ships] < settings.retire_below_pct:",
-     "if red[candidate] < settings.retire_below_pct:", "retirement tests the candidate"),
+    ("placement/decision.py", "if delta >= as_written(m):", "if delta > as_written(m):",
+     "margin exclusive"),
+    ("placement/decision.py", "if red[ships] < as_written(r):",
+     "if red[candidate] < as_written(r):", "retirement tests the candidate"),
     ("placement/decision.py", "best = max(SIMPLE_BASELINES", "best = min(SIMPLE_BASELINES",
      "worse simple baseline chosen"),
     ("placement/gate.py", 'if not isinstance(trace, dict) or trace.get("synthetic") is not False:',
@@ -188,6 +189,9 @@ def main() -> int:
     jobs = max(1, ap.parse_args().jobs)
     with tempfile.TemporaryDirectory(prefix="cs-mutants-") as tmp:
         trees = [_copy(tmp, k) for k in range(jobs)]
+        for rel, old, _, _ in MUTATIONS:  # a stale entry stops the run before any test runs
+            if (trees[0] / rel).read_text().count(old) != 1:
+                raise SystemExit(f"mutation source not found exactly once in {rel}: {old!r}")
         if tests_fail(trees[0]):
             raise SystemExit("tests/placement fails on the unmutated copy; fix that first")
         results: dict[int, bool] = {}
