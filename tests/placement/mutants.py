@@ -167,12 +167,14 @@ def run_one(tree: Path, rel: str, old: str, new: str) -> bool:
         path.write_text(original)
 
 
-def tests_fail(tree: Path) -> bool:
+def tests_fail(tree: Path, show: bool = False) -> bool:
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *FILES],
         cwd=tree, env=env, capture_output=True, text=True, timeout=600,
     )
+    if show and proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n", file=sys.stderr)
     return proc.returncode != 0
 
 
@@ -192,7 +194,7 @@ def main() -> int:
         for rel, old, _, _ in MUTATIONS:  # a stale entry stops the run before any test runs
             if (trees[0] / rel).read_text().count(old) != 1:
                 raise SystemExit(f"mutation source not found exactly once in {rel}: {old!r}")
-        if tests_fail(trees[0]):
+        if tests_fail(trees[0], show=True):
             raise SystemExit("tests/placement fails on the unmutated copy; fix that first")
         results: dict[int, bool] = {}
 
