@@ -73,7 +73,7 @@ def evaluate_run(c: WorkloadContract, run: Run, d: Decision, sig: SignalLog) -> 
     region = run.region if run.region in c.residency else c.home_region
     durations = {"p50": c.runtime.p50_minutes, "p95": c.runtime.p95_minutes, "actual": actual_min}
     out: dict[str, Any] = {"durations_minutes": durations, "actual_region": region, "forecast": {}, "observed": {},
-                           "missing": []}
+                           "missing": [], "region_substituted": region != run.region}
     seen = sig.as_of(d.decided_at)
     for name, minutes in durations.items():
         for kind, view, at in (("forecast", seen, d.decided_at), ("observed", sig, None)):

@@ -140,3 +140,9 @@ def test_tampered_shadow_log_is_refused(tmp_path: Path) -> None:
     p.write_bytes(b"\n".join([lines[0], orjson.dumps(rec, option=orjson.OPT_SORT_KEYS), *lines[2:]]) + b"\n")
     with pytest.raises(ValueError, match="failed verification"):
         report(p)
+
+
+def test_a_run_without_a_known_region_is_measured_at_home_and_counted(tmp_path: Path) -> None:
+    doc = shadow(tmp_path, log(observed_day(), forecast("r1", 50, 0, FC)), [{**RUN, "region": "eu-somewhere"}])
+    assert doc["total"]["runs_region_substituted"] == 1
+    assert doc["total"]["avoided_kgco2e_measured"] == pytest.approx([1.0, 2.0])
