@@ -154,6 +154,7 @@ class Agent:
                 token,
                 s.max_request_bytes,
             )
+            handler.sources_health = None if sources is None else sources.health
             http = HttpReceiver(handler, s)
             http.start()
             replayed = pipeline.restore(wal.open(), recovery)

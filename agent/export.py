@@ -138,6 +138,8 @@ class ExportHandler:
         self.token = token
         self.max_request_bytes = max_request_bytes
         self.ready = False
+        # the sources' freshness for the live page (SourceManager.health); None: no [sources]
+        self.sources_health: Callable[[], dict] | None = None
 
     def is_ready(self) -> bool:
         """Ready: recovered, not draining, the WAL can still make acknowledgements true, and no

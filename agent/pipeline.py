@@ -47,6 +47,8 @@ log = logging.getLogger("carbonspan.agent")
 #: below the Collector's (5 s) and the OpenTelemetry SDKs' (10 s) default export timeouts, so
 #: the client still hears the answer and retries instead of giving up on a request we count
 COMMIT_WAIT_S = 4.0
+#: archived window reports kept for the live page (GET /)
+RECENT_WINDOWS = 12
 #: /readyz answers 503 once a commit has waited this long (a stalled disk)
 STALL_READY_S = 2.0
 
@@ -137,6 +139,7 @@ class Pipeline:
         self._clock_warned = False
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_WINDOWS)  # for GET /
         metrics.queue_capacity.set(queue_size)
         metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans,
                                     wal.oldest_wait_s)
@@ -361,6 +364,7 @@ class Pipeline:
             )
             raise
         self._archived_end_ns = end_ns
+        self.recent.append(report)
         self._window.seq = record["seq"] + 1
         log.info("archived window seq=%d spans=%d (%s)", record["seq"], w.spans, reason)
         self.metrics.windows_written.inc()
@@ -376,6 +380,15 @@ class Pipeline:
         # window are skipped by their seq, not replayed
         if truncate:
             self.wal.truncate_if_idle()
+
+    def live_view(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The open window's report so far (None before a span) and the last archived ones."""
+        with self._lock:
+            w = self._window
+            if not w.spans:
+                return None, list(self.recent)
+            return self.scoring.report(w.partial, w.start_ns, now_ns(), dict(w.counters)), list(
+                self.recent)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start_ticker(self) -> None:

@@ -65,7 +65,7 @@ class OtlpHttpApp:
     def route(self, head: Head) -> Route:
         if head.method == "POST" and head.path == _INGEST:
             return Route.WORK
-        return Route.CONTROL if head.path == "/metrics" else Route.INLINE
+        return Route.CONTROL if head.path in ("/metrics", "/") else Route.INLINE
 
     def check(self, head: Head) -> Response | None:
         """Refusals known from the head: no body is read (or held) for them."""
@@ -90,8 +90,10 @@ class OtlpHttpApp:
         head = request.head
         if head.method == "GET" and head.path in ("/healthz", "/readyz", "/metrics"):
             return self._get(head.path)
+        if head.method == "GET" and head.path == "/":
+            return self._page(head)
         if head.path != _INGEST or head.method != "POST":
-            hint = "OTLP traces go to POST /v1/traces; also GET /metrics, /healthz, /readyz"
+            hint = "OTLP traces go to POST /v1/traces; also GET /, /metrics, /healthz, /readyz"
             return self.error(head, 404, f"no such endpoint {head.method} {head.target!r}: {hint}")
         return self._export(request)
 
@@ -108,6 +110,22 @@ class OtlpHttpApp:
                 return Response(200, b"ready\n", _TEXT)
             return Response(503, f"not ready: the agent is {h.state()}\n".encode(), _TEXT)
         return Response(200, h.metrics.exposition(), METRICS_CONTENT_TYPE)
+
+    def _page(self, head: Head) -> Response:
+        """The live page (agent/livepage.py), behind the ingest token when auth is on."""
+        h = self.handler
+        if not h.authorized(head.headers.get("authorization")):
+            return self.error(head, 401, "missing or wrong bearer token: send "
+                              "'Authorization: Bearer <token>'",
+                              extra=(("WWW-Authenticate", 'Bearer realm="carbonspan"'),))
+        from agent.livepage import render
+
+        open_report, recent = h.pipeline.live_view()
+        health = h.sources_health() if h.sources_health is not None else None
+        page = render(self.settings.agent_id, "ready" if h.is_ready() else h.state(),
+                      open_report, recent, health)
+        return Response(200, page, "text/html; charset=utf-8",
+                        (("Cache-Control", "no-store"),))
 
     def _export(self, request: Request) -> Response:
         h = self.handler
