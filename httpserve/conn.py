@@ -64,11 +64,14 @@ class Connection(asyncio.BufferedProtocol):
         self._paused = False
         self._raw: socket.socket | None = None
         self._final: Response | None = None  # a closing refusal waiting for earlier answers
+        self._write_paused = False  # the transport's write buffer is past its high-water mark
+        self._write_paused_since: float | None = None
         self._new_request()
 
     def _new_request(self) -> None:
         self._url = b""
         self._headers: dict[str, str] = {}
+        self._repeated: dict[str, list[str]] = {}  # joined once, at the end of the head
         self._head_bytes = 0
         self._head: Head | None = None
         self._route = Route.INLINE
@@ -160,11 +163,14 @@ class Connection(asyncio.BufferedProtocol):
         self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value))
+        # + 4: the ": " and CRLF, so thousands of empty headers count as what they cost
+        self._count_head(len(name) + len(value) + 4)
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
-        old = self._headers.get(key)
-        self._headers[key] = text if old is None else f"{old}, {text}"
+        if key not in self._headers:
+            self._headers[key] = text
+        else:  # a list, joined once: joining at each repeat is quadratic in the repeats
+            self._repeated.setdefault(key, [self._headers[key]]).append(text)
 
     def _count_head(self, n: int) -> None:
         self._head_bytes += n
@@ -173,6 +179,9 @@ class Connection(asyncio.BufferedProtocol):
                           f"{self.limits.max_head_bytes} bytes")
 
     def on_headers_complete(self) -> None:
+        for key, values in self._repeated.items():
+            self._headers[key] = ", ".join(values)
+        self._repeated = {}
         head = Head(self.parser.get_method().decode("ascii", "replace"),
                     self._url.decode("latin-1"), self._headers, self.client)
         self._head = head
@@ -240,32 +249,52 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- answering -------------------------------------------------------------------
     def _next(self) -> None:
-        if self.busy or self.closed:
+        """Answer what is ready, in order: a loop, not recursion (thousands of pipelined
+        INLINE requests can arrive in one read), and never past a full write buffer (a client
+        that does not read its answers holds at most the transport's high-water mark)."""
+        while not (self.busy or self.closed or self._write_paused):
+            if not self.ready:
+                if self._final is not None:
+                    self._write_final()
+                elif self._paused and self.linger_until is None and self.transport is not None:
+                    self._paused = False
+                    self.transport.resume_reading()
+                return
+            item = self.ready.popleft()
+            self.busy = True
+            if item.early is not None:
+                self._finish(item, item.early, then_next=False)
+                continue
+            if item.route is Route.INLINE:
+                try:
+                    response = self.app.handle(item.request)
+                except Exception as exc:
+                    response = self._internal(item.request.head, exc)
+                self._finish(item, response, then_next=False)
+                continue
+            if not self.server.acquire(item.route):
+                what = "work" if item.route is Route.WORK else "control"
+                item = item._replace(route=Route.INLINE)  # holds no pool slot
+                self._finish(item, self.app.refuse(
+                    item.request.head, 503, "busy",
+                    f"the server is handling its limit of {what} requests at once"),
+                    then_next=False)
+                continue
+            self.server.run(item.route, self._handle_in_pool, item)
             return
-        if not self.ready:
-            if self._final is not None:
-                self._write_final()
-            elif self._paused and self.linger_until is None and self.transport is not None:
-                self._paused = False
-                self.transport.resume_reading()
-            return
-        item = self.ready.popleft()
-        self.busy = True
-        if item.early is not None:
-            return self._finish(item, item.early)
-        if item.route is Route.INLINE:
-            try:
-                response = self.app.handle(item.request)
-            except Exception as exc:
-                response = self._internal(item.request.head, exc)
-            return self._finish(item, response)
-        if not self.server.acquire(item.route):
-            what = "work" if item.route is Route.WORK else "control"
-            item = item._replace(route=Route.INLINE)  # holds no pool slot
-            return self._finish(item, self.app.refuse(
-                item.request.head, 503, "busy",
-                f"the server is handling its limit of {what} requests at once"))
-        self.server.run(item.route, self._handle_in_pool, item)
+
+    # -- write backpressure (asyncio calls these around the transport's high-water mark) --
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._write_paused_since = time.monotonic()
+        if not self._paused and self.transport is not None:
+            self.transport.pause_reading()  # no more requests while answers pile up
+            self._paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._write_paused_since = None
+        self._next()
 
     def _handle_in_pool(self, item: _Ready) -> None:
         """In a pool thread: handle, then send the answer from here when the socket is plain
@@ -295,8 +324,10 @@ class Connection(asyncio.BufferedProtocol):
         return self.app.refuse(head, 500, "internal",
                                f"the request could not be handled ({type(exc).__name__})")
 
-    def _finish(self, item: _Ready, response: Response, data: bytes | None = None) -> None:
-        """On the loop: write what is left of the answer, then the next request or idle."""
+    def _finish(self, item: _Ready, response: Response, data: bytes | None = None,
+                then_next: bool = True) -> None:
+        """On the loop: write what is left of the answer, then the next request (unless
+        ``_next`` called: it loops) or idle."""
         if item.route is not Route.INLINE and item.early is None:
             self.server.done(item.route)
         self.server.release(item.reserved)
@@ -312,7 +343,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         self.idle_since = time.monotonic()
-        self._next()
+        if then_next:
+            self._next()
 
     def _close_raw(self) -> None:
         if self._raw is not None:
@@ -357,6 +389,13 @@ class Connection(asyncio.BufferedProtocol):
         return (0, self.idle_since)
 
     def tick(self, now: float) -> None:
+        if self._write_paused_since is not None and not self.closed and \
+                now - self._write_paused_since > self.limits.request_timeout_s:
+            self.server.event("refused_timeout")
+            if self.transport is not None:
+                self.transport.abort()  # the client reads nothing: its answers are dropped
+            self.closed = True
+            return
         if self.closed or self.busy or self.ready:
             return
         if self.linger_until is not None:
