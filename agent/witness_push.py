@@ -6,7 +6,9 @@ checkpoint (older ones are superseded: a witness only needs the latest, with a c
 proof from the size it last cosigned). Per witness it remembers that size; a ``409 Conflict``
 answer (``text/x.tlog.size``) tells it the witness's size, and it retries once with a proof
 from there. A cosignature that comes back is appended to ``checkpoints.log`` as the same
-checkpoint with the witness's signature line added (``reason = "cosigned"``).
+checkpoint with the witness's signature line added (``reason = "cosigned"``); only lines of
+the answer shaped as tlog-cosignature/v1 under a name the note does not carry are kept
+(:func:`cosignatures`), so a hostile answer cannot spoil the agent's own checkpoint.
 
 A witness that is down, slow or refusing never blocks ingest and loses nothing (the checkpoint
 is on disk; the next push carries a proof over everything since). Each failure is counted in
@@ -25,7 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from agent.checkpoints import CheckpointLog
-from schema.note import NoteError, split_note
+from schema.note import COSIGNATURE_BYTES, NoteError, Signature, split_note
 
 log = logging.getLogger("carbonspan.agent")
 MAX_BACKOFF_S = 60.0
@@ -40,6 +42,20 @@ class _Witness:
     failing: bool = False
     retry_at: float = 0.0
     backoff: float = 0.0
+
+
+def cosignatures(answer: list[Signature], ours: list[Signature]) -> list[Signature]:
+    """The lines of a witness's answer the agent may add to its note: tlog-cosignature/v1
+    shaped (8-byte timestamp + 64-byte signature), under a name the note does not carry yet,
+    once each. Anything else (a line under the agent's own name, another kind of signature, a
+    repeat) would make the agent's own checkpoint fail verification, so it is dropped."""
+    names = {s.name for s in ours}
+    kept = []
+    for s in answer:
+        if len(s.blob) == COSIGNATURE_BYTES and s.name not in names:
+            names.add(s.name)
+            kept.append(s)
+    return kept
 
 
 class WitnessPusher:
@@ -111,13 +127,17 @@ class WitnessPusher:
 
     def _cosigned(self, w: _Witness, note: str, size: int, body: str) -> None:
         try:
-            text, _ = split_note(note)
+            text, ours = split_note(note)
             _, sigs = split_note(text + "\n" + body)
         except NoteError as exc:
             return self._failed(w, "bad_response", f"the witness answered no signature lines ({exc})")
-        witness = sigs[0].name
+        kept = cosignatures(sigs, ours)
+        if not kept:
+            return self._failed(w, "bad_response", "the witness answered no tlog-cosignature/v1 "
+                                "line under a name of its own")
+        witness = kept[0].name
         try:
-            self.cp.append_record("cosigned", note + body, witness=witness)
+            self.cp.append_record("cosigned", note + "".join(s.line() for s in kept), witness=witness)
         except OSError as exc:
             return self._failed(w, "write_failed", str(exc))
         if self.cp.metrics is not None:

@@ -29,6 +29,7 @@ COSIGNATURE_V1 = 0x04
 SIG_PREFIX = "\u2014 "  # em dash, space
 MAX_SIGNATURES = 64  # the spec asks verifiers to accept at least 16
 MAX_NOTE_BYTES = 1 << 16
+COSIGNATURE_BYTES = 8 + 64  # a cosignature/v1 signature after its key ID: timestamp, Ed25519
 
 
 class NoteError(ValueError):
@@ -203,7 +204,7 @@ def check_signature(text: str, sig: Signature, verifier: Verifier) -> int | None
     """True-ish when ``sig`` by ``verifier`` verifies over ``text``: returns 0 for a note
     signature, the timestamp for a cosignature, None when it does not verify."""
     if verifier.sig_type == COSIGNATURE_V1:
-        if len(sig.blob) != 72:
+        if len(sig.blob) != COSIGNATURE_BYTES:
             return None
         (ts,) = struct.unpack(">Q", sig.blob[:8])
         return ts if verifier.check(cosign_message(text, ts), sig.blob[8:]) else None
