@@ -6,7 +6,9 @@ published vectors of other implementations (values copied as facts, with their s
   certificate-transparency-go). Their proof vectors number leaves from 1.
 - Signed note: golang.org/x/mod/sumdb/note ``note_test.go`` (BSD-3-Clause), the PeterNeumann
   key pair and note.
-- Checkpoint and cosigned message text: C2SP ``tlog-checkpoint.md`` and ``tlog-cosignature.md``.
+- Checkpoint, cosignature and add-checkpoint request: the examples of C2SP ``tlog-checkpoint.md``,
+  ``tlog-cosignature.md`` and ``tlog-witness.md`` (whole notes with their signature lines;
+  the specs publish no keys, so their signatures are checked for framing, not verified).
 - DSSE PAE: secure-systems-lab/dsse ``protocol.md``; Ed25519: RFC 8032 §7.1 test 1.
 """
 
@@ -183,3 +185,47 @@ def test_dsse_pae_and_rfc8032_vectors() -> None:
     env["payload"] = base64.b64encode(b'{"a":2}').decode()
     with pytest.raises(NoteError):
         open_envelope(env, [s.verifier])
+
+
+# The whole examples of C2SP tlog-checkpoint.md, tlog-cosignature.md and tlog-witness.md (the
+# specs publish no keys for them, so what is checked is the framing: every signature line, the
+# cosignature's key ID and timestamp, and the add-checkpoint request body).
+C2SP_LOG_SIG = ("\u2014 example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5"
+                "/Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n")
+C2SP_LOG_SIG2 = ("\u2014 example.com/behind-the-sofa opLqBQsREYCgu6xQkYQwJr9fo45a62DN9EdmHXnZdXNqlcVGlCum2Wks"
+                 "+49/V6267UEjw6QUXTS5Rovnzv++qbSzm9Q=\n")
+C2SP_COSIG = ("\u2014 witness.example.com/w1 jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dl"
+              "rDJsX3b2oyin1nPZqhf5nNo0xUe+mbIUBkBIfZ+qnA==\n")
+C2SP_WITNESS_REQUEST = ("old 20852014\nPlRNCrwHpqhGrupue0L7gxbjbMiKA9temvuZZDDpkaw=\n"
+                        "jrJZDmY8Y7SyJE0MWLpLozkIVMSMZcD5kvuKxPC3swk=\n"
+                        "5+pKlUdi2LeF/BcMHBn+Ku6yhPGNCswZZD1X/6QgPd8=\n"
+                        "/6WVhPs2CwSsb5rYBH5cjHV/wSmA79abXAwhXw3Kj/0=\n\n"
+                        + C2SP_CHECKPOINT + "\n" + C2SP_LOG_SIG + C2SP_LOG_SIG2)
+
+
+def test_the_c2sp_signed_checkpoint_and_cosignature_examples_parse() -> None:
+    import struct
+
+    from agent.witness_push import cosignatures
+    from schema.note import COSIGNATURE_BYTES
+
+    text, sigs = split_note(C2SP_CHECKPOINT + "\n" + C2SP_LOG_SIG + C2SP_COSIG)
+    assert text == C2SP_CHECKPOINT and [s.name for s in sigs] == [
+        "example.com/behind-the-sofa", "witness.example.com/w1"]
+    assert len(sigs[0].blob) == 64  # an Ed25519 note signature after its key ID
+    cosig = sigs[1]
+    assert cosig.key_id == h("8d66cf3f") and len(cosig.blob) == COSIGNATURE_BYTES
+    assert struct.unpack(">Q", cosig.blob[:8])[0] == 1679315147  # the spec's "time 1679315147"
+    assert cosig.line() == C2SP_COSIG  # round-trips byte for byte
+    # an agent receiving the spec's witness answer keeps it: a cosignature under a new name
+    assert cosignatures([cosig], sigs[:1]) == [cosig]
+    assert cosignatures(sigs[:1], sigs[:1]) == []  # but never a line under the log's own name
+
+
+def test_the_c2sp_add_checkpoint_request_example_parses() -> None:
+    from witness.state import _parse_request
+
+    old, proof, note = _parse_request(C2SP_WITNESS_REQUEST.encode())
+    assert old == 20852014 and len(proof) == 4 and all(len(p) == 32 for p in proof)
+    text, sigs = split_note(note)
+    assert Checkpoint.parse(text).size == 20852163 and len(sigs) == 2
