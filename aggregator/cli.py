@@ -18,6 +18,7 @@ from aggregator.fold import AttributionError
 from aggregator.market import MarketFactorsError, load_market_factors
 from aggregator.read import Period
 from aggregator.render import print_summary
+from aggregator.render_csv import write_csv
 from aggregator.render_html import render_html
 from aggregator.report import build_report, report_bytes
 
@@ -65,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="last day (included) or end time (excluded) of the period")
     p.add_argument("--out", type=Path, help="write the JSON report here (default: standard output)")
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
+    p.add_argument("--csv", type=Path, metavar="DIR",
+                   help="also write services.csv and regions.csv (units in the headers) into DIR")
     p.add_argument("--org", default="", help="organisation named in the report")
     p.add_argument("--strict-attribution", action="store_true",
                    help="fail on a window that cannot be split between services")
@@ -111,7 +114,7 @@ def handle(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not files:
         return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
-    for flag, path in (("--out", args.out), ("--html", args.html)):
+    for flag, path in (("--out", args.out), ("--html", args.html), ("--csv", args.csv)):
         if path is not None and not path.resolve().parent.is_dir():
             return _fail(f"{flag} {path}: the directory {path.parent} does not exist; create it or "
                          "write somewhere else (checked before reading the archives)")
@@ -150,6 +153,8 @@ def handle(args: argparse.Namespace) -> int:
             args.out.write_bytes(data)
         if args.html is not None:
             args.html.write_text(render_html(report), encoding="utf-8")
+        if args.csv is not None:
+            write_csv(report, args.csv)
         if signer is not None:
             from aggregator.attest import write_attestation
 

@@ -1,0 +1,68 @@
+"""The report as CSV files for spreadsheets and BI tools (``aggregate --csv DIR``).
+
+Reads only the disclosure report, like the other renderers. Every header names its unit
+(``energy_kwh``, ``operational_carbon_kgco2e`` ...), numbers are written in full precision
+(Python's shortest round-trip ``repr``) so a sum in a spreadsheet gives the report's figure,
+and rows keep the report's order, so the same archives give the same bytes.
+
+- ``services.csv``: one row per ``applications[]`` entry, every service, no cap.
+- ``regions.csv``: one row per ``regions[]`` entry.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from schema.report import DisclosureReport
+
+SERVICES_CSV = "services.csv"
+REGIONS_CSV = "regions.csv"
+
+SERVICE_HEADERS = ("service", "region", "energy_kwh", "operational_carbon_kgco2e", "requests", "windows",
+                   "share_of_total_carbon_fraction", "operational_gco2e_per_request", "energy_model")
+REGION_HEADERS = ("region", "status", "grid_intensity_gco2e_per_kwh", "pue_ratio", "intensity_source",
+                  "io_ops", "energy_kwh", "carbon_kgco2e")
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+def per_request_g(kg: float, requests: int) -> str:
+    """gCO2e per request, or ``""`` when there were no requests (never a made-up zero)."""
+    return _num(kg * 1000.0 / requests) if requests > 0 else ""
+
+
+def _csv(headers: tuple[str, ...], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def services_csv(report: DisclosureReport) -> str:
+    return _csv(SERVICE_HEADERS, [
+        [a.service_name, a.region, _num(a.energy_kwh), _num(a.carbon_kgco2eq), str(a.requests), str(a.windows),
+         _num(a.share_of_total), per_request_g(a.carbon_kgco2eq, a.requests), a.energy_model]
+        for a in report.applications])
+
+
+def regions_csv(report: DisclosureReport) -> str:
+    return _csv(REGION_HEADERS, [
+        [r.region, r.status, _num(r.grid_intensity_gco2_kwh), _num(r.pue), r.intensity_source, str(r.io_ops),
+         _num(r.energy_kwh), _num(r.carbon_kgco2eq)]
+        for r in report.regions])
+
+
+def write_csv(report: DisclosureReport, directory: Path) -> list[Path]:
+    """Write the CSV files into ``directory`` (created if missing); returns their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in ((SERVICES_CSV, services_csv(report)), (REGIONS_CSV, regions_csv(report))):
+        path = directory / name
+        path.write_text(text, encoding="utf-8", newline="")
+        out.append(path)
+    return out
