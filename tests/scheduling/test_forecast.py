@@ -18,17 +18,23 @@ VALUES = 200 + 80 * np.sin(np.arange(24 * 14) * 2 * np.pi / 24) + RNG.normal(0, 
 TRACE = make_trace("t", T0 + HOUR * np.arange(VALUES.size), np.clip(VALUES, 1, None))
 
 
-def rules(provider) -> ShiftRules:
-    return ShiftRules(make_policy({"type": "timeshift", "taskStopper": {}}), provider)
+def rules(provider, forecast: bool = True) -> ShiftRules:
+    return ShiftRules(make_policy({"type": "timeshift", "forecast": forecast,
+                                   "taskStopper": {"forecast": forecast}}), provider)
 
 
-@pytest.mark.parametrize("provider", [Persistence(), "recorded"])
-def test_decisions_never_read_the_future(provider) -> None:
-    if provider == "recorded":  # day-ahead forecasts issued every 6 h, of the real values + 5 %
-        issued = np.repeat(T0 + 6 * HOUR * np.arange(50), 24)
-        ts = issued + HOUR * np.tile(np.arange(1, 25), 50)
+@pytest.mark.parametrize("provider, forecast", [(Persistence(), True), ("recorded", True),
+                                                (Persistence(), False)],
+                         ids=["persistence", "recorded", "no-forecast-mean"])
+def test_decisions_never_read_the_future(provider, forecast: bool) -> None:
+    if provider == "recorded":
+        # forecasts issued every 6 h of the real values + 5 %, each covering 6 h before its
+        # issue to 30 h after: an issue later than the decision would cover the decision's
+        # whole horizon, so reading one changes the decision (a gap would hide it)
+        issued = np.repeat(T0 + 6 * HOUR * np.arange(50), 36)
+        ts = issued + HOUR * np.tile(np.arange(-5, 31), 50)
         provider = Recorded(issued, ts, TRACE.value_at(ts) * 1.05)
-    for now in T0 + HOUR * np.arange(30, 300, 7):
+    for now in T0 + HOUR * np.arange(30, 300):
         future = RNG.uniform(0, 1000, TRACE.values.size)
         changed = TRACE.replaced_after(int(now), future)
         if isinstance(provider, Recorded):  # and every forecast issued after now
@@ -38,7 +44,7 @@ def test_decisions_never_read_the_future(provider) -> None:
             other = Recorded(provider.issued.copy(), provider.t_ms.copy(), vs)
         else:
             other = provider
-        a, b = rules(provider), rules(other)
+        a, b = rules(provider, forecast), rules(other, forecast)
         assert a.hold(0, TRACE, int(now)) == b.hold(0, changed, int(now)), now
         assert a.high(TRACE, int(now)) == b.high(changed, int(now)), now
 
