@@ -1,7 +1,7 @@
 """The report as one self-contained HTML page for readers who are not engineers.
 
 No scripts, fonts, images or style sheets are fetched: the style sits in a ``<style>`` block
-and the bar chart is inline SVG, so the file can be mailed, archived or printed as it is.
+and the chart is inline SVG, so the file can be mailed, archived or printed as it is.
 Every string from the archives is HTML-escaped (service names are untrusted input).
 """
 
@@ -12,9 +12,9 @@ from html import escape
 from aggregator.caveats import PARTIAL
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
+from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
 from schema.report import DisclosureReport
 
-MAX_BARS = 25
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:60rem;
 color:#1d2b1f;padding:0 1rem;line-height:1.45}
@@ -31,30 +31,6 @@ code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
 def _card(label: str, value: str, note: str = "") -> str:
     extra = f'<span class="note">{escape(note)}</span>' if note else ""
     return f'<div class="card">{escape(label)}<b>{escape(value)}</b>{extra}</div>'
-
-
-def _bars(report: DisclosureReport) -> str:
-    apps = report.applications[:MAX_BARS]
-    if not apps:
-        return "<p>No application carbon in this period.</p>"
-    top = max(a.carbon_kgco2eq for a in apps) or 1.0
-    row_h, label_w, bar_w = 22, 180, 420
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{label_w + bar_w + 110}" '
-             f'height="{row_h * len(apps) + 4}" aria-label="carbon per service">']
-    for i, app in enumerate(apps):
-        y = i * row_h + 2
-        width = max(1.0, bar_w * app.carbon_kgco2eq / top)
-        name = escape(app.service_name[:28])
-        parts.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end" font-size="13">{name}</text>'
-                     f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="{row_h - 6}" fill="#3f8f4f">'
-                     f'<title>{escape(app.service_name)}: {escape(fmt_kg(app.carbon_kgco2eq))}</title></rect>'
-                     f'<text x="{label_w + width + 6:.1f}" y="{y + 15}" font-size="12">'
-                     f'{escape(fmt_kg(app.carbon_kgco2eq))}</text>')
-    parts.append("</svg>")
-    more = len(report.applications) - len(apps)
-    if more > 0:
-        parts.append(f'<p class="note">and {more} more services with less carbon each.</p>')
-    return "".join(parts)
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -192,13 +168,15 @@ def render_html(report: DisclosureReport) -> str:
     windows = f"Windows folded start from {first} to {last}." if report.period.first_window else "No window in the period."
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>Carbon disclosure {escape(report.organisation)}</title><style>{_STYLE}</style></head><body>"
+        f"<title>Carbon disclosure {escape(report.organisation)}</title>"
+        f"<style>{_STYLE}{PRINT_STYLE}{page_footer_style(period, '')}</style></head><body>"
         f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
         f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
         + "".join(f'<p class="warn"><b>Warning.</b> {escape(w)}</p>' for w in warnings(report))
         + f'<div class="cards">{cards}</div>'
         f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
-        f"<h2>Carbon per service</h2>{_bars(report)}"
+        f"<h2>Carbon per service</h2>{bars(report)}"
+        f"<h2>Every service</h2>{services_table(report)}"
         f"<h2>Per region</h2>{_regions(report)}"
         f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
         f"<h2>Methodology</h2>{_methodology(report)}"

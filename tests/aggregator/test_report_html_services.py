@@ -1,0 +1,78 @@
+"""The HTML report's table of every service and its chart with an "other" bar."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from aggregator import synth
+from aggregator.read import Period
+from aggregator.render import fmt_kg
+from aggregator.render_html import render_html
+from aggregator.render_html_services import CHART_BARS, elide_middle
+from aggregator.report import build_report
+from tests.aggregator.conftest import T0
+
+N_SERVICES = 60
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.titles: list[str] = []
+        self.tags: list[str] = []
+        self._cell = self._title = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self._cell = tag == "td" and ("class", "name") in attrs
+        self._title = tag == "title"
+
+    def handle_endtag(self, tag):
+        self._cell = self._title = False
+
+    def handle_data(self, data):
+        if self._cell:
+            self.names.append(data)
+        if self._title:
+            self.titles.append(data)
+
+
+def _report(tmp_path, fold):
+    lines = synth.sealed_lines(synth.realistic(20, seed=4, n_services=N_SERVICES, start=T0))
+    synth.write_agent(tmp_path / "archives", "agent-a", synth.split(lines, 2), gzip_files=[], day="20261110")
+    return build_report(fold(tmp_path / "archives"), Period.everything(), "ACME")
+
+
+def test_every_service_is_a_row_and_the_tail_is_one_bar_with_its_figures(tmp_path, fold):
+    report = _report(tmp_path, fold)
+    long = "eckout-" * 3 + "checkout-service-production-europe-" * 3
+    report.applications[0].service_name = long
+    page = render_html(report)
+    parsed = _Page()
+    parsed.feed(page)
+    assert len(report.applications) >= N_SERVICES
+    assert parsed.names == [a.service_name for a in report.applications]  # no cap, report order
+    tail = report.applications[CHART_BARS:]
+    other = f"other ({len(tail)} services): {fmt_kg(sum(a.carbon_kgco2eq for a in tail))}"
+    assert any(t.startswith(other) for t in parsed.titles)
+    assert parsed.tags.count("rect") == CHART_BARS + 1
+    # the long name: elided in the middle on the chart, whole in the tooltips
+    label = elide_middle(long)
+    assert label != long and label.startswith("eckout-") and label.endswith("europe-") and len(label) == 28
+    assert f">{label}</text>" in page and f'title="{long}"' in page
+    assert any(t.startswith(long + ":") for t in parsed.titles)
+    # self-contained, print rules present, the same report gives the same bytes
+    assert "script" not in parsed.tags and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "@media print" in page and "break-after:avoid" in page and "counter(pages)" in page
+    assert render_html(report) == page
+    assert render_html(_report(tmp_path / "again", fold)) == render_html(_report(tmp_path / "more", fold))
+
+
+def test_a_report_without_requests_shows_no_made_up_per_request_figure(tmp_path, fold):
+    report = _report(tmp_path, fold)
+    for app in report.applications:
+        app.requests = 0
+    report.aggregate.total_requests = 0
+    page = render_html(report)
+    assert "SCI per request (operational + embodied) / requests for the whole period: -" in page
