@@ -80,21 +80,21 @@ def handle(args: argparse.Namespace) -> int:
         print(f"chain {chain.agent}: {chain.records} records, last {chain.last_hash or '-'}")
         if chain.agent in heads:
             print(f"  {heads[chain.agent].describe()}")
+    unsigned = sorted(s.agent for s in signed[1] if s.latest is None)
     if not findings:
         extra = " and the report re-derives to the same content hash" if report is not None else ""
-        unsigned = sorted(s.agent for s in signed[1] if s.latest is None)
         print(f"OK: {len(files)} files, every chain and window invariant holds{extra}")
         if unsigned:
             print(f"note: unsigned archive(s) {', '.join(unsigned)}: no signed checkpoints, so "
                   "the chain proves integrity only relative to a head you trust by other means")
-        if args.trust is None and len(unsigned) < len(signed[1]):
-            print("note: checkpoints were checked against the lines but their signatures were not: "
-                  "give --trust keys.toml to pin the agents' keys")
-        return 0
-    print(f"FAILED: {len(findings)} finding(s)")
-    for finding in findings:
-        print(f"  {finding}")
-    return 1
+    else:
+        print(f"FAILED: {len(findings)} finding(s)")
+        for finding in findings:
+            print(f"  {finding}")
+    if args.trust is None and len(unsigned) < len(signed[1]):
+        print("note: the archive is signed but the signatures were NOT verified (anyone can sign "
+              "with a key of their own): give --trust keys.toml to pin the agents' keys")
+    return 1 if findings else 0
 
 
 def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list] | int:

@@ -32,11 +32,13 @@ from schema.merkle import ProofError, verify_consistency, verify_inclusion
 from schema.note import check_signature, matching
 from schema.trust import Trust
 
+UNVERIFIED = "signed but unverified (no key pinned)"
+
 
 @dataclass
 class SignedSummary:
     agent: str
-    status: str  # "unsigned" | "signed" | "signed, keys not pinned"
+    status: str  # "unsigned" | "signed" | UNVERIFIED
     lines: int = 0
     checkpoints: int = 0
     latest: Checkpoint | None = None
@@ -84,7 +86,7 @@ class _AgentCheck:
                      "directory: a chain was copied in from another agent")
         if not log.records:
             return self._unsigned()
-        summary = SignedSummary(self.agent, "signed" if self.pinned else "signed, keys not pinned",
+        summary = SignedSummary(self.agent, "signed" if self.pinned else UNVERIFIED,
                                 lines=log.tree.size)
         accepted = [r for r in log.records if self._authentic(r)]
         if not accepted:  # every record was refused (each is a finding): nothing vouches

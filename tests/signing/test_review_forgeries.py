@@ -87,3 +87,18 @@ def test_gzip_rotated_files_verify_and_the_agent_signs_on(signed_archive) -> Non
     cp = CheckpointLog(d, Signer.parse((s.keys / "agent-a.key").read_text()), every=1)
     cp.open()  # a restarted agent rebuilds the same tree from the compressed files
     assert cp.conflict is None and cp.signed_size == cp.tree.size > len(files) - 1
+
+
+def test_verify_without_trust_says_signed_but_unverified_even_for_a_resigned_forgery(
+        signed_archive) -> None:
+    s = signed_archive
+    root = s.copy("resigned-no-trust")
+    d = root / "agent-a"
+    (d / "checkpoints.log").unlink()
+    CheckpointLog(d, Signer.generate("agent-a"), every=1).open()  # the forger's own key
+    code, out = verify(root)
+    assert code == 0, out  # nothing is pinned, so nothing tells the keys apart...
+    assert out.count("signed but unverified (no key pinned)") == 2, out
+    assert "signatures were NOT verified" in out  # ...and the output says so
+    code, out = verify(root, "--trust", str(s.trust))
+    assert code == 1 and "checkpoint_bad_signature" in out and "NOT verified" not in out, out
