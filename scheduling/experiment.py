@@ -10,11 +10,12 @@ saying so. Paths are resolved against the experiment file's folder, then the wor
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from scheduling.carbon import parse_instant
+from scheduling.forecast import make_provider
 from scheduling.prefabs import TimeshiftSpec, check_compat_quantiles, make_policy
 from scheduling.topology import SpecError, _check_keys, read_spec, resolve
 
@@ -113,6 +114,24 @@ def _export(where: str, spec: Any) -> tuple[int, tuple[str, ...]]:
     return interval, tuple(files)
 
 
+def _provider(ts: TimeshiftSpec, where: str, here: Path) -> TimeshiftSpec:
+    """A forecastProvider checked at load, its recorded file resolved like every other path."""
+    spec = ts.provider
+    if spec is not None and not isinstance(spec, str | dict):
+        raise SpecError(f"{where}.forecastProvider: {spec!r}: give a name or an object with a type")
+    if isinstance(spec, dict) and spec.get("type") == "recorded" and "pathToFile" in spec:
+        try:
+            path = resolve(str(spec["pathToFile"]), here, Path.cwd())
+        except SpecError as exc:
+            raise SpecError(f"{where}.forecastProvider: {exc}") from None
+        spec = {**spec, "pathToFile": str(path)}
+    try:
+        make_provider(spec, 0, here)
+    except (ValueError, OSError) as exc:
+        raise SpecError(f"{where}.forecastProvider: {exc}") from None
+    return replace(ts, provider=spec)
+
+
 def load_experiment(source: str | Path | dict, base: Path | None = None, compat: bool = False) -> Experiment:
     spec, here = read_spec(source, base, "experiment")
     if not isinstance(spec, dict):
@@ -130,9 +149,10 @@ def load_experiment(source: str | Path | dict, base: Path | None = None, compat:
     topologies = [resolve(str(_check_keys(f"topologies[{i}]", t, {"pathToFile"}, {"pathToFile"})["pathToFile"]),
                           here, Path.cwd()) for i, t in enumerate(_list("topologies", spec.get("topologies")))]
     workloads = [_workload(f"workloads[{i}]", w, here) for i, w in enumerate(_list("workloads", spec.get("workloads")))]
-    if compat:
-        for i, p in enumerate(policies):
-            if isinstance(p, TimeshiftSpec):
+    for i, p in enumerate(policies):
+        if isinstance(p, TimeshiftSpec):
+            policies[i] = _provider(p, f"allocationPolicies[{i}]", here)
+            if compat:
                 check_compat_quantiles(p, f"allocationPolicies[{i}]")
     exports = [_export(f"exportModels[{i}]", e) for i, e in enumerate(spec.get("exportModels", [{}]) or [{}])]
     runs, seed0 = spec.get("runs", 1), spec.get("initialSeed", 0)

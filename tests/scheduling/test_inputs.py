@@ -157,3 +157,26 @@ def test_several_clusters_each_with_its_own_trace(files) -> None:
     # each host: 200 W for 1 h = 0.2 kWh, at its own source's intensity
     assert ps["carbon_g"] == pytest.approx([0.2 * 400, 0.2 * 50])
     assert res.summary["carbon_g"] == pytest.approx(0.2 * 450)
+
+
+def test_a_forecast_provider_is_checked_at_load_and_its_file_found_next_to_the_experiment(files) -> None:
+    """A recorded forecast's pathToFile is resolved like every other path (against the
+    experiment's folder: it was once looked for next to the topology), and a bad provider spec
+    is refused at load with the field named, not when its scenario runs."""
+    topo, wl = small(files)
+    here = files.root / "study"
+    here.mkdir()
+    (here / "rec.csv").write_text("issued_at,timestamp,carbon_intensity\n"
+                                  "2022-10-01T00:00Z,2022-10-01T01:00Z,120\n")
+    exp = experiment(topo, wl, [{"type": "timeshift", "forecastProvider": {"type": "recorded",
+                                                                           "pathToFile": "rec.csv"}}])
+    (here / "exp.json").write_text(json.dumps(exp))
+    (res,) = scheduling.simulate(here / "exp.json")
+    assert res.summary["forecast"] == "recorded"
+    for provider, message in [({"type": "noisy", "mapee": 0.1}, "unknown key"),
+                              ({"type": "noisy", "mape": 1.5}, "mape 1.5"),
+                              ({"type": "recorded", "pathToFile": "nowhere.csv"}, "nowhere.csv"),
+                              ("oracle", "unknown type 'oracle'")]:
+        exp["allocationPolicies"] = [{"type": "timeshift", "forecastProvider": provider}]
+        with pytest.raises(SpecError, match=rf"allocationPolicies\[0\]\.forecastProvider: .*{message}"):
+            load_experiment(exp, base=here)
