@@ -1,0 +1,131 @@
+"""The HTML report rendered in a real headless Chromium: DOM, screenshot, print to PDF.
+
+A report of 60 services (one with a very long name) is folded from real archive files and
+written by ``render_html``; Chromium then loads the file. The rendered DOM must list every
+service in the table, a screenshot must not be blank and must have the size asked for, and
+printing to PDF must give pages numbered "page N of M" with no heading last on a page
+(read back with poppler's ``pdftotext``).
+
+Chromium is Debian's ``chromium`` package and ``pdftotext`` is in ``poppler-utils``;
+``.ci/run`` installs both and sets ``CARBONSPAN_REQUIRE_BROWSER=1``, so in CI a missing tool
+fails these tests. Elsewhere without them they are skipped with a reason that says so
+(``pytest -rs`` lists it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from aggregator import synth
+from aggregator.read import Period
+from aggregator.render_html import render_html
+from aggregator.report import build_report
+from tests.aggregator.conftest import T0, fold_paths
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PDFTOTEXT = shutil.which("pdftotext")
+if os.environ.get("CARBONSPAN_REQUIRE_BROWSER") and (CHROMIUM is None or PDFTOTEXT is None):
+    raise RuntimeError("CARBONSPAN_REQUIRE_BROWSER is set but chromium or pdftotext is not on PATH: "
+                       "apt-get install chromium poppler-utils")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="NOT RUN: no chromium on PATH (apt-get install chromium; CI installs it)")
+needs_pdftotext = pytest.mark.skipif(
+    PDFTOTEXT is None, reason="NOT RUN: no pdftotext on PATH (apt-get install poppler-utils; CI installs it)")
+
+_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+          "--hide-scrollbars"]
+LONG = "checkout-service-production-europe-west-frankfurt-blue-green-canary-" + "x" * 40
+N_SERVICES = 60
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / f"profile-{time.monotonic_ns()}"
+    return subprocess.run([CHROMIUM, *_FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> tuple[Path, list[str]]:
+    lines = synth.sealed_lines(synth.realistic(20, seed=5, n_services=N_SERVICES, start=T0))
+    synth.write_agent(tmp_path / "archives", "agent-a", synth.split(lines, 2), gzip_files=[], day="20261110")
+    report = build_report(fold_paths(tmp_path / "archives"), Period.parse("2026-11-10", "2026-11-10"), "ACME")
+    report.applications[-1].service_name = LONG
+    path = tmp_path / "report.html"
+    path.write_text(render_html(report), encoding="utf-8")
+    return path, [a.service_name for a in report.applications]
+
+
+class _Cells(HTMLParser):
+    """The text of every first cell of a row of the services table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self._in = False
+
+    def handle_starttag(self, tag, attrs):
+        self._in = tag == "td" and ("class", "name") in attrs
+
+    def handle_endtag(self, tag):
+        self._in = False
+
+    def handle_data(self, data):
+        if self._in:
+            self.names.append(data)
+
+
+def test_the_rendered_dom_lists_every_service(page, tmp_path):
+    path, names = page
+    proc = chromium(tmp_path, "--dump-dom", path.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cells = _Cells()
+    cells.feed(proc.stdout)
+    assert len(names) >= N_SERVICES and cells.names == names
+    assert f'title="{LONG}"' in proc.stdout  # the full long name is the cell's tooltip
+    assert "<script" not in proc.stdout and not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", proc.stdout)
+
+
+def test_a_screenshot_is_not_blank_and_has_the_size_asked(page, tmp_path):
+    path, _ = page
+    shot, blank = tmp_path / "page.png", tmp_path / "blank.png"
+    for out, url in ((shot, path.as_uri()), (blank, "about:blank")):
+        proc = chromium(tmp_path, f"--screenshot={out}", "--window-size=1200,900", url)
+        assert proc.returncode == 0 and out.is_file(), proc.stderr[-2000:]
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[16:24] == (1200).to_bytes(4, "big") + (900).to_bytes(4, "big")
+    assert len(png) > 3 * len(blank.read_bytes()), "the screenshot is as empty as a blank page"
+
+
+HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Per region", "Coverage",
+            "Methodology", "Integrity")
+
+
+@needs_pdftotext
+def test_print_to_pdf_numbers_pages_and_leaves_no_heading_last_on_a_page(page, tmp_path):
+    path, _ = page
+    pdf = tmp_path / "report.pdf"
+    proc = chromium(tmp_path, f"--print-to-pdf={pdf}", "--no-pdf-header-footer", path.as_uri())
+    assert proc.returncode == 0 and pdf.is_file(), proc.stderr[-2000:]
+    pages_objs = len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
+    text = subprocess.run([PDFTOTEXT, "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    pages = text.split("\f")
+    if pages and not pages[-1].strip():
+        pages.pop()
+    assert len(pages) == pages_objs >= 3  # 60 services do not fit on two A4 pages
+    for n, body in enumerate(pages, start=1):
+        lines = [line.strip() for line in body.splitlines() if line.strip()]
+        assert f"page {n} of {len(pages)}" in body, f"page {n} has no page number"
+        assert "Period 2026-11-10" in body, f"page {n} does not name the period"
+        content = [line for line in lines if not line.startswith(("page ", "Period "))
+                   and f"page {n} of" not in line]
+        assert content and content[-1] not in HEADINGS, f"page {n} ends with the heading {content[-1]!r}"
