@@ -102,3 +102,41 @@ def test_verify_without_trust_says_signed_but_unverified_even_for_a_resigned_for
     assert "signatures were NOT verified" in out  # ...and the output says so
     code, out = verify(root, "--trust", str(s.trust))
     assert code == 1 and "checkpoint_bad_signature" in out and "NOT verified" not in out, out
+
+
+def _resign_last(d, edit) -> None:
+    """Replace the last checkpoint record's note by ``edit(note)``."""
+    recs = [orjson.loads(x) for x in (d / "checkpoints.log").read_bytes().splitlines()]
+    recs[-1]["note"] = edit(recs[-1]["note"])
+    (d / "checkpoints.log").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+
+
+def test_origins_unlike_the_directory_and_signatures_under_other_names_are_refused(
+        signed_archive) -> None:
+    """Guards (these held already): an origin that differs from the directory only in case or
+    a trailing space, signed with the agent's real key; the agent's signature line renamed to
+    another agent; another agent's key signing this agent's head."""
+    from schema.checkpoint import Checkpoint
+    from schema.note import sign_note, split_note
+
+    s = signed_archive
+    key_a = Signer.parse((s.keys / "agent-a.key").read_text())
+    key_b = Signer.parse((s.keys / "agent-b.key").read_text())
+
+    def origin(new: str):
+        def edit(note: str) -> str:
+            cp = Checkpoint.parse(split_note(note)[0])
+            return sign_note(Checkpoint(new, cp.size, cp.root).text(), [key_a])
+        return edit
+
+    cases = {
+        "upper": (origin("Agent-A"), "checkpoint_origin_mismatch"),
+        "space": (origin("agent-a "), "checkpoint_origin_mismatch"),
+        "renamed": (lambda n: n.replace("\u2014 agent-a ", "\u2014 agent-b "), "checkpoint_bad_signature"),
+        "other_key": (lambda n: sign_note(split_note(n)[0], [key_b]), "checkpoint_bad_signature"),
+    }
+    for name, (edit, kind) in cases.items():
+        root = s.copy(f"origin-{name}")
+        _resign_last(root / "agent-a", edit)
+        code, out = verify(root, "--trust", str(s.trust))
+        assert code == 1 and kind in out, (name, out)
