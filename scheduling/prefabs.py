@@ -117,6 +117,12 @@ def _fraction(where: str, v: Any) -> float:
     return float(v)
 
 
+def _flag(where: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise SpecError(f"{where}: {v!r} must be true or false")
+    return v
+
+
 def _size(where: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise SpecError(f"{where}: {v!r} must be a whole number >= 1")
@@ -157,7 +163,7 @@ def make_policy(spec: dict | None, where: str = "allocationPolicies[0]") -> Any:
 def timeshift(spec: dict, where: str, name: str) -> TimeshiftSpec:
     _known(where, spec, TIMESHIFT_KEYS)
     filters = _filters(where, spec.get("filters", [{"type": "Compute"}]))
-    memorize = spec.get("memorize", True)
+    memorize = _flag(f"{where}.memorize", spec.get("memorize", True))
     placement = FewestTasksPolicy(filters, f"{name}/fewest-tasks") if memorize else FilterPolicy(
         filters, _weighers(where, spec.get("weighers", [])),
         _size(f"{where}.subsetSize", spec.get("subsetSize", 1)), f"{name}/filter")
@@ -166,7 +172,7 @@ def timeshift(spec: dict, where: str, name: str) -> TimeshiftSpec:
         st = _known(f"{where}.taskStopper", spec["taskStopper"],
                     {"type", "windowSize", "forecast", "forecastThreshold", "forecastSize"})
         stopper = StopperSpec(_size(f"{where}.taskStopper.windowSize", st.get("windowSize", 168)),
-                              bool(st.get("forecast", True)),
+                              _flag(f"{where}.taskStopper.forecast", st.get("forecast", True)),
                               _fraction(f"{where}.taskStopper.forecastThreshold", st.get("forecastThreshold", 0.6)),
                               _size(f"{where}.taskStopper.forecastSize", st.get("forecastSize", 24)))
     margin = spec.get("deadlineMargin", 0.1)
@@ -178,11 +184,11 @@ def timeshift(spec: dict, where: str, name: str) -> TimeshiftSpec:
     return TimeshiftSpec(
         placement=placement,
         window_size=_size(f"{where}.windowSize", spec.get("windowSize", 168)),
-        forecast=bool(spec.get("forecast", True)),
+        forecast=_flag(f"{where}.forecast", spec.get("forecast", True)),
         forecast_size=_size(f"{where}.forecastSize", spec.get("forecastSize", 24)),
         short_threshold=_fraction(f"{where}.shortForecastThreshold", spec.get("shortForecastThreshold", 0.2)),
         long_threshold=_fraction(f"{where}.longForecastThreshold", spec.get("longForecastThreshold", 0.35)),
-        memorize=bool(memorize), stopper=stopper, provider=spec.get("forecastProvider"),
+        memorize=memorize, stopper=stopper, provider=spec.get("forecastProvider"),
         deadline_margin=float(margin), decision_interval_min=float(interval), name=name,
     )
 

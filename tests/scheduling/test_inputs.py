@@ -62,6 +62,9 @@ def test_recognised_but_unsupported_features_say_so(files) -> None:
     ("shortForecastThreshold", 1.5, "shortForecastThreshold"), ("forecastSize", 0, "forecastSize"),
     ("windowSize", -1, "windowSize"), ("deadlineMargin", -0.1, "deadlineMargin"),
     ("taskStopper", {"forecastThreshold": -0.2}, "taskStopper.forecastThreshold"),
+    # a quoted "false" once ran as true: flags must be JSON booleans
+    ("forecast", "false", "forecast"), ("memorize", "no", "memorize"),
+    ("taskStopper", {"forecast": "false"}, "taskStopper.forecast"),
 ])
 def test_timeshift_parameters_are_checked_at_load(files, key, value, field) -> None:
     topo, wl = small(files)
