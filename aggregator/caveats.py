@@ -11,7 +11,14 @@ from __future__ import annotations
 from aggregator.coverage import GAP_TOLERANCE_S, coverage
 from aggregator.fold import AggregateState
 from aggregator.read import Period, _iso
-from schema.report import AgentCoverage, Aggregate, Application, CoverageGap, ReportWarning
+from schema.report import (
+    AgentCoverage,
+    Aggregate,
+    Application,
+    CoverageGap,
+    Methodology,
+    ReportWarning,
+)
 
 #: Traces may exceed root spans by this much before the report warns (a trace split over
 #: windows or agents is charged embodied carbon by each).
@@ -65,7 +72,7 @@ def _partial(agg: Aggregate) -> ReportWarning | None:
         + "time an agent did not run is not in the figures"))
 
 
-def warnings(agg: Aggregate) -> list[ReportWarning]:
+def warnings(agg: Aggregate, methodology: Methodology) -> list[ReportWarning]:
     """The report's warnings, in a fixed order (so the same archives give the same bytes)."""
     out = []
     if agg.windows == 0:
@@ -83,7 +90,8 @@ def warnings(agg: Aggregate) -> list[ReportWarning]:
             f"{_names(agg.energy_without_carbon_services) or 'none'}); set cloud.region, "
             "[green.service_regions] or default_region to a region of the table")))
     traces, roots = agg.traces_counted, agg.root_spans_counted
-    if traces > roots * TRACES_OVER_ROOTS:
+    per_root = methodology.window_methodology.get("embodied_per") == ["root_span"]  # charged once already
+    if traces > roots * TRACES_OVER_ROOTS and not per_root:
         over = f"{traces / roots - 1:.0%}" if roots else "all"
         out.append(ReportWarning(code="traces_exceed_root_spans", message=(
             f"traces counted ({traces:,}) exceed root spans ({roots:,}) by {over}: a trace split over "

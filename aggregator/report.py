@@ -163,11 +163,12 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
     total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
     apps = _applications(state, total_kg)
     aggregate = _aggregate(state, period, apps, market)
+    methodology = _methodology(state, market)
     report = DisclosureReport(
         organisation=organisation,
         period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
                            last_window=_iso(state.last_start)),
-        methodology=_methodology(state, market),
+        methodology=methodology,
         aggregate=aggregate,
         applications=apps,
         regions=[
@@ -177,7 +178,7 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
             for name, r in sorted(state.regions.items())
         ],
         inputs=_inputs(state),
-        warnings=warnings(aggregate),
+        warnings=warnings(aggregate, methodology),
         integrity=_integrity(state),
     )
     report.integrity.content_hash = content_hash(report.model_dump(mode="json"))

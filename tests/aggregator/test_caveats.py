@@ -172,6 +172,11 @@ def test_traces_beyond_root_spans_warn_naming_embodied_per_root_span(tmp_path, f
     if warned:
         text, html = _shown(report)
         assert 'embodied_per = "root_span"' in text and "embodied_per = &quot;root_span&quot;" in html
+    # lines charged per root span already: no trace is charged twice, nothing to warn about
+    for rep in reports:
+        rep["methodology"]["embodied_per"] = "root_span"
+    again = build_report(fold(_write(tmp_path / "per-root", "agent-a", reports)), Period.everything())
+    assert "traces_exceed_root_spans" not in [w.code for w in again.warnings]
 
 
 def test_a_report_without_warnings_keeps_its_bytes_deterministic(mixed_archive):
