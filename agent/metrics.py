@@ -66,6 +66,11 @@ class AgentMetrics:
             "HTTP connections closed at once at max_connections (none could be evicted)",
             registry=r,
         )
+        self.http_accept_failed = Counter(
+            "carbonspan_http_accept_failed",
+            "HTTP connections the OS could not accept (the process at its open-file limit)",
+            registry=r,
+        )
         self.http_connections_evicted = Counter(
             "carbonspan_http_connections_evicted",
             "HTTP connections closed to make room for a new one at max_connections, by reason: "

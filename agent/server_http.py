@@ -211,6 +211,8 @@ class HttpReceiver:
                 metrics.http_connections.dec()
             elif name.startswith("evicted_"):
                 metrics.http_connections_evicted.labels(name[len("evicted_"):]).inc()
+            elif name == "accept_failed":
+                metrics.http_accept_failed.inc()
             elif name == "refused_full":
                 metrics.http_connections_refused.inc()
             elif name == "refused_timeout":

@@ -94,8 +94,13 @@ class Connection(asyncio.BufferedProtocol):
             # the answer is one write, but a pipelined client must not wait on delayed ACKs
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if transport.get_extra_info("sslcontext") is None:
-                # the pool threads' own handle on the socket (a dup: asyncio's is the loop's)
-                self._raw = socket.socket(fileno=os.dup(sock.fileno()))
+                # the pool threads' own handle on the socket (a dup: asyncio's is the loop's);
+                # none at the open-file limit (the loop then writes the answers): raising here
+                # left the connection open but unknown to the server, beyond its limits
+                try:
+                    self._raw = socket.socket(fileno=os.dup(sock.fileno()))
+                except OSError:
+                    self._raw = None
         self.server.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -24,6 +24,7 @@ from httpserve.conn import Connection
 from httpserve.message import Head, Limits, Request, Response, Route
 
 log = logging.getLogger("httpserve")
+_ACCEPT_LOG_S = 10.0  # at most one log line per this many seconds about failed accepts
 
 
 class App(Protocol):
@@ -79,7 +80,8 @@ class HttpServer:
 
     ``on_event(name)`` is told ``opened``, ``closed``, ``evicted_idle``, ``evicted_slow``,
     ``refused_full`` (a connection closed at once: nothing could be evicted) and
-    ``refused_<kind>`` for the server's own refusals (``timeout``, ``malformed``, ...)."""
+    ``accept_failed`` (a connection the OS would not give a file for: at the open-file
+    limit), ``refused_<kind>`` for the server's own refusals (``timeout``, ``malformed``, ...)."""
 
     def __init__(self, app: App, limits: Limits, host: str, port: int, *,
                  ssl_context: ssl.SSLContext | None = None, name: str = "http",
@@ -108,6 +110,8 @@ class HttpServer:
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._listener: asyncio.AbstractServer | None = None
+        self._accept_errors = 0  # since the last log line about them
+        self._accept_logged = 0.0
 
     # -- life ------------------------------------------------------------------------
     def start(self) -> int:
@@ -119,6 +123,7 @@ class HttpServer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
+        self.loop.set_exception_handler(self._loop_error)
         kwargs = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.handshake_timeout_s} \
             if self._ssl is not None else {}
         try:
@@ -213,6 +218,24 @@ class HttpServer:
                 self._on_event(name)
             except Exception:  # a metrics glitch must never stop the server
                 log.exception("on_event(%r) failed", name)
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """asyncio's accept loop meets EMFILE once per pending connection in a batch of up to
+        the listen backlog, and logs a traceback for each (tens of thousands of lines a second
+        while the open-file limit is reached): counted (``accept_failed``), logged once per
+        ``_ACCEPT_LOG_S``."""
+        if context.get("message") != "socket.accept() out of system resource":
+            loop.default_exception_handler(context)
+            return
+        self.event("accept_failed")
+        self._accept_errors += 1
+        now = time.monotonic()
+        if now - self._accept_logged >= _ACCEPT_LOG_S:
+            log.error("%s: %d connection(s) could not be accepted (%s): the process is at its "
+                      "open-file limit; raise it (ulimit -n, LimitNOFILE) above max_connections "
+                      "plus TLS handshakes in progress", self.name, self._accept_errors,
+                      context.get("exception"))
+            self._accept_errors, self._accept_logged = 0, now
 
     def log_exception(self, head: Head, exc: BaseException) -> None:
         log.error("%s %s %s failed", self.name, head.method, head.path, exc_info=exc)
