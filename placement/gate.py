@@ -17,7 +17,8 @@ different policy):
 
 Retirement is capability-wide: while the latest real evaluation of *any* policy says retire,
 every carbon-weighing policy is withheld, its own current win notwithstanding; it does not
-expire with age, and the next real evaluation that ships lifts it. ``carbon-simple`` is the
+expire with age, and only a real evaluation measured after it (by ``evaluated_at``, not by
+where it sits in the log; never one dated in the future) that ships lifts it. ``carbon-simple`` is the
 simple baseline the gate falls back to, so it runs unless the capability is retired.
 ``CARBONSPAN_CARBON_POLICY_GATE=warn`` lets the requested policy run and records in the
 report what enforce would have done.
@@ -99,10 +100,17 @@ def _real(log: LogState, policy: str | None) -> tuple[list[Recorded], int]:
     return real, len(mine) - len(real)
 
 
-def _retirement(log: LogState) -> Recorded | None:
-    """The current retirement: the latest real evaluation of any policy, if it says retire."""
+def _retirement(log: LogState, now: datetime) -> Recorded | None:
+    """The current retirement: the latest-measured real evaluation of any policy (by its
+    date, then its place in the log), if it says retire. An evaluation dated before the
+    retirement (back-dated, or recorded late) is not newer, and one dated more than a day
+    ahead of this clock licenses nothing, so neither lifts a retirement; an undated one
+    counts as the oldest."""
     real, _ = _real(log, None)
-    latest = real[-1] if real else None
+    says_retire = [(r.event.get("verdict") or {}).get("action") == RETIRE for r in real]
+    dated = [(-_age_days(r, now), r.seq, r) for r, ret in zip(real, says_retire, strict=True)
+             if ret or _age_days(r, now) >= -1.0]
+    latest = max(dated, key=lambda t: (t[0], t[1]))[2] if dated else None
     if latest is not None and (latest.event.get("verdict") or {}).get("action") == RETIRE:
         return latest
     return None
@@ -119,8 +127,8 @@ def _retired(name: str, retired: Recorded) -> Decision:
     own evidence says: the verdict says placement stops using carbon."""
     why = (f"carbon-aware placement retired by evaluation seq {retired.seq} of "
            f"{retired.event.get('policy')!r} ({retired.ts}): "
-           f"{(retired.event.get('verdict') or {}).get('reason', '')}; only a newer real "
-           "evaluation that ships lifts it")
+           f"{(retired.event.get('verdict') or {}).get('reason', '')}; only a real "
+           "evaluation measured after it that ships lifts it")
     return Decision(name, WITHHELD, why, retired)
 
 
@@ -144,7 +152,7 @@ def decide_gate(
     if log.problem:
         why = f"{log.problem}; treated as no evaluation (fail closed)"
         return Decision(SIMPLE, AS_REQUESTED, why, None) if name == SIMPLE else _fallback(name, why, None)
-    retired = _retirement(log)
+    retired = _retirement(log, now)
     if retired is not None:
         return _retired(name, retired)
     if name == SIMPLE:

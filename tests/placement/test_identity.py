@@ -171,3 +171,26 @@ def test_every_carbon_weighing_policy_is_withheld_while_retired(audit_log, spati
     record(audit_log, flat_doc, "forecast-greedy")  # any policy's retirement is everyone's
     res = resolve(name, audit_log=audit_log, now=NOW)
     assert (res.effective, res.action) == (name, "carbon-withheld")
+
+
+def test_an_older_evaluation_recorded_after_a_retirement_does_not_lift_it(
+        audit_log, spatial_win_doc, flat_doc):
+    """Retirement is lifted by a *newer* measurement: one dated before the retirement (a
+    back-dated or late-recorded win) or dated in the future licenses nothing against it."""
+    _, result = record(audit_log, flat_doc, "carbon-aware")  # retired, measured a day ago
+    assert result["verdict"]["action"] == "retire"
+    trace = parse_trace(spatial_win_doc)
+    win, ident = evaluate_candidate(trace, "carbon-aware")
+    assert win["verdict"]["action"] == "ship-candidate"
+    old = (NOW - timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record_evaluation(audit_log, trace, win, evaluated_at=old, identity=ident)
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert res.action == "carbon-withheld" and "retired by evaluation seq 0" in res.reason
+    future = (NOW + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record_evaluation(audit_log, trace, win, evaluated_at=future, identity=ident)
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert res.action == "carbon-withheld" and "retired by evaluation seq 0" in res.reason
+    # a win measured after the retirement lifts it
+    record_evaluation(audit_log, trace, win, evaluated_at=NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      identity=ident)
+    assert resolve("carbon-aware", audit_log=audit_log, now=NOW).action == "as-requested"
