@@ -12,6 +12,7 @@ from rich.highlighter import NullHighlighter
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from aggregator import cli_log
 from aggregator.engines import run_dask, run_local
 from aggregator.files import discover
 from aggregator.fold import AttributionError
@@ -64,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="first day (YYYY-MM-DD) or time (RFC 3339) of the period")
     p.add_argument("--to", dest="end", required=True, metavar="DATE",
                    help="last day (included) or end time (excluded) of the period")
-    p.add_argument("--out", type=Path, help="write the JSON report here (default: standard output)")
+    p.add_argument("--out", type=Path, help="write the JSON report here ('-': standard output; without "
+                   "--out the JSON is not written, only the summary is printed)")
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
     p.add_argument("--csv", type=Path, metavar="DIR",
                    help="also write services.csv and regions.csv (units in the headers) into DIR")
@@ -93,7 +95,8 @@ def _fail(message: str, code: int = 2) -> int:
 def handle(args: argparse.Namespace) -> int:
     if args.scheduler and args.engine != "dask":
         return _fail("--scheduler needs --engine dask")
-    if args.sign is not None and args.out is None:
+    to_stdout = args.out is not None and str(args.out) == "-"
+    if args.sign is not None and (args.out is None or to_stdout):
         return _fail("--sign needs --out: the attestation is written beside the report file")
     signer = None
     if args.sign is not None:
@@ -114,7 +117,7 @@ def handle(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not files:
         return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
-    for flag, path in (("--out", args.out), ("--html", args.html), ("--csv", args.csv)):
+    for flag, path in (("--out", None if to_stdout else args.out), ("--html", args.html), ("--csv", args.csv)):
         if path is not None and not path.resolve().parent.is_dir():
             return _fail(f"{flag} {path}: the directory {path.parent} does not exist; create it or "
                          "write somewhere else (checked before reading the archives)")
@@ -124,6 +127,7 @@ def handle(args: argparse.Namespace) -> int:
                    if err.is_terminal else logging.StreamHandler(sys.stderr))
         handler.setFormatter(logging.Formatter("%(message)s" if err.is_terminal else "warning: %(message)s"))
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    repeats = cli_log.install(logging.getLogger("carbonspan.aggregate"))
     try:
         state = _run(args, files, period, err)
     except AttributionError as exc:
@@ -131,6 +135,8 @@ def handle(args: argparse.Namespace) -> int:
     except OSError as exc:  # the Dask scheduler cannot be reached (archive I/O errors are counted)
         return _fail(f"the Dask engine failed: {exc}; check --scheduler (tcp://host:8786) "
                      "or leave it out to start two local workers")
+    finally:
+        cli_log.finish(logging.getLogger("carbonspan.aggregate"), repeats)
     if state.windows == 0:
         message = (f"No data in this period: no window starts inside it ({state.windows_outside} read "
                    f"outside it, {state.malformed} malformed lines); check --from/--to against the "
@@ -146,10 +152,10 @@ def handle(args: argparse.Namespace) -> int:
             ", ".join(report.aggregate.scope2.unmatched_factor_regions))
     data = report_bytes(report)
     try:
-        if args.out is None:
+        if to_stdout:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
-        else:
+        elif args.out is not None:
             args.out.write_bytes(data)
         if args.html is not None:
             args.html.write_text(render_html(report), encoding="utf-8")
@@ -162,7 +168,10 @@ def handle(args: argparse.Namespace) -> int:
             print(f"signed: {signed}", file=sys.stderr)
     except OSError as exc:
         return _fail(f"cannot write the report: {exc}")
-    print_summary(report, err if args.out is None else Console())
+    print_summary(report, err if to_stdout else Console())
+    if args.out is None:
+        print("the JSON report was not written: pass --out FILE (or --out - for standard output)",
+              file=sys.stderr)
     return 0
 
 

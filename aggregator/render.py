@@ -107,17 +107,20 @@ def temporal_line(report: DisclosureReport) -> str:
             + (f" ({agents})" if agents else ""))
 
 
-def summary_table(report: DisclosureReport) -> Table:
+def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS) -> Table:
+    """The summary; ``max_rows`` caps the rows on a terminal (``None``: every service). Names
+    wrap (fold), never cut."""
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
     for column, justify in (("service", "left"), ("region", "left"), ("energy", "right"),
                             ("carbon", "right"), ("share", "right"), ("requests", "right"),
                             ("model", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for app in report.applications[:MAX_ROWS]:
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    shown = report.applications if max_rows is None else report.applications[:max_rows]
+    for app in shown:
         table.add_row(app.service_name, app.region, fmt_kwh(app.energy_kwh), fmt_kg(app.carbon_kgco2eq),
                       f"{app.share_of_total:.1%}", f"{app.requests:,}", app.energy_model)
-    hidden = len(report.applications) - MAX_ROWS
+    hidden = len(report.applications) - len(shown)
     if hidden > 0:
         table.add_row(f"... {hidden} more", "", "", "", "", "", "")
     table.caption = (
@@ -134,5 +137,18 @@ def summary_table(report: DisclosureReport) -> Table:
     return table
 
 
+#: The widest layout of a summary when the output is not a terminal (a file, a CI log).
+PLAIN_WIDTH = 1000
+
+
 def print_summary(report: DisclosureReport, console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(report))
+    """On a terminal the first ``MAX_ROWS`` services; elsewhere (a file, a pipe, a CI log)
+    every service, laid out wide enough that no name is wrapped or cut."""
+    console = console or Console()
+    if console.is_terminal:
+        console.print(summary_table(report))
+        return
+    table = summary_table(report, max_rows=None)
+    longest = max((len(a.service_name) for a in report.applications), default=0)
+    console.width = max(console.width, min(PLAIN_WIDTH, longest + 160))
+    console.print(table)

@@ -1,0 +1,46 @@
+"""The terminal side of ``aggregate``: whole names off a TTY, no JSON dump unless asked,
+repeated warnings summarised in one line with a count."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+from rich.console import Console
+
+from aggregator.read import Period
+from aggregator.render import print_summary
+from aggregator.report import build_report
+from carbonspan.cli import main
+
+LONG = "checkout-service-production-europe-west-frankfurt-blue-green-canary-" + "x" * 60
+
+
+def test_off_a_terminal_every_service_and_every_name_is_whole(mixed_archive, fold):
+    report = build_report(fold(mixed_archive), Period.everything())
+    report.applications[-1].service_name = LONG
+    buf = io.StringIO()
+    print_summary(report, Console(file=buf, width=80))
+    text = buf.getvalue()
+    assert LONG in text  # on one line, neither cut nor folded
+    for app in report.applications:
+        assert app.service_name in text
+    assert "more" not in text.split("total ")[0]  # no "... N more" row
+
+
+def test_without_out_no_json_on_stdout_and_with_out_dash_the_json(mixed_archive, capsys, caplog):
+    args = ["aggregate", str(mixed_archive), "--from", "2026-11-10", "--to", "2026-11-10"]
+    with caplog.at_level(logging.WARNING, logger="carbonspan.aggregate"):
+        assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert '"schema_version"' not in out and "carbon disclosure" in out
+    assert "the JSON report was not written: pass --out FILE (or --out - for standard output)" in err
+    fallback = [r.getMessage() for r in caplog.records if "I/O-proxy fallback" in r.getMessage()]
+    # agent-a's three files each used the fallback: one shown, the other two in one line
+    assert len(fallback) == 2 and fallback[1].startswith("... and 2 more warning(s) like")
+    assert "inputs.fallback_files" in fallback[1]
+    assert main([*args, "--out", "-"]) == 0
+    out, _ = capsys.readouterr()
+    report = orjson.loads(out)
+    assert report["inputs"]["fallback_files"] and len(report["inputs"]["fallback_files"]) == 3
