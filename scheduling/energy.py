@@ -69,8 +69,8 @@ def integrate(wl: Workload, hosts: Hosts, sch: Schedule, t_begin: int, t_end: in
     k = max(1, -(-(t_end - t_begin) // interval_ms))
     edges = t_begin + interval_ms * np.arange(k + 1, dtype=np.int64)
     edges[-1] = max(edges[-1], t_end)
-    edges = np.minimum(edges, max(t_end, t_begin + 1))
-    edges[-1] = max(t_end, t_begin + 1)
+    edges = np.minimum(edges, max(t_end, t_begin))
+    edges[-1] = max(t_end, t_begin)  # an empty window (nothing ran) integrates to zero
     task, host, w0, w1, use = pieces(wl, sch)
     order = np.argsort(host, kind="stable")
     task, host, w0, w1, use = task[order], host[order], w0[order], w1[order], use[order]

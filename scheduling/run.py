@@ -70,7 +70,9 @@ def run_scenario(sc: Scenario, compat: bool = False, reference: bool = True) -> 
     ref_sch = None
     if reference and isinstance(sc.policy, TimeshiftSpec):
         ref_sch = schedule(wl, hosts, sc.policy.placement, seed=sc.seed)
-    t_end = max(int(s.finish.max()) for s in (sch, ref_sch) if s is not None) if wl.n else 0
+    # no earlier than the first submission: when nothing finished the window is empty, not negative
+    t_end = max([int(s.finish.max()) for s in (sch, ref_sch) if s is not None] + [int(wl.submit.min())]) \
+        if wl.n else 0
     result = build(sc, hosts, wl, sch, t_end)
     result.summary["forecast"] = forecast_label(sc.policy, compat, provider)
     if provider is not None and hasattr(provider, "clamped"):

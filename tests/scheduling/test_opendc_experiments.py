@@ -2,7 +2,7 @@
 
 Their paths are OpenDC's (relative to its source tree); each test rewrites them to the copies
 in scheduling/data/opendc. Inputs OpenDC's tree has and the copy does not (its
-single_50_big, small_gpu and workflow topologies, its 2021-2024 traces) are replaced by the
+single_50_big (a stand-in of 50 big hosts is written), small_gpu and workflow topologies, its 2021-2024 traces) are replaced by the
 nearest copied file, said at each rewrite; the experiments that use a feature carbonspan
 does not simulate are refused, naming it.
 """
@@ -80,3 +80,40 @@ def test_workflow_dependencies_are_refused_not_ignored(tmp_path) -> None:
     spec["topologies"] = [{"pathToFile": str(DATA / "topologies" / "single_1_2000.json")}]
     with pytest.raises(SpecError, match="parents: recognised but not supported"):
         scheduling.simulate(spec)
+
+
+def big(tmp: Path, trace: Path) -> str:
+    """A stand-in for OpenDC's single_50_big (not copied): 50 hosts of 32 cores x 3200 MHz and
+    140,000,000 memory units, so the largest bitbrains-small task (32 cores, 130,457,600) fits."""
+    host = {"name": "H", "count": 50, "cpu": {"coreCount": 32, "coreSpeed": 3200},
+            "memory": {"memorySize": 140_000_000},
+            "cpuPowerModel": {"modelType": "linear", "idlePower": 100.0, "maxPower": 300.0}}
+    out = tmp / f"big-{trace.stem[-2:]}.json"
+    out.write_text(json.dumps({"clusters": [{"name": "C01", "hosts": [host],
+                                             "powerSource": {"carbonTracePath": str(trace)}}]}))
+    return str(out)
+
+
+def test_experiment_1_runs_end_to_end_with_its_realigned_submission(tmp_path) -> None:
+    spec = experiment("experiment_1.json")
+    spec["topologies"] = [{"pathToFile": big(tmp_path, NL)}, {"pathToFile": big(tmp_path, BE)}]
+    nl, be = scheduling.simulate(spec)
+    for res in (nl, be):
+        s, task = res.summary, res.tables["task"]
+        assert s["tasks"] == s["tasks_done"] == 50 and s["policy"] == "Mem"
+        # submissionTime 2024-03-01T00:00:00 moves the first submission there
+        assert min(task.column("submission_time").to_pylist()) == 1_709_251_200_000
+        # 2024 lies outside the copied 2022 traces: missing signal, shown, not a made-up carbon
+        assert s["carbon_g"] == 0.0 and s["energy_without_intensity_j"] == s["energy_j"] > 0
+    assert nl.summary["energy_j"] == pytest.approx(be.summary["energy_j"], rel=1e-12)
+
+
+def test_a_run_where_no_task_fits_has_an_empty_window_and_no_energy(tmp_path) -> None:
+    # bitbrains-small on the SURF hosts (100,000 memory each): every task is unschedulable;
+    # the window was once negative (-1.7e12 ms) and 1 ms of idle power was charged
+    spec = experiment("experiment_1.json")
+    spec["topologies"] = [{"pathToFile": topology(tmp_path, "surfsara_NL.json", NL)}]
+    (res,) = scheduling.simulate(spec)
+    s = res.summary
+    assert s["counters"]["tasks_unschedulable"] == 50 and s["tasks_done"] == 0
+    assert s["window_ms"] == 0 and s["energy_j"] == 0.0 and s["makespan_ms"] == 0
