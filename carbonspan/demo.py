@@ -95,12 +95,12 @@ def handle(args: argparse.Namespace) -> int:
             print(f"carbonspan demo: --keep {args.keep}: cannot use it as the archive root "
                   f"({exc.strerror}); give a directory", file=sys.stderr)
             return 2
-        return _run(console, args.keep, args.seconds)
-    with tempfile.TemporaryDirectory(prefix="carbonspan-demo-") as tmp:
-        return _run(console, Path(tmp), args.seconds)
+        return _run(console, args.keep, args.seconds, args.keep / "report.html")
+    with tempfile.TemporaryDirectory(prefix="carbonspan-demo-") as tmp:  # the page outlives the archives
+        return _run(console, Path(tmp), args.seconds, Path(tempfile.gettempdir()) / "carbonspan-demo-report.html")
 
 
-def _run(console: Any, root: Path, seconds: float) -> int:
+def _run(console: Any, root: Path, seconds: float, html: Path) -> int:
     agent = _start_agent(root)
     try:
         grpc_target, http_url = agent.ports
@@ -114,7 +114,7 @@ def _run(console: Any, root: Path, seconds: float) -> int:
         console.print(f"[red]agent exited with {code}[/]:\n{agent.stderr_tail()}")
         return 1
     records = _print_archive(console, root / "demo")
-    _print_disclosure(console, root, records)
+    _print_disclosure(console, root, records, html)
     return 0
 
 
@@ -345,14 +345,16 @@ def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in records if rec is not None]
 
 
-def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]]) -> None:
+def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]], html: Path) -> None:
     """The aggregator's disclosure summary of the same archive, over the period its windows
-    cover (first window start .. last window end), and the carbon breakdown."""
+    cover (first window start .. last window end), the carbon breakdown, and last the HTML
+    report written to ``html`` with its path."""
     try:
         from aggregator.engines import run_local
         from aggregator.files import discover
         from aggregator.read import Period, to_epoch
         from aggregator.render import print_summary
+        from aggregator.render_html import render_html
         from aggregator.report import build_report
     except ImportError as exc:  # hook: an agent-only build has no aggregator
         console.print(f"(disclosure report skipped: the aggregator could not be imported: {exc})")
@@ -368,6 +370,8 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]]) -
     windows = [r["report"]["window"] for r in records]
     _print_breakdown(console, report, sum(w["traces"] for w in windows),
                      sum(w.get("root_spans", 0) for w in windows))
+    html.write_text(render_html(report), encoding="utf-8")
+    console.print(f"HTML report: {html}", soft_wrap=True)
 
 
 def _print_breakdown(console: Any, report: Any, traces: int, root_spans: int) -> None:

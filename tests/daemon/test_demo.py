@@ -19,6 +19,9 @@ def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) ->
                          cwd=REPO)
     assert out.returncode == 0, out.stderr
     text = out.stdout
+    page = tmp_path / "report.html"  # make demo ends by writing the HTML report and its path
+    assert text.rstrip().splitlines()[-1] == f"HTML report: {page}"
+    assert "<h2>Every service</h2>" in page.read_text(encoding="utf-8")
     records = read_records(tmp_path / "demo")
     assert records and verify_chain(records)[0] == []
     reports = [rec["report"] for _, rec in records]
