@@ -132,6 +132,11 @@ MUTATIONS: list[tuple[str, str, str, str]] = [
     ("placement/gate.py", "    if retired is not None:\n        return _retired(name, retired)",
      "    if retired is not None and name == SIMPLE:\n        return _retired(name, retired)",
      "a policy's own win outlives a retirement"),
+    ("placement/gate.py", "latest = max(dated, key=lambda t: (t[0], t[1]))[2]",
+     "latest = max(dated, key=lambda t: t[1])[2]",
+     "a back-dated win appended after a retirement lifts it (log order, not measurement date)"),
+    ("placement/gate.py", "             if ret or _age_days(r, now) >= -1.0]", "             if True]",
+     "a future-dated win lifts a retirement"),
     # item 3: the probe cannot be dodged
     ("placement/probe.py", "*range(100, 2001, 25), 2250, 2500, 5000, 10000}", "*range(100, 1001, 25)}",
      "the probe stops at 1000 g"),
