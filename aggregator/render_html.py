@@ -12,6 +12,7 @@ from html import escape
 from aggregator.caveats import PARTIAL
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
+from aggregator.render_html_regions import chains, region_chart
 from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
 from schema.report import DisclosureReport
 
@@ -177,12 +178,12 @@ def render_html(report: DisclosureReport) -> str:
         f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
         f"<h2>Carbon per service</h2>{bars(report)}"
         f"<h2>Every service</h2>{services_table(report)}"
-        f"<h2>Per region</h2>{_regions(report)}"
+        f"<h2>Per region</h2>{region_chart(report)}{_regions(report)}"
         f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
         f"<h2>Methodology</h2>{_methodology(report)}"
         "<h2>Integrity</h2><p>Anyone with the archives can check this report with "
         "<code>carbonspan verify ARCHIVES --report report.json</code>.</p>"
         f"<p>Content hash <code>{escape(integ.content_hash)}</code><br>first archive record "
         f"<code>{escape(integ.first_archive_hash)}</code><br>last archive record "
-        f"<code>{escape(integ.last_archive_hash)}</code></p></body></html>\n"
+        f"<code>{escape(integ.last_archive_hash)}</code></p>{chains(report)}</body></html>\n"
     )

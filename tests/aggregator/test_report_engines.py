@@ -92,7 +92,7 @@ def test_html_is_self_contained_and_shows_the_figures(mixed_archive):
     text = " ".join(parser.text)
     assert "script" not in parser.tags and parser.urls == []  # no scripts, no external assets
     assert "<script>alert(1)</script>" in text  # shown as text, escaped in the markup
-    assert "svg" in parser.tags and parser.tags.count("rect") == len(report.applications)
+    assert "svg" in parser.tags and parser.tags.count("rect") == len(report.applications) + 2 * len(report.regions)
     for needle in ("ACME", "Per region", "Coverage", "Methodology", "85.0%", "eu-west-3",
                    f"Windows folded start from {report.period.first_window} to {report.period.last_window}",
                    report.integrity.content_hash, report.applications[1].service_name):

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 from aggregator import synth
 from aggregator.read import Period
-from aggregator.render import fmt_kg
+from aggregator.render import fmt_kg, fmt_kwh
 from aggregator.render_html import render_html
 from aggregator.render_html_services import CHART_BARS, elide_middle
 from aggregator.report import build_report
@@ -56,7 +56,7 @@ def test_every_service_is_a_row_and_the_tail_is_one_bar_with_its_figures(tmp_pat
     tail = report.applications[CHART_BARS:]
     other = f"other ({len(tail)} services): {fmt_kg(sum(a.carbon_kgco2eq for a in tail))}"
     assert any(t.startswith(other) for t in parsed.titles)
-    assert parsed.tags.count("rect") == CHART_BARS + 1
+    assert parsed.tags.count("rect") == CHART_BARS + 1 + 2 * len(report.regions)  # + energy, carbon per region
     # the long name: elided in the middle on the chart, whole in the tooltips
     label = elide_middle(long)
     assert label != long and label.startswith("eckout-") and label.endswith("europe-") and len(label) == 28
@@ -76,3 +76,17 @@ def test_a_report_without_requests_shows_no_made_up_per_request_figure(tmp_path,
     report.aggregate.total_requests = 0
     page = render_html(report)
     assert "SCI per request (operational + embodied) / requests for the whole period: -" in page
+
+
+def test_the_region_chart_and_the_archive_chains_are_on_the_page(tmp_path, fold):
+    report = _report(tmp_path, fold)
+    page = render_html(report)
+    parsed = _Page()
+    parsed.feed(page)
+    assert report.regions and 'aria-label="energy and carbon per region"' in page
+    for r in report.regions:
+        assert any(t.startswith(f"{r.region}: {fmt_kwh(r.energy_kwh)}, {fmt_kg(r.carbon_kgco2eq)} CO2e")
+                   and t.endswith(f"({r.intensity_source})") for t in parsed.titles)
+    assert report.integrity.chains
+    for c in report.integrity.chains:
+        assert c.first_hash and f"<code>{c.first_hash}</code>" in page and f"<code>{c.last_hash}</code>" in page
