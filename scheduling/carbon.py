@@ -81,7 +81,7 @@ def make_trace(name: str, t_ms: np.ndarray, values: np.ndarray) -> CarbonTrace:
         i = int(np.flatnonzero(bad)[0])
         raise TraceError(
             f"{name}: carbon_intensity {v[i]!r} at {_iso(int(t[i]))} is not a finite number >= 0; "
-            "remove the row (a gap is missing signal) or fix the value"
+            "fix the value or remove the row (the row before it then holds until the next one)"
         )
     step = int(np.median(np.diff(t))) if t.size > 1 else HOUR_MS
     return CarbonTrace(name, t, v, step)
