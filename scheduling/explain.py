@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.policy import HostState, Request
-from scheduling.prefabs import TimeshiftSpec, make_policy
+from scheduling.prefabs import ALL, TimeshiftSpec, make_policy
 from scheduling.topology import SpecError, _check_keys, load_topology
 
 STATE_KEYS = {"host", "usedCores", "usedMemory", "usedGpu", "tasks", "up"}
@@ -67,7 +67,9 @@ def explain(policy: Any, state: HostState, req: Request, seed: int = 0) -> dict[
 
 
 def render(report: dict[str, Any]) -> str:
-    lines = [f"policy {report['policy']} (subset size {report.get('subset_size', 1)}, seed {report['seed']})"]
+    size = report.get("subset_size", 1)
+    size_text = "all fitting hosts" if size >= ALL else str(size)
+    lines = [f"policy {report['policy']} (subset size {size_text}, seed {report['seed']})"]
     if report.get("note"):
         lines.append(f"note: {report['note']}")
     for row in report["hosts"]:
@@ -76,7 +78,7 @@ def render(report: dict[str, Any]) -> str:
         if "weights" in row:
             parts = [f"{k} raw {w['raw']:g} norm {_norm(w['normalised'])} x{w['multiplier']:g}"
                      for k, w in row["weights"].items()]
-            extra = " | " + "; ".join(parts) + f" | score {row['score']:.3f}"
+            extra = "".join(f" | {p}" for p in ["; ".join(parts)] if p) + f" | score {row['score']:.3f}"
         elif "tasks" in row:
             extra = f" | tasks {row['tasks']}"
         lines.append(f"  {row['host']:<24} {verdicts} {'fits' if row['fits'] else 'does not fit'}{extra}")

@@ -86,6 +86,11 @@ def test_explain_names_filters_weights_and_the_chosen_host(files) -> None:
     text = carbonspan("simulate", "explain", "--policy", str(policy), "--hosts", str(hosts),
                       "--task", str(task))
     assert "chosen: C/B-0" in text.stdout and "Ram:NO" in text.stdout
+    policy.write_text(json.dumps({"type": "prefab", "policyName": "Random"}))
+    rand = carbonspan("simulate", "explain", "--policy", str(policy), "--hosts", str(hosts),
+                      "--task", str(task))
+    # Random draws from every fitting host: said so, not as its internal size 1073741824
+    assert "subset size all fitting hosts" in rand.stdout and "1073741824" not in rand.stdout
 
 
 def test_help_explains_itself_with_an_example() -> None:
