@@ -169,6 +169,9 @@ def handle(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot write the report: {exc}")
     print_summary(report, err if to_stdout else Console())
+    report_arg = f" --report {args.out}" if args.out is not None and not to_stdout else ""
+    print(f"the archives' hash chains were not verified by this run: carbonspan verify "
+          f"{' '.join(args.paths)}{report_arg}", file=sys.stderr)
     if args.out is None:
         print("the JSON report was not written: pass --out FILE (or --out - for standard output)",
               file=sys.stderr)

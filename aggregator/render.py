@@ -113,7 +113,7 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS) -> 
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
     for column, justify in (("service", "left"), ("region", "left"), ("energy", "right"),
-                            ("carbon", "right"), ("share", "right"), ("requests", "right"),
+                            ("carbon", "right"), ("share of total carbon", "right"), ("requests", "right"),
                             ("model", "left")):
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     shown = report.applications if max_rows is None else report.applications[:max_rows]

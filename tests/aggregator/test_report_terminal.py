@@ -35,12 +35,23 @@ def test_without_out_no_json_on_stdout_and_with_out_dash_the_json(mixed_archive,
         assert main(args) == 0
     out, err = capsys.readouterr()
     assert '"schema_version"' not in out and "carbon disclosure" in out
+    assert f"the archives' hash chains were not verified by this run: carbonspan verify {mixed_archive}\n" in err
+    assert "share of total carbon" in out
     assert "the JSON report was not written: pass --out FILE (or --out - for standard output)" in err
     fallback = [r.getMessage() for r in caplog.records if "I/O-proxy fallback" in r.getMessage()]
     # agent-a's three files each used the fallback: one shown, the other two in one line
     assert len(fallback) == 2 and fallback[1].startswith("... and 2 more warning(s) like")
     assert "inputs.fallback_files" in fallback[1]
     assert main([*args, "--out", "-"]) == 0
-    out, _ = capsys.readouterr()
+    out, err = capsys.readouterr()
     report = orjson.loads(out)
+    assert "carbon disclosure" in err  # the summary goes to standard error when the JSON is on stdout
     assert report["inputs"]["fallback_files"] and len(report["inputs"]["fallback_files"]) == 3
+
+
+def test_with_out_the_verify_line_names_the_report(mixed_archive, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["aggregate", str(mixed_archive), "--from", "2026-11-10", "--to", "2026-11-10",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"carbonspan verify {mixed_archive} --report {out}" in err and out.is_file()
