@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from placement.audit import read_log, resolve_log_path
-from placement.decision import settings_from_env
+from placement.decision import setting_text, settings_from_env
 from placement.evaluate import FORECAST_GREEDY, PERSISTENCE_HOURS
 from placement.evaluation import evaluate_candidate, record_evaluation
 from placement.formula import FormulaError
@@ -97,7 +97,7 @@ def _print_verdict(r: dict[str, Any]) -> None:
     for name, v in r["policies"].items():
         print(f"{name:<26} {v['emissions_g'] / 1000:>18.3f} {v['reduction_pct']:>12.2f}")
     print(f"best simple baseline: {r['best_simple']}")
-    print(f"candidate: {r['candidate']}  delta {r['delta_pp']:+.2f} pp  margin {r['margin_pp']:g} pp")
+    print(f"candidate: {r['candidate']}  delta {r['delta_pp']:+.2f} pp  margin {setting_text(r['margin_pp'])} pp")
     print(f"oracle headroom: {r['policies']['oracle']['reduction_pct']:.2f} %")
     v = r["verdict"]
     print(f"verdict: {v['action']}: ships {v['ships']}: {v['reason']}")

@@ -48,7 +48,7 @@ def as_written(x: float) -> Decimal:
     return Decimal(repr(float(x)))
 
 
-def _num(x: float) -> str:
+def setting_text(x: float) -> str:
     """A setting printed exactly as it is decided on (``5`` for 5.0, ``0.1``, ``5.0000001``)."""
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
@@ -105,16 +105,16 @@ def decide(
     m, r = settings.margin_pp, settings.retire_below_pct
     if delta >= as_written(m):
         ships, action = candidate, SHIP_CANDIDATE
-        why = f"{candidate} beats {best} by {delta:.2f} pp >= margin {_num(m)} pp"
+        why = f"{candidate} beats {best} by {delta:.2f} pp >= margin {setting_text(m)} pp"
     else:
         ships, action = best, SHIP_BASELINE
-        why = f"{candidate} is {delta:+.2f} pp against {best}, short of the margin {_num(m)} pp"
+        why = f"{candidate} is {delta:+.2f} pp against {best}, short of the margin {setting_text(m)} pp"
     headroom = f"oracle headroom {red[ORACLE]:.2f} %"
     if red[ships] < as_written(r):
         return Verdict(
             best, float(delta), ships, RETIRE,
             f"{why}; {ships} reduces emissions by only {red[ships]:.2f} % "
-            f"< {_num(r)} %: carbon-aware placement is retired "
+            f"< {setting_text(r)} %: carbon-aware placement is retired "
             f"(placement stops using carbon); {headroom}",
         )
     return Verdict(best, float(delta), ships, action, f"{why}; {ships} ships; {headroom}")

@@ -144,3 +144,14 @@ def test_evaluate_notes_jobs_forecast_greedy_cannot_forecast(tmp_path, flat_doc,
     assert "1 of 2 jobs are submitted before hour 24" in err and "at once at home" in err
     args.name = "carbon-aware"  # the note is about forecast-greedy only
     assert _evaluate(args) == 0 and "note:" not in capsys.readouterr().err
+
+
+def test_the_summary_prints_the_margin_the_verdict_is_decided_on(tmp_path):
+    """A margin of 7.15000001 pp: Δ +7.15 is short of it, and the summary line must not say
+    'margin 7.15 pp' (as :g did) beside a verdict that says short of the margin."""
+    out = tmp_path / "sample.json"
+    run("policy", "sample", "--out", str(out))
+    text = run("policy", "evaluate", "forecast-greedy", "--trace", str(out),
+               env_extra={"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "7.15000001"}).stdout
+    assert "delta +7.15 pp  margin 7.15000001 pp" in text, text
+    assert "short of the margin 7.15000001 pp" in text
