@@ -115,7 +115,7 @@ def _share(part: float, whole: float) -> str:
 
 
 PRINT_STYLE = """
-td.name{overflow-wrap:anywhere;word-break:break-word;max-width:18rem}
+td.name{overflow-wrap:anywhere;word-break:break-word;max-width:18rem}td.n{white-space:nowrap}
 table.services{font-size:.9em}.print-footer{display:none}
 @page{size:A4;margin:16mm 12mm 18mm 12mm;
 @bottom-left{font-size:8pt;color:#58705c}
