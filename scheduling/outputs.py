@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-SUMMARY_COLUMNS = ("scenario", "policy", "energy_kwh", "carbon_kg", "reduction_pct",
+SUMMARY_COLUMNS = ("scenario", "policy", "energy_kwh", "carbon_kg", "no_shift_kg", "reduction_pct",
                    "deadline_misses", "mean_delay_h", "p95_delay_h", "forecast")
 
 
@@ -31,6 +31,8 @@ def summary_rows(summaries: list[dict]) -> list[dict]:
         rows.append({
             "scenario": s["scenario"], "policy": s["policy"],
             "energy_kwh": round(s["energy_j"] / 3.6e6, 3), "carbon_kg": round(s["carbon_g"] / 1000, 3),
+            "no_shift_kg": None if s.get("reference_carbon_g") is None
+            else round(s["reference_carbon_g"] / 1000, 3),
             "reduction_pct": None if red is None else round(red, 2),
             "deadline_misses": f"{s['deadline_misses']}/{s['tasks_with_deadline']}",
             "mean_delay_h": round(s["mean_delay_ms"] / 3.6e6, 3),

@@ -123,6 +123,7 @@ def test_capacity_instance_count_and_compute_filters() -> None:
     assert list(Filter("Compute").test(s, TASK)) == [True, True, False, True]
     assert pick(PREFABS["MemInv"], s=s) == "H1"
     assert pick(PREFABS["CoreMem"], s=s) == "H0"  # H2 is down
+    assert pick(PREFABS["Mem"], s=s) == "H2"  # Mem filters VCpu and Ram only, not Compute
 
 
 def test_subset_size_draws_from_the_best_n_reproducibly() -> None:
@@ -190,3 +191,13 @@ def test_vcpu_capacity_weigher_and_vgpu_capacity_filter() -> None:
     assert list(Filter("VGpuCapacity").test(g, Request(1, gpu_count=2, gpu_capacity=2400.0))) == [False, True]
     assert list(Filter("VGpuCapacity").test(g, Request(1))) == [True, True]  # no GPU asked
     del s
+
+
+def test_the_summary_table_shows_each_timeshift_row_with_its_no_shift_reference() -> None:
+    from scheduling.outputs import render_summary, summary_rows
+
+    base = {"scenario": "s", "policy": "p", "energy_j": 3.6e6, "carbon_g": 900.0, "deadline_misses": 0,
+            "tasks_with_deadline": 1, "mean_delay_ms": 0.0, "p95_delay_ms": 0.0}
+    plain, shifted = summary_rows([base, {**base, "reference_carbon_g": 1000.0, "reduction_pct": 10.0}])
+    assert plain["no_shift_kg"] is None and shifted["no_shift_kg"] == 1.0
+    assert "no_shift_kg" in render_summary([base])
