@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from placement.audit import LogState, Recorded
-from placement.decision import RETIRE, SHIP_CANDIDATE, Settings
+from placement.decision import RETIRE, SHIP_CANDIDATE, Settings, as_written, printed, setting_text
 from placement.identity import KEY as IDENTITY_KEY
 from placement.identity import describe, same_policy
 from placement.providers import CARBON_FIRST, CarbonSimple
@@ -175,8 +175,8 @@ def decide_gate(
     if age < -1.0:  # more than a day ahead of this clock: skew or a forged date
         why = f"latest real {cite} is dated {-age:.0f} days in the future; treated as no evaluation"
         return _fallback(name, why, latest)
-    if age > settings.retest_days:
-        why = f"re-test overdue: latest real {cite} is {age:.0f} days old > cadence {settings.retest_days:g} days"
+    if age == float("inf") or printed(age) > as_written(settings.retest_days):  # as printed
+        why = f"re-test overdue: latest real {cite} is {age:.2f} days old > cadence {setting_text(settings.retest_days)} days"
         return _fallback(name, why, latest)
     if verdict.get("action") != SHIP_CANDIDATE or verdict.get("ships") != name:
         why = f"simple baseline {verdict.get('ships')} won {cite}: {verdict.get('reason', '')}"

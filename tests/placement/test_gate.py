@@ -62,7 +62,7 @@ def test_overdue_evidence_is_same_as_none(audit_log, spatial_win_doc, monkeypatc
     recorded(audit_log, spatial_win_doc, "carbon-aware", days_ago=91)
     res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
     assert (res.effective, res.action) == ("carbon-simple", "replaced")
-    assert "re-test overdue" in res.reason and "91 days old > cadence 90 days" in res.reason
+    assert "re-test overdue" in res.reason and "91.00 days old > cadence 90 days" in res.reason
     assert res.evidence is not None
     monkeypatch.setenv("CARBONSPAN_CARBON_POLICY_RETEST_DAYS", "120")
     assert resolve("carbon-aware", audit_log=audit_log, now=NOW).action == "as-requested"
@@ -271,3 +271,11 @@ def test_the_sample_stays_synthetic_whatever_its_flag_says(audit_log, flag):
                                            (NOW - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")))
     res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
     assert (res.effective, res.action) == ("carbon-simple", "replaced") and "only synthetic" in res.reason
+
+
+def test_an_overdue_reason_never_contradicts_its_own_figures(audit_log, spatial_win_doc):
+    """90.3 days against a 90-day cadence is overdue; the reason must not say '90 days old >
+    cadence 90 days' (the age rounded to whole days)."""
+    recorded(audit_log, spatial_win_doc, "carbon-aware", days_ago=90.3)
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert res.action == "replaced" and "90.30 days old > cadence 90 days" in res.reason, res.reason
