@@ -24,6 +24,15 @@ def _scaled(value: float, units: tuple[str, str, str]) -> str:
     return f"{value * 1000.0:,.3f} {small}"
 
 
+def column_format(values: list[float], units: tuple[str, str, str]):
+    """One unit for a whole column, chosen by its largest value as ``_scaled`` would: a column
+    never mixes g and kg."""
+    small, unit, large = units
+    top = max(values, default=0.0)
+    scale, name = (1e-3, large) if top >= 1000.0 else (1.0, unit) if top >= 1.0 else (1e3, small)
+    return lambda v: f"{v * scale:,.3f} {name}"
+
+
 def fmt_kg(kg: float) -> str:
     return _scaled(kg, ("g", "kg", "t"))
 
@@ -117,8 +126,10 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS) -> 
                             ("model", "left")):
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     shown = report.applications if max_rows is None else report.applications[:max_rows]
+    kwh = column_format([a.energy_kwh for a in shown], ("Wh", "kWh", "MWh"))
+    kg = column_format([a.carbon_kgco2eq for a in shown], ("g", "kg", "t"))
     for app in shown:
-        table.add_row(app.service_name, app.region, fmt_kwh(app.energy_kwh), fmt_kg(app.carbon_kgco2eq),
+        table.add_row(app.service_name, app.region, kwh(app.energy_kwh), kg(app.carbon_kgco2eq),
                       f"{app.share_of_total:.1%}", f"{app.requests:,}", app.energy_model)
     hidden = len(report.applications) - len(shown)
     if hidden > 0:

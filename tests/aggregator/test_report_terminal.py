@@ -55,3 +55,15 @@ def test_with_out_the_verify_line_names_the_report(mixed_archive, tmp_path, caps
                  "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"carbonspan verify {mixed_archive} --report {out}" in err and out.is_file()
+
+
+def test_a_column_keeps_one_unit(mixed_archive, fold):
+    report = build_report(fold(mixed_archive), Period.everything())
+    report.applications[0].carbon_kgco2eq = 2.5  # kg, while the others are grams
+    report.applications[0].energy_kwh = 1500.0  # MWh, while the others are Wh
+    buf = io.StringIO()
+    print_summary(report, Console(file=buf, width=80))
+    rows = [line for line in buf.getvalue().splitlines() if any(a.service_name in line for a in report.applications)]
+    assert len(rows) == len(report.applications)
+    assert all(" MWh " in r and " kg " in r and " g " not in r and " Wh " not in r for r in rows)
+    assert "2.500 kg" in rows[0] and "1.500 MWh" in rows[0]
