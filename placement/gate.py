@@ -169,8 +169,6 @@ def decide_gate(
     latest = same[-1]
     verdict = latest.event.get("verdict") or {}
     cite = f"evaluation seq {latest.seq} ({latest.ts})"
-    if verdict.get("action") == RETIRE:
-        return Decision(name, WITHHELD, f"retired by {cite}: {verdict.get('reason', '')}", latest)
     age = _age_days(latest, now)
     if age < -1.0:  # more than a day ahead of this clock: skew or a forged date
         why = f"latest real {cite} is dated {-age:.0f} days in the future; treated as no evaluation"
@@ -180,6 +178,9 @@ def decide_gate(
         return _fallback(name, why, latest)
     if verdict.get("action") != SHIP_CANDIDATE or verdict.get("ships") != name:
         why = f"simple baseline {verdict.get('ships')} won {cite}: {verdict.get('reason', '')}"
+        if verdict.get("action") == RETIRE:  # its own retirement, since lifted: no licence either
+            why = (f"{cite} did not ship {name}: retired carbon-aware placement (since lifted by "
+                   f"a newer evaluation): {verdict.get('reason', '')}")
         return _fallback(name, why, latest)
     why = f"won {cite}, delta {latest.event.get('delta_pp', float('nan')):.2f} pp, {age:.0f} days old"
     return Decision(name, AS_REQUESTED, why, latest)

@@ -194,3 +194,16 @@ def test_an_older_evaluation_recorded_after_a_retirement_does_not_lift_it(
     record_evaluation(audit_log, trace, win, evaluated_at=NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
                       identity=ident)
     assert resolve("carbon-aware", audit_log=audit_log, now=NOW).action == "as-requested"
+
+
+def test_a_policys_own_lifted_retirement_licenses_nothing(audit_log, spatial_win_doc, flat_doc, monkeypatch):
+    # margin 0: carbon-aware "ships" on the flat grid but reduces 0 % < 2 %: retire, ships itself
+    monkeypatch.setenv("CARBONSPAN_CARBON_POLICY_MARGIN_PP", "0")
+    _, result = record(audit_log, flat_doc, "carbon-aware")
+    assert (result["verdict"]["action"], result["verdict"]["ships"]) == ("retire", "carbon-aware")
+    monkeypatch.delenv("CARBONSPAN_CARBON_POLICY_MARGIN_PP")
+    record(audit_log, spatial_win_doc, "cost-aware")  # a newer real evaluation ships: lifted
+    assert resolve("carbon-simple", audit_log=audit_log, now=NOW).action == "as-requested"
+    res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
+    assert (res.effective, res.action) == ("carbon-simple", "replaced")
+    assert "did not ship carbon-aware: retired carbon-aware placement (since lifted" in res.reason
