@@ -12,7 +12,8 @@ different policy):
     none / only synthetic / other identity    carbon-first (carbon-aware) -> carbon-simple;
     / unreadable log / older than the         any other -> runs with its carbon input withheld
     cadence / baseline won
-    retired, or the capability retired        carbon input withheld (carbon-simple too)
+    / its own retirement, since lifted
+    the capability retired (latest of any)    carbon input withheld (carbon-simple too)
     candidate won, current                    runs as requested
 
 Retirement is capability-wide: while the latest real evaluation of *any* policy says retire,
