@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 
 from agent.archive import ArchiveWriter, window_files
-from agent.batch import SpanBatch
 from agent.config import Config
 from agent.otlp import concat_batches, read_trace_file
 from agent.score import ScoringContext, score_batch
@@ -58,16 +57,6 @@ def file_digest(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return f"sha256:{h.hexdigest()}"
-
-
-def _subset(batch: SpanBatch, rows: np.ndarray) -> SpanBatch:
-    cols = {
-        name: getattr(batch, name)[rows]
-        for name in ("service_id", "region_id", "endpoint_id", "op_class", "response_bytes",
-                     "start_ns", "duration_ns", "trace_lo", "is_entry", "is_root")
-    }
-    return SpanBatch(services=batch.services, regions=batch.regions, endpoints=batch.endpoints,
-                     **cols)
 
 
 def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
@@ -98,7 +87,7 @@ def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
         for w in np.unique(index).tolist():
             start, end = w * window_ns, (w + 1) * window_ns
             ctx = dataclasses.replace(base, now_ns=end)
-            sub = _subset(batch, rows_of[index == w])
+            sub = batch.take(rows_of[index == w])
             report = build_report(score_batch(sub, ctx), ctx, start, end, agent_id=agent_id,
                                   counters={**batch.counters, **extra} if not result.windows
                                   else None)

@@ -60,6 +60,11 @@ OP_CLASS_COUNT = 8
 OP_CLASS_NAMES = ("none", "select", "insert", "update", "delete", "db_other", "http", "messaging")
 
 
+#: The per-span columns of a SpanBatch, in field order.
+SPAN_COLUMNS = ("service_id", "region_id", "endpoint_id", "op_class", "response_bytes",
+                "start_ns", "duration_ns", "trace_lo", "is_entry", "is_root")
+
+
 @dataclass(slots=True)
 class SpanBatch:
     services: list[str]
@@ -80,6 +85,12 @@ class SpanBatch:
 
     def __len__(self) -> int:
         return int(self.service_id.shape[0])
+
+    def take(self, rows: np.ndarray | slice) -> SpanBatch:
+        """The spans at ``rows`` (indices, a mask or a slice) as a batch of their own, sharing
+        the string tables; counters and the rejected count stay with the whole batch."""
+        return SpanBatch(self.services, self.regions, self.endpoints,
+                         *(getattr(self, name)[rows] for name in SPAN_COLUMNS))
 
     @classmethod
     def empty(cls) -> SpanBatch:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from agent.batch import OP_CLASS_NAMES, OP_HTTP, SpanBatch
+from agent.batch import OP_CLASS_NAMES, OP_HTTP
 from agent.carbon.model import http_weights, op_weight_table
 from agent.carbon.tagcodes import TAGS
 from agent.otlp.rules import (
@@ -95,17 +95,6 @@ def _region_from(seen: Seen, ctx: ScoringContext) -> str:
     return "default" if ctx.config.default_region else "unknown"
 
 
-def _one(batch: SpanBatch, i: int) -> SpanBatch:
-    """Row ``i`` of ``batch`` as a batch of its own (same string tables)."""
-    cols = {
-        name: getattr(batch, name)[i : i + 1]
-        for name in ("service_id", "region_id", "endpoint_id", "op_class", "response_bytes",
-                     "start_ns", "duration_ns", "trace_lo", "is_entry", "is_root")
-    }
-    return SpanBatch(services=batch.services, regions=batch.regions, endpoints=batch.endpoints,
-                     **cols)
-
-
 def _weight(op: int, size: int, ctx: ScoringContext) -> float:
     coefficients = ctx.config.per_operation_coefficients
     if op == OP_HTTP and coefficients:
@@ -126,7 +115,7 @@ def explain(builder: RecordingBuilder, ctx: ScoringContext) -> list[SpanExplanat
     for i, seen in enumerate(builder.seen):
         op, size, keys = classify_why(seen.kind, seen.attrs)
         assert op == int(batch.op_class[i]), "the recorded span is not the batch's row"
-        partial = score_batch(_one(batch, i), ctx)
+        partial = score_batch(batch.take(slice(i, i + 1)), ctx)
         cell_tags = [TAGS[int(c)] for c in partial.etag] or [""]
         rows.append(
             SpanExplanation(
