@@ -27,11 +27,11 @@ import orjson
 
 from aggregator.verify import Finding
 from aggregator.verify_signed import SignedSummary
-from carbonspan import __version__
 from schema.checkpoint import Checkpoint
 from schema.dsse import PREDICATE_TYPE, STATEMENT_TYPE, open_envelope, sign_envelope, statement
 from schema.note import NoteError, Signer, open_note
 from schema.trust import Trust
+from schema.version import __version__
 
 SUFFIX = ".intoto.json"
 

@@ -1,3 +1,5 @@
 """carbonspan: per-service energy and carbon from OpenTelemetry traces."""
 
-__version__ = "0.1.0"
+from schema.version import __version__
+
+__all__ = ["__version__"]

@@ -81,3 +81,16 @@ def test_version_names_the_accelerators_of_this_build() -> None:
     # the suite asserts elsewhere that every extension is built, so here all say C
     assert out.stdout.strip().endswith("(decoders and fold: otlp-protobuf C, otlp-json C, "
                                        "aggregate-fold C)"), out.stdout
+
+
+def test_the_version_is_said_once_and_pyproject_agrees() -> None:
+    """schema/version.py is the one place wings read the version from (no wing imports the
+    ``carbonspan`` command package upward); the package metadata must say the same."""
+    import tomllib
+    from pathlib import Path
+
+    import carbonspan
+    from schema.version import __version__
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert pyproject["project"]["version"] == __version__ == carbonspan.__version__
