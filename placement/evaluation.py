@@ -44,6 +44,13 @@ def candidate_identity(name: str) -> dict[str, Any]:
     return _candidate(name)[2]
 
 
+def identity_of(name: str) -> dict[str, Any]:
+    """The identity of the policy ``name`` resolves to now (``forecast-greedy`` included): the
+    public name of :func:`candidate_identity`, here because resolving a name needs the registry
+    and the reference policies, which ``placement.identity`` sits below."""
+    return candidate_identity(name)
+
+
 def candidate_policy(name: str) -> tuple[str, Callable[..., Placement]]:
     """The candidate's name as recorded and its policy function."""
     recorded, policy, _ = _candidate(name)

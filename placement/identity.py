@@ -27,8 +27,9 @@ kind                  facts
 Public API, for anything that records evidence in the placement audit log (the scheduling
 wing's time-shifting evaluations, for example):
 
-- :func:`policy_identity` (a provider object) and :func:`identity_of` (a policy name, resolved
-  as placement resolves it) return the identity to store under ``policy_identity``;
+- :func:`policy_identity` (a provider object) and ``placement.evaluation.identity_of`` (a policy
+  name, resolved as placement resolves it) return the identity to store under
+  ``policy_identity``;
 - :func:`builtin_identity` (``name``, ``code_version``) builds one for code of your own, with
   :func:`code_digest` (functions/classes) as a ready-made ``code_version``;
 - :func:`same_policy` says whether a recorded identity is the policy now, and
@@ -106,13 +107,6 @@ def policy_identity(provider: Any) -> dict[str, Any]:
     if isinstance(ident, Mapping) and isinstance(ident.get("digest"), str):
         return dict(ident)
     return {"kind": UNIDENTIFIED, "name": str(getattr(provider, "name", "?")), "digest": None}
-
-
-def identity_of(name: str) -> dict[str, Any]:
-    """The identity of the policy ``name`` resolves to now (``forecast-greedy`` included)."""
-    from placement.evaluation import candidate_identity  # evaluation imports this module
-
-    return candidate_identity(name)
 
 
 def same_policy(recorded: Any, current: Mapping[str, Any]) -> bool:

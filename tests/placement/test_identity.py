@@ -10,13 +10,12 @@ import pytest
 from placement import place, resolve
 from placement.audit import read_log
 from placement.decision import Settings, audit_event
-from placement.evaluation import evaluate_candidate, record_evaluation, run_evaluation
+from placement.evaluation import evaluate_candidate, identity_of, record_evaluation, run_evaluation
 from placement.identity import (
     builtin_identity,
     code_digest,
     describe,
     formula_identity,
-    identity_of,
     same_policy,
 )
 from placement.trace import parse_trace
