@@ -74,12 +74,22 @@ class AgentMetrics:
         self.http_connections_evicted = Counter(
             "carbonspan_http_connections_evicted",
             "HTTP connections closed to make room for a new one at max_connections, by reason: "
-            "idle (a keep-alive connection with no request) or slow (a request still arriving)",
+            "idle (a keep-alive connection with no request), slow (a request still arriving) "
+            "or handshake (a TLS handshake not finished)",
             ["reason"],
             registry=r,
         )
-        for reason in ("idle", "slow"):
+        for reason in ("idle", "slow", "handshake"):
             self.http_connections_evicted.labels(reason)
+        self.http_tls_handshake_failures = Counter(
+            "carbonspan_http_tls_handshake_failures",
+            "TLS handshakes on the HTTP port that did not finish, by reason: timeout (past "
+            "10 s), error (not TLS, no shared protocol or cipher) or closed (the client left)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("timeout", "error", "closed"):
+            self.http_tls_handshake_failures.labels(reason)
         self.http_request_timeouts = Counter(
             "carbonspan_http_request_timeouts",
             "HTTP requests whose head and body did not arrive within http_request_timeout_s "

@@ -8,7 +8,8 @@ on failure), 429/503 with ``Retry-After`` so exporters back off, 400 for malform
 and again while inflating).
 
 The connections are ``httpserve``'s (one event loop, httptools' parser): at most
-``max_connections`` open, the longest-idle (then the slowest) evicted to make room for a new
+``max_connections`` open, TLS ones counted from their accept (before the handshake), the
+longest-idle (then the oldest still arriving or handshaking) evicted to make room for a new
 one, one deadline of ``http_request_timeout_s`` for each request's head and body. ``/healthz``
 and ``/readyz`` are answered on the loop itself, so they answer whatever the ingest load;
 ``/metrics`` has a pool of its own; exports run in a pool of ``queue_size`` threads, where
@@ -211,6 +212,8 @@ class HttpReceiver:
                 metrics.http_connections.dec()
             elif name.startswith("evicted_"):
                 metrics.http_connections_evicted.labels(name[len("evicted_"):]).inc()
+            elif name.startswith("handshake_"):
+                metrics.http_tls_handshake_failures.labels(name[len("handshake_"):]).inc()
             elif name == "accept_failed":
                 metrics.http_accept_failed.inc()
             elif name == "refused_full":

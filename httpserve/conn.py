@@ -1,12 +1,18 @@
 """One HTTP/1.1 connection on the event loop: httptools (llhttp) parses, the server's limits apply.
 
-A connection is in one of four states, which is what the server's deadlines and evictions
-look at: *idle* (no request begun: a keep-alive connection, or a new one that has sent
-nothing), *reading* (a request has begun and is not yet whole: its deadline runs from its
-first byte), *busy* (a request is being handled or its answer written: never evicted), and
+A connection is in one of five states, which is what the server's deadlines and evictions
+look at: *handshaking* (TLS only: accepted, counted, its handshake not yet done; bounded by
+``handshake_timeout_s``), *idle* (no request begun: a keep-alive connection, or a new one that
+has sent nothing), *reading* (a request has begun and is not yet whole: its deadline runs from
+its first byte), *busy* (a request is being handled or its answer written: never evicted), and
 *lingering* (a refusal with ``Connection: close`` was sent; what the client still sends is
 read and dropped for ``linger_s``, so it reads the refusal instead of a connection reset).
 Pipelined requests are answered in order; reading pauses while one is being handled.
+
+TLS: the listener accepts plain TCP, so a connection counts against ``max_connections`` from
+its accept, and the connection upgrades itself with ``loop.start_tls`` (asyncio's
+``create_server(ssl=...)`` tells the protocol only once the handshake is done, so a flood of
+connections that never send a ClientHello held files uncounted and unevictable).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -66,6 +73,13 @@ class Connection(asyncio.BufferedProtocol):
         self._final: Response | None = None  # a closing refusal waiting for earlier answers
         self._write_paused = False  # the transport's write buffer is past its high-water mark
         self._write_paused_since: float | None = None
+        # TLS: while the handshake runs, the TCP transport (closed to evict) and the time it
+        # began; bytes the TLS layer hands over before start_tls has returned wait in _early
+        self.handshaking = False
+        self.handshake_since = 0.0
+        self._tcp: Any = None
+        self._early: list[bytes] | None = None
+        self._gone = False  # the server has been told this connection is closed
         self._new_request()
 
     def _new_request(self) -> None:
@@ -86,24 +100,107 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- asyncio ---------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
-        self.transport = transport
+        """A TCP connection, just accepted: counted at once (TLS ones too, before their
+        handshake), then served (plain) or upgraded (``_upgrade``)."""
         peer = transport.get_extra_info("peername")
         self.client = str(peer[0]) if peer else ""
         sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        inet = sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
+        if inet:
             # the answer is one write, but a pipelined client must not wait on delayed ACKs
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if transport.get_extra_info("sslcontext") is None:
-                # the pool threads' own handle on the socket (a dup: asyncio's is the loop's);
-                # none at the open-file limit (the loop then writes the answers): raising here
-                # left the connection open but unknown to the server, beyond its limits
-                try:
-                    self._raw = socket.socket(fileno=os.dup(sock.fileno()))
-                except OSError:
-                    self._raw = None
+        ctx = self.server.ssl_context
+        if ctx is not None:
+            transport.pause_reading()  # start_tls reads from here on
+            self._tcp = transport
+            self.handshaking = True
+            self.handshake_since = time.monotonic()
+            self._early = []
+            self.server.opened(self)  # may evict another connection, or close this one
+            if self.closed:  # refused at the cap: nothing could be evicted
+                self.handshaking, self._early, self._tcp = False, None, None
+            else:
+                self.server.loop.create_task(self._upgrade(ctx))
+            return
+        self.transport = transport
+        if inet:
+            # the pool threads' own handle on the socket (a dup: asyncio's is the loop's);
+            # none at the open-file limit (the loop then writes the answers): raising here
+            # left the connection open but unknown to the server, beyond its limits
+            try:
+                self._raw = socket.socket(fileno=os.dup(sock.fileno()))
+            except OSError:
+                self._raw = None
         self.server.opened(self)
 
+    async def _upgrade(self, ctx: ssl.SSLContext) -> None:
+        """The TLS handshake, bounded by ``handshake_timeout_s``; a failed one is counted
+        (``handshake_timeout``, ``handshake_error``, ``handshake_closed``) unless the server
+        closed the connection itself (an eviction, counted there)."""
+        if self.closed:  # evicted before the handshake could begin
+            self._handshake_failed("closed")
+            return
+        try:
+            app = await self.server.loop.start_tls(
+                self._tcp, self, ctx, server_side=True,
+                ssl_handshake_timeout=self.limits.handshake_timeout_s)
+        except ConnectionAbortedError:  # asyncio's handshake timeout (or an abort)
+            took = time.monotonic() - self.handshake_since
+            self._handshake_failed(
+                "timeout" if took >= 0.9 * self.limits.handshake_timeout_s else "closed")
+            return
+        except ssl.SSLError:  # not TLS (plain HTTP to the TLS port), no shared cipher, ...
+            self._handshake_failed("error")
+            return
+        except OSError:  # reset or closed by the client mid-handshake
+            self._handshake_failed("closed")
+            return
+        except Exception as exc:  # a bug: said, and the connection is not left counted
+            self.server.log.error("%s: TLS handshake failed", self.server.name, exc_info=exc)
+            self._handshake_failed("error")
+            return
+        if app is None or self.closed:  # closed during the handshake (start_tls gives None)
+            self._handshake_failed("closed")  # aborts the TCP transport under the TLS one
+            return
+        self.handshaking = False
+        self._tcp = None
+        self.transport = app
+        self.idle_since = time.monotonic()  # idle from here: the handshake has its own clock
+        early, self._early = self._early or [], None
+        for chunk in early:  # what the TLS layer handed over in the handshake's last read
+            self._feed(chunk)
+
+    def _feed(self, data: bytes) -> None:
+        """``data`` as the transport would have given it, through get_buffer/buffer_updated."""
+        view = memoryview(data)
+        while view and not self.closed:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+
+    def _handshake_failed(self, reason: str) -> None:
+        evicted = self.closed  # closed by the server (an eviction or stop) before it failed
+        self.handshaking = False
+        self._early = None
+        if self._tcp is not None:
+            self._tcp.abort()
+            self._tcp = None
+        if not evicted:
+            self.server.event(f"handshake_{reason}")
+        self.closed = True
+        self._lost()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.handshaking:
+            return  # the handshake failed or was cut: _upgrade sees to it
+        self._lost()
+
+    def _lost(self) -> None:
+        if self._gone:
+            return
+        self._gone = True
         self.closed = True
         if not self.busy:
             self._close_raw()  # else once the pool thread is done with it (_finish)
@@ -122,6 +219,9 @@ class Connection(asyncio.BufferedProtocol):
         return self.server.scratch
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._early is not None:  # the handshake is done, start_tls has not returned yet
+            self._early.append(bytes(self.server.scratch[:nbytes]))
+            return
         if not self._direct:
             self.data_received(self.server.scratch[:nbytes])
             return
@@ -383,17 +483,29 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- the server's clock ----------------------------------------------------------
     def state_key(self) -> tuple[int, float] | None:
-        """Eviction order: idle first (longest idle), then reading or lingering (oldest);
-        None while busy (never evicted)."""
+        """Eviction order: idle first (longest idle), then lingering, reading or handshaking
+        (oldest first); None while busy (never evicted)."""
         if self.busy or self.ready or self.closed:
             return None
+        if self.handshaking:
+            return (1, self.handshake_since)
         if self.linger_until is not None:
             return (1, 0.0)
         if self.reading_since is not None:
             return (1, self.reading_since)
         return (0, self.idle_since)
 
+    def eviction_reason(self) -> str:
+        """What an eviction of this connection is counted as: ``idle``, ``handshake`` or
+        ``slow`` (a request arriving, or a refusal lingering)."""
+        if self.handshaking:
+            return "handshake"
+        key = self.state_key()
+        return "idle" if key is not None and key[0] == 0 else "slow"
+
     def tick(self, now: float) -> None:
+        if self.handshaking:
+            return  # start_tls holds the handshake's deadline
         if self._write_paused_since is not None and not self.closed and \
                 now - self._write_paused_since > self.limits.request_timeout_s:
             self.server.event("refused_timeout")
@@ -414,7 +526,9 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
 
     def close(self) -> None:
-        if self.transport is not None and not self.closed:
+        if self.handshaking and not self.closed and self._tcp is not None:
+            self._tcp.abort()  # nothing to send; start_tls then ends, and _upgrade tells the server
+        elif self.transport is not None and not self.closed:
             self.transport.close()
         self.closed = True
 

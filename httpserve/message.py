@@ -88,9 +88,10 @@ class Response:
 class Limits:
     """What one server holds at most, and for how long (docs/operations.md, HTTP connections).
 
-    ``max_connections``: open connections; a new one past it closes the longest-idle keep-alive
-    connection, else the one whose request has been arriving longest (never one whose request is
-    being handled), else it is closed at once. ``request_timeout_s``: one deadline for a whole
+    ``max_connections``: open connections, counted from their accept (TLS ones before their
+    handshake); a new one past it closes the longest-idle keep-alive connection, else the oldest
+    whose request is still arriving or whose TLS handshake is not done (never one whose request
+    is being handled), else it is closed at once. ``handshake_timeout_s``: a TLS handshake. ``request_timeout_s``: one deadline for a whole
     request, head and body, from its first byte (a client trickling bytes gains nothing);
     ``idle_timeout_s``: a keep-alive connection with no request. ``max_body_bytes``: a larger
     declared ``Content-Length`` is refused before any of the body is read, a chunked body as

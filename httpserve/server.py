@@ -3,8 +3,11 @@
 One asyncio loop in its own thread holds every connection (an idle one costs a socket and a
 few hundred bytes, not a thread), parses with httptools, answers INLINE routes itself and hands
 whole requests to the pools; an application's handler never sees a partial request. The
-listen backlog is the OS's (``socket.SOMAXCONN``); TLS handshakes happen on the loop, bounded
-by ``handshake_timeout_s``, so a client that never handshakes holds a socket, nothing more.
+listen backlog is the OS's (``socket.SOMAXCONN``), accepted ``ACCEPT_BATCH`` at a time. With
+TLS the listener still accepts plain TCP: every connection counts against ``max_connections``
+from its accept, and upgrades itself on the loop (``loop.start_tls``, bounded by
+``handshake_timeout_s``), so connections that never handshake are evicted like slow requests
+instead of holding files beyond the cap.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from httpserve.message import Head, Limits, Request, Response, Route
 
 log = logging.getLogger("httpserve")
 _ACCEPT_LOG_S = 10.0  # at most one log line per this many seconds about failed accepts
+#: connections accepted per turn of the loop. asyncio accepts as many at a time as the
+#: ``backlog`` given to create_server (and listens with it); at the OS's 4,096 a flood was
+#: accepted whole before any connection was counted, so the open-file limit was reached before
+#: one eviction could free a file. Small turns let evictions keep up; the socket listens with
+#: the OS's backlog all the same (set again after create_server).
+ACCEPT_BATCH = 16
 
 
 class App(Protocol):
@@ -78,17 +87,21 @@ def load_tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
 class HttpServer:
     """``HttpServer(app, limits, host, port).start()`` -> the bound port; ``stop()`` ends it.
 
-    ``on_event(name)`` is told ``opened``, ``closed``, ``evicted_idle``, ``evicted_slow``,
-    ``refused_full`` (a connection closed at once: nothing could be evicted) and
-    ``accept_failed`` (a connection the OS would not give a file for: at the open-file
-    limit), ``refused_<kind>`` for the server's own refusals (``timeout``, ``malformed``, ...)."""
+    ``on_event(name)`` is told ``opened`` (at accept, before any TLS handshake), ``closed``,
+    ``evicted_idle``, ``evicted_slow``, ``evicted_handshake`` (a TLS connection whose handshake
+    had not finished), ``refused_full`` (a connection closed at once: nothing could be
+    evicted), ``accept_failed`` (a connection the OS would not give a file for: at the
+    open-file limit), ``handshake_timeout`` / ``handshake_error`` / ``handshake_closed`` (a TLS
+    handshake that took past ``handshake_timeout_s``, failed, or was cut by the client) and
+    ``refused_<kind>`` for the server's own refusals (``timeout``, ``malformed``, ...)."""
 
     def __init__(self, app: App, limits: Limits, host: str, port: int, *,
                  ssl_context: ssl.SSLContext | None = None, name: str = "http",
                  on_event: Callable[[str], None] | None = None, reuse_port: bool = False) -> None:
         self.app, self.limits, self.name = app, limits, name
         self._on_event = on_event
-        self._ssl = ssl_context
+        self.ssl_context = ssl_context  # the connections upgrade themselves with it
+        self.log = log
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN,
                                          reuse_port=reuse_port)
@@ -124,11 +137,10 @@ class HttpServer:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.set_exception_handler(self._loop_error)
-        kwargs = {"ssl": self._ssl, "ssl_handshake_timeout": self.limits.handshake_timeout_s} \
-            if self._ssl is not None else {}
-        try:
+        try:  # plain TCP even with TLS: see the module's docstring
             self._listener = self.loop.run_until_complete(self.loop.create_server(
-                lambda: Connection(self), sock=self.sock, backlog=socket.SOMAXCONN, **kwargs))
+                lambda: Connection(self), sock=self.sock, backlog=ACCEPT_BATCH))
+            self.sock.listen(socket.SOMAXCONN)  # create_server listened with ACCEPT_BATCH
         except BaseException as exc:  # noqa: BLE001 - handed to start()'s caller
             self._error = exc
             self._started.set()
@@ -167,10 +179,10 @@ class HttpServer:
                 self.event("refused_full")
                 conn.close()
                 return
-            key = victim.state_key()
+            reason = victim.eviction_reason()
             self.conns.discard(victim)
             victim.close()
-            self.event("evicted_idle" if key and key[0] == 0 else "evicted_slow")
+            self.event(f"evicted_{reason}")
         self.conns.add(conn)
         conn.counted = True
         self.event("opened")
@@ -232,8 +244,8 @@ class HttpServer:
         now = time.monotonic()
         if now - self._accept_logged >= _ACCEPT_LOG_S:
             log.error("%s: %d connection(s) could not be accepted (%s): the process is at its "
-                      "open-file limit; raise it (ulimit -n, LimitNOFILE) above max_connections "
-                      "plus TLS handshakes in progress", self.name, self._accept_errors,
+                      "open-file limit; raise it (ulimit -n, LimitNOFILE) well above "
+                      "max_connections", self.name, self._accept_errors,
                       context.get("exception"))
             self._accept_errors, self._accept_logged = 0, now
 
