@@ -12,15 +12,15 @@ from rich.highlighter import NullHighlighter
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from aggregator import cli_log
+from aggregator import cli_log, cli_output
+from aggregator.compare import CompareError, load_previous
 from aggregator.engines import run_dask, run_local
 from aggregator.files import discover
 from aggregator.fold import AttributionError
 from aggregator.market import MarketFactorsError, load_market_factors
 from aggregator.read import Period
-from aggregator.render import print_summary
 from aggregator.render_csv import write_csv
-from aggregator.render_html import render_html
+from aggregator.render_html import generated_at, render_html
 from aggregator.report import build_report, report_bytes
 
 #: Exit status when no window starts inside the period (and --allow-empty was not given).
@@ -45,8 +45,9 @@ EPILOG = """example:
     eu-central-1 = 713.0
   Regions not listed keep their location-based (grid average) carbon.
 
-  Exit status: 0 written; 1 --strict-attribution failed; 2 bad input; 3 no window starts in
-  the period (nothing written; --allow-empty writes the report saying "No data in this period").
+  Exit status: 0 written; 1 --strict-attribution failed, or --verify found a finding (the report
+  is written); 2 bad input; 3 no window starts in the period (nothing written; --allow-empty
+  writes the report saying "No data in this period").
 """
 
 
@@ -71,6 +72,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", type=Path, metavar="DIR",
                    help="also write services.csv and regions.csv (units in the headers) into DIR")
     p.add_argument("--org", default="", help="organisation named in the report")
+    p.add_argument("--compare", type=Path, metavar="PREVIOUS_JSON",
+                   help="compare with the report of an earlier period (a JSON report aggregate wrote): the "
+                        "change per service and in total, kept in the report's comparison block")
+    p.add_argument("--verify", action="store_true",
+                   help="also check the archives' hash chains and window invariants as 'carbonspan verify' does "
+                        "(exit 1 on a finding; the report is written all the same)")
+    p.add_argument("--format", choices=cli_output.FORMATS, default="table",
+                   help="what goes to standard output: the summary table (default), services.csv, or the "
+                        "JSON report")
     p.add_argument("--strict-attribution", action="store_true",
                    help="fail on a window that cannot be split between services")
     p.add_argument("--engine", choices=("local", "dask"), default="local")
@@ -96,6 +106,9 @@ def handle(args: argparse.Namespace) -> int:
     if args.scheduler and args.engine != "dask":
         return _fail("--scheduler needs --engine dask")
     to_stdout = args.out is not None and str(args.out) == "-"
+    if to_stdout and args.format != "table":
+        return _fail(f"--out - already writes the JSON report to standard output; --format {args.format} "
+                     "would write a second document there: give --out FILE, or leave out one of them")
     if args.sign is not None and (args.out is None or to_stdout):
         return _fail("--sign needs --out: the attestation is written beside the report file")
     signer = None
@@ -114,6 +127,10 @@ def handle(args: argparse.Namespace) -> int:
         period = Period.parse(args.start, args.end)
         files = discover(args.paths)
     except (ValueError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    try:
+        previous = load_previous(args.compare, period) if args.compare is not None else None
+    except CompareError as exc:
         return _fail(str(exc))
     if not files:
         return _fail(f"no window files (windows-*.jsonl[.gz]) under {', '.join(args.paths)}")
@@ -144,7 +161,7 @@ def handle(args: argparse.Namespace) -> int:
         if not args.allow_empty:
             return _fail(f"{message}, or pass --allow-empty to write the empty report anyway", EXIT_EMPTY)
         logging.getLogger("carbonspan.aggregate").warning("%s (written because of --allow-empty)", message)
-    report = build_report(state, period, args.org, market)
+    report = build_report(state, period, args.org, market, previous)
     if report.aggregate.scope2 is not None and report.aggregate.scope2.unmatched_factor_regions:
         logging.getLogger("carbonspan.aggregate").warning(
             "--market-factors: no window in the period has a region named %s; check the spelling "
@@ -158,7 +175,7 @@ def handle(args: argparse.Namespace) -> int:
         elif args.out is not None:
             args.out.write_bytes(data)
         if args.html is not None:
-            args.html.write_text(render_html(report), encoding="utf-8")
+            args.html.write_text(render_html(report, generated_at()), encoding="utf-8")
         if args.csv is not None:
             write_csv(report, args.csv)
         if signer is not None:
@@ -168,14 +185,16 @@ def handle(args: argparse.Namespace) -> int:
             print(f"signed: {signed}", file=sys.stderr)
     except OSError as exc:
         return _fail(f"cannot write the report: {exc}")
-    print_summary(report, err if to_stdout else Console())
-    report_arg = f" --report {args.out}" if args.out is not None and not to_stdout else ""
-    print(f"the archives' hash chains were not verified by this run: carbonspan verify "
-          f"{' '.join(args.paths)}{report_arg}", file=sys.stderr)
-    if args.out is None:
+    cli_output.emit(report, data, args.format, err if to_stdout else Console())
+    if args.out is None and args.format != "json":
         print("the JSON report was not written: pass --out FILE (or --out - for standard output)",
               file=sys.stderr)
-    return 0
+    if not args.verify:
+        print(cli_output.verify_line(args.paths, None if to_stdout else args.out, args.compare), file=sys.stderr)
+        return 0
+    ok, lines = cli_output.verified(files, args.paths)
+    print("\n".join(lines), file=sys.stderr)
+    return 0 if ok else 1
 
 
 def _run(args: argparse.Namespace, files: list, period: Period, console: Console):

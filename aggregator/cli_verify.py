@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="ARCHIVE_PATH")
     p.add_argument("--report", type=Path, help="a disclosure report (JSON) to re-derive and compare")
+    p.add_argument("--previous", type=Path, metavar="PREVIOUS_JSON",
+                   help="the previous report a --report made with 'aggregate --compare' was compared with: "
+                        "its comparison is then checked against this file (else against the figures it states)")
     p.add_argument("--trust", type=Path, metavar="KEYS_TOML",
                    help="pinned public keys of agents, witnesses and report signers (keys.toml)")
     p.add_argument("--witness-log", type=Path, action="append", default=[], metavar="FILE",
@@ -63,6 +66,18 @@ def handle(args: argparse.Namespace) -> int:
             print(f"carbonspan verify: error: --report {args.report} is not a disclosure report ({exc}); "
                   "give the JSON file written by 'carbonspan aggregate --out'", file=sys.stderr)
             return 2
+    previous = None
+    if args.previous is not None:
+        if report is None:
+            print("carbonspan verify: error: --previous needs the --report that was compared with it",
+                  file=sys.stderr)
+            return 2
+        try:
+            previous = load_report(args.previous.read_bytes())
+        except (OSError, ValueError) as exc:
+            print(f"carbonspan verify: error: cannot read --previous {args.previous} as a JSON report: {exc}",
+                  file=sys.stderr)
+            return 2
     if not files:
         print(f"carbonspan verify: error: no window files under {', '.join(args.paths)}", file=sys.stderr)
         return 2
@@ -73,7 +88,7 @@ def handle(args: argparse.Namespace) -> int:
         return signed
     findings, chains = verify_archives(files)
     if report is not None:
-        findings.extend(verify_report(files, report))
+        findings.extend(verify_report(files, report, previous))
     findings.extend(signed[0])
     heads = {s.agent: s for s in signed[1]}
     for chain in chains:

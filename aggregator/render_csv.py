@@ -59,10 +59,17 @@ def regions_csv(report: DisclosureReport) -> str:
 
 def write_csv(report: DisclosureReport, directory: Path) -> list[Path]:
     """Write the CSV files into ``directory`` (created if missing); returns their paths."""
+    from aggregator.render_compare import comparison_csvs  # it builds on this module
+
     directory.mkdir(parents=True, exist_ok=True)
     out = []
-    for name, text in ((SERVICES_CSV, services_csv(report)), (REGIONS_CSV, regions_csv(report))):
+    files = {SERVICES_CSV: services_csv(report), REGIONS_CSV: regions_csv(report), **comparison_csvs(report)}
+    for name, text in files.items():
         path = directory / name
         path.write_text(text, encoding="utf-8", newline="")
         out.append(path)
     return out
+
+
+#: for the other CSV writers (aggregator.render_compare)
+num, csv_text = _num, _csv

@@ -7,13 +7,18 @@ Every string from the archives is HTML-escaped (service names are untrusted inpu
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from html import escape
 
 from aggregator.caveats import PARTIAL
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
+from aggregator.render_compare import html_section
 from aggregator.render_html_regions import chains, region_chart
 from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
+from carbonspan import __version__
 from schema.report import DisclosureReport
 
 _STYLE = """
@@ -136,8 +141,27 @@ def _methodology(report: DisclosureReport) -> str:
     return _table(["", ""], rows, set())
 
 
-def render_html(report: DisclosureReport) -> str:
-    """The whole page as a string."""
+def generated_at(environ: Mapping[str, str] | None = None) -> str:
+    """When the page is made, UTC to the second: ``SOURCE_DATE_EPOCH`` when set (the
+    reproducible-builds convention: the same archives then give the same page bytes), else now."""
+    env = os.environ if environ is None else environ
+    raw = env.get("SOURCE_DATE_EPOCH", "").strip()
+    when = datetime.fromtimestamp(int(raw), UTC) if raw.isdigit() else datetime.now(UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _provenance(report: DisclosureReport, generated: str) -> str:
+    """Who made the page from what: carbonspan's version, the report's content hash and, outside
+    the hashed JSON, when the page was generated."""
+    made = f"Generated {generated} by carbonspan {__version__}" if generated else f"Made by carbonspan {__version__}"
+    return (f'<p class="sub provenance">{escape(made)} from the report with content hash '
+            f"<code>{escape(report.integrity.content_hash)}</code> "
+            f"({len(report.integrity.chains):,} archive chain(s), listed under Integrity).</p>")
+
+
+def render_html(report: DisclosureReport, generated: str = "") -> str:
+    """The whole page as a string; ``generated`` (e.g. ``generated_at()``) is shown on the page
+    and on each printed page, and is not in the JSON report (empty: not shown)."""
     agg, integ = report.aggregate, report.integrity
     b = agg.carbon_breakdown
     s2 = agg.scope2
@@ -170,14 +194,16 @@ def render_html(report: DisclosureReport) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Carbon disclosure {escape(report.organisation)}</title>"
-        f"<style>{_STYLE}{PRINT_STYLE}{page_footer_style(period, '')}</style></head><body>"
+        f"<style>{_STYLE}{PRINT_STYLE}{page_footer_style(period, generated)}</style></head><body>"
         f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
         f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
+        + _provenance(report, generated)
         + "".join(f'<p class="warn"><b>Warning.</b> {escape(w)}</p>' for w in warnings(report))
         + f'<div class="cards">{cards}</div>'
         f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
         f"<h2>Carbon per service</h2>{bars(report)}"
         f"<h2>Every service</h2>{services_table(report)}"
+        f"{html_section(report)}"
         f"<h2>Per region</h2>{region_chart(report)}{_regions(report)}"
         f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
         f"<h2>Methodology</h2>{_methodology(report)}"

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from aggregator.caveats import temporal, warnings, without_carbon
+from aggregator.compare import Previous, comparison
 from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
 from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
@@ -156,9 +157,10 @@ def _integrity(state: AggregateState) -> Integrity:
 
 
 def build_report(state: AggregateState, period: Period, organisation: str = "",
-                 market: MarketFactors | None = None) -> DisclosureReport:
+                 market: MarketFactors | None = None, previous: Previous | None = None) -> DisclosureReport:
     """The disclosure report of ``state`` with its content hash filled in; with ``market``
-    (``--market-factors``) it carries the market-based Scope 2 figure and the factors."""
+    (``--market-factors``) it carries the market-based Scope 2 figure and the factors; with
+    ``previous`` (``--compare``) the comparison with that report (inside the hash)."""
     start, end = period.labels()
     total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
     apps = _applications(state, total_kg)
@@ -181,6 +183,8 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
         warnings=warnings(aggregate, methodology),
         integrity=_integrity(state),
     )
+    if previous is not None:
+        report.comparison = comparison(report, previous)
     report.integrity.content_hash = content_hash(report.model_dump(mode="json"))
     return report
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
+from aggregator.compare import CompareError, Previous, check_previous, from_block
 from aggregator.engines import run_local
 from aggregator.files import ArchiveFile
 from aggregator.market import MarketFactorsError, from_report
@@ -219,8 +220,11 @@ def verify_archives(files: Sequence[ArchiveFile]) -> tuple[list[Finding], list[C
     return findings, summaries
 
 
-def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[Finding]:
-    """Check the report's own hash, then re-derive it from ``files`` and compare hashes."""
+def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any],
+                  previous: dict[str, Any] | None = None) -> list[Finding]:
+    """Check the report's own hash, then re-derive it from ``files`` and compare hashes; a
+    comparison is re-derived with ``previous`` (the previous report's JSON, ``--previous``) or
+    else with the previous figures the report's comparison block states."""
     findings = []
     stated = (report.get("integrity") or {}).get("content_hash", "")
     try:
@@ -239,7 +243,11 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
         market = from_report(report)
     except MarketFactorsError as exc:
         return [*findings, Finding("report", "report_unreadable", str(exc))]
-    derived = build_report(run_local(files, period), period, str(report.get("organisation", "")), market)
+    try:
+        prior = previous_of(report, previous, period)
+    except CompareError as exc:
+        return [*findings, Finding("report", "comparison_previous_mismatch", str(exc))]
+    derived = build_report(run_local(files, period), period, str(report.get("organisation", "")), market, prior)
     fresh, derived_hash = derived.model_dump(mode="json"), derived.integrity.content_hash
     if derived_hash != recomputed:  # files renamed by rotation since? (identified by content)
         renamed, notes = named_as_stated(fresh, report)
@@ -259,3 +267,31 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any]) -> list[
                                 f"not {recomputed}; sections that differ: "
                                 f"{', '.join(differ) or 'integrity'}"))
     return findings
+
+
+def previous_of(report: dict[str, Any], previous: dict[str, Any] | None, period: Period) -> Previous | None:
+    """What the report's comparison is re-derived with: the previous report given (checked as
+    ``aggregate --compare`` checks it, and it must be the one the block names), else the block
+    itself (a note says the previous figures were not checked against that report)."""
+    from schema.report import Comparison
+
+    block = report.get("comparison")
+    if block is None:
+        if previous is not None:
+            log.warning("--previous is not used: the report has no comparison block")
+        return None
+    try:
+        stated = Comparison.model_validate(block)
+    except ValueError as exc:
+        raise CompareError(f"the report's comparison block cannot be read ({exc})") from None
+    if previous is None:
+        log.warning("the comparison with %s was re-derived from the previous figures this report states; "
+                    "to check them against that report too, give it with --previous PREVIOUS.json",
+                    stated.previous.content_hash)
+        return from_block(stated)
+    given = (previous.get("integrity") or {}).get("content_hash") if isinstance(previous.get("integrity"), dict) else None
+    if given != stated.previous.content_hash:
+        raise CompareError(f"--previous states the content hash {given or '(none)'}, but this report was "
+                           f"compared with the report {stated.previous.content_hash} "
+                           f"({stated.previous.period.start} to {stated.previous.period.end}): give that report")
+    return check_previous(previous, period, "--previous")

@@ -354,7 +354,7 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]], h
         from aggregator.files import discover
         from aggregator.read import Period, to_epoch
         from aggregator.render import print_summary
-        from aggregator.render_html import render_html
+        from aggregator.render_html import generated_at, render_html
         from aggregator.report import build_report
     except ImportError as exc:  # hook: an agent-only build has no aggregator
         console.print(f"(disclosure report skipped: the aggregator could not be imported: {exc})")
@@ -370,7 +370,7 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]], h
     windows = [r["report"]["window"] for r in records]
     _print_breakdown(console, report, sum(w["traces"] for w in windows),
                      sum(w.get("root_spans", 0) for w in windows))
-    html.write_text(render_html(report), encoding="utf-8")
+    html.write_text(render_html(report, generated_at()), encoding="utf-8")
     console.print(f"HTML report: {html}", soft_wrap=True)
 
 

@@ -287,8 +287,70 @@ class Integrity(_Model):
     chains: list[ChainSpan] = Field(default_factory=list)
 
 
-class DisclosureReport(_Model):
+class Change(_Model):
+    """One figure in the previous period and now. ``change_percent`` is ``change / previous x
+    100``; it is null when ``previous`` is 0, where a percentage is undefined (never a silent 0)."""
+
+    previous: float = 0.0
+    current: float = 0.0
+    change: float = Field(0.0, description="current - previous")
+    change_percent: float | None = Field(None, description="change / previous x 100; null when previous is 0")
+
+
+class ServiceChange(_Model):
+    """One service against the previous period (``_unattributed`` included)."""
+
+    service_name: str
+    status: Literal["both", "appeared", "disappeared"] = Field(
+        description="both: in both reports; appeared: only now; disappeared: only in the previous one"
+    )
+    energy_kwh: Change = Field(default_factory=Change)
+    carbon_kgco2eq: Change = Field(default_factory=Change, description="operational carbon, as applications[]")
+    requests: Change = Field(default_factory=Change)
+
+
+class ComparedReport(_Model):
+    """The previous report a comparison was made with: everything the comparison reads of it
+    besides its figures, so ``verify`` can re-derive the comparison from this block alone."""
+
+    content_hash: str = Field(description="the previous report's integrity.content_hash (checked against its body)")
+    organisation: str = ""
+    period: Period
+    period_seconds: float = Field(0.0, description="the previous report's aggregate.period_seconds")
+    dropped_services: int = Field(0, description="the previous report's aggregate.dropped_services")
+    temporal_coverage: float = Field(0.0, description="the previous report's aggregate.temporal_coverage")
+
+
+class ComparisonTotal(_Model):
+    energy_kwh: Change = Field(default_factory=Change, description="aggregate.total_energy_kwh")
+    carbon_kgco2eq: Change = Field(default_factory=Change, description="aggregate.total_carbon_kgco2eq")
+    operational_kgco2eq: Change = Field(default_factory=Change)
+    embodied_kgco2eq: Change = Field(default_factory=Change)
+    requests: Change = Field(default_factory=Change, description="aggregate.total_requests")
+    sci_gco2e_per_request: Change | None = Field(
+        None, description="(operational + embodied) x 1000 / requests; null when either period has no requests"
+    )
+
+
+class Comparison(_Model):
+    """This period against a previous report (``aggregate --compare PREVIOUS.json``)."""
+
+    previous: ComparedReport
+    gap_seconds: float = Field(0.0, description="seconds from the previous period's end to this one's start")
+    total: ComparisonTotal = Field(default_factory=ComparisonTotal)
+    services: list[ServiceChange] = Field(
+        default_factory=list, description="this report's applications in order, then the disappeared ones"
+    )
+    appeared: list[str] = Field(default_factory=list, description="services only in this period")
+    disappeared: list[str] = Field(default_factory=list, description="services only in the previous period")
+    undefined_percent: int = Field(0, description="changes whose percentage is null because the previous value is 0")
+    notes: list[str] = Field(default_factory=list, description="what limits the comparison (period lengths, gap, caps)")
+
+
+class DisclosureReport(_OmitNone):
     """A periodic carbon disclosure per application, re-derivable from the archives."""
+
+    _omit_when_none: ClassVar[tuple[str, ...]] = ("comparison",)
 
     schema_version: str = REPORT_SCHEMA_VERSION
     organisation: str = ""
@@ -299,4 +361,7 @@ class DisclosureReport(_Model):
     regions: list[RegionTotal] = Field(default_factory=list)
     inputs: Inputs = Field(default_factory=Inputs)
     warnings: list[ReportWarning] = Field(default_factory=list, description="in the order of ReportWarning.code")
+    comparison: Comparison | None = Field(
+        None, description="against a previous report (--compare); absent without it"
+    )
     integrity: Integrity = Field(default_factory=Integrity)

@@ -35,7 +35,7 @@ def test_without_out_no_json_on_stdout_and_with_out_dash_the_json(mixed_archive,
         assert main(args) == 0
     out, err = capsys.readouterr()
     assert '"schema_version"' not in out and "carbon disclosure" in out
-    assert f"the archives' hash chains were not verified by this run: carbonspan verify {mixed_archive}\n" in err
+    assert f"the archives' hash chains were not verified by this run: carbonspan verify {mixed_archive} (or aggregate --verify)\n" in err
     assert "share of total carbon" in out
     assert "the JSON report was not written: pass --out FILE (or --out - for standard output)" in err
     fallback = [r.getMessage() for r in caplog.records if "I/O-proxy fallback" in r.getMessage()]

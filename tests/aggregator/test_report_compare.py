@@ -1,0 +1,178 @@
+"""``aggregate --compare PREVIOUS.json``: the change per service and in total, in the JSON,
+the terminal, the CSV and the HTML; PREVIOUS refused when it is not a report, was edited or
+does not come before; ``verify --report`` re-derives the comparison (with or without
+``--previous``). Every run is the real CLI in a subprocess over real sealed archive files."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+
+from aggregator import synth
+from aggregator.report import content_hash
+from aggregator.synth import Svc
+from schema.canonical import canonical_json
+from tests.aggregator.conftest import T0
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY1 = [Svc("api", energy_kwh=0.002), Svc("pay", "eu-central-1", 0.001),
+        Svc("idle", energy_kwh=0.0, requests=0), Svc("old", energy_kwh=0.0005)]
+DAY2 = [Svc("api", energy_kwh=0.003), Svc("pay", "eu-central-1", 0.001),
+        Svc("idle", energy_kwh=0.0001, requests=3), Svc("new", energy_kwh=0.0007)]
+N = 5  # windows a day
+
+
+def carbonspan(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "100"}
+    return subprocess.run([sys.executable, "-m", "carbonspan", *map(str, args)], cwd=cwd or ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    """One agent's chain over two days: 2026-11-10 (DAY1) then 2026-11-11 (DAY2), one file each."""
+    root = tmp_path / "archives"
+    reports = [synth.window_report(T0 + timedelta(minutes=i), DAY1, embodied_g=0.1) for i in range(N)]
+    reports += [synth.window_report(T0 + timedelta(days=1, minutes=i), DAY2, embodied_g=0.1) for i in range(N)]
+    lines = synth.sealed_lines(reports)
+    synth.write_agent(root, "agent-a", [lines[:N]], day="20261110")
+    synth.write_agent(root, "agent-a", [lines[N:]], day="20261111")
+    return root
+
+
+def _day(archive: Path, day: str, out: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
+    return carbonspan("aggregate", archive, "--from", day, "--to", day, "--out", out, *extra)
+
+
+def _kg(svc: Svc) -> float:
+    intensity, pue = synth.REGIONS[svc.region]
+    return N * svc.energy_kwh * intensity * pue / 1000.0
+
+
+def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp_path):
+    prev, cur, csv_dir, html = tmp_path / "prev.json", tmp_path / "cur.json", tmp_path / "csv", tmp_path / "r.html"
+    assert _day(archive, "2026-11-10", prev).returncode == 0
+    run = _day(archive, "2026-11-11", cur, "--compare", prev, "--csv", csv_dir, "--html", html)
+    assert run.returncode == 0, run.stderr
+    previous, report = orjson.loads(prev.read_bytes()), orjson.loads(cur.read_bytes())
+    assert "comparison" not in previous  # without --compare the block is absent
+    c = report["comparison"]
+    assert c["previous"]["content_hash"] == previous["integrity"]["content_hash"]
+    assert c["previous"]["period"] == previous["period"] and c["gap_seconds"] == 0.0
+    by = {s["service_name"]: s for s in c["services"]}
+    assert [s["service_name"] for s in c["services"]] == [a["service_name"] for a in report["applications"]] + ["old"]
+    assert {k: s["status"] for k, s in by.items()} == {"api": "both", "pay": "both", "idle": "both",
+                                                      "new": "appeared", "old": "disappeared"}
+    assert c["appeared"] == ["new"] and c["disappeared"] == ["old"]
+    api = by["api"]["carbon_kgco2eq"]
+    assert api["previous"] == pytest.approx(_kg(DAY1[0])) and api["current"] == pytest.approx(_kg(DAY2[0]))
+    assert api["change"] == api["current"] - api["previous"] and api["change_percent"] == pytest.approx(50.0)
+    assert by["old"]["carbon_kgco2eq"]["change_percent"] == -100.0 and by["old"]["energy_kwh"]["current"] == 0.0
+    # a previous 0 has no percentage: null, counted, never 0 % or a division by zero
+    for name in ("new", "idle"):
+        assert by[name]["carbon_kgco2eq"]["previous"] == 0.0 and by[name]["carbon_kgco2eq"]["change_percent"] is None
+        assert by[name]["requests"]["change_percent"] is None
+    nulls = [ch for s in c["services"] for ch in (s["energy_kwh"], s["carbon_kgco2eq"], s["requests"])
+             if ch["change_percent"] is None]
+    assert c["undefined_percent"] == len(nulls) == 6
+    t = c["total"]
+    assert t["carbon_kgco2eq"]["previous"] == previous["aggregate"]["total_carbon_kgco2eq"]
+    assert t["carbon_kgco2eq"]["current"] == report["aggregate"]["total_carbon_kgco2eq"]
+    assert t["requests"]["previous"] == 150 and t["requests"]["current"] == 165
+    sci = t["sci_gco2e_per_request"]
+    b = report["aggregate"]["carbon_breakdown"]
+    assert sci["current"] == (b["operational_kgco2eq"] + b["embodied_kgco2eq"]) * 1000.0 / 165
+    assert any("cover" in n for n in c["notes"])  # a few minutes of each day: coverage is said
+    # terminal: both tables, the undefined percentages said in words, the verify line names --previous
+    out = run.stdout
+    assert "against the previous period 2026-11-10T00:00:00Z up to 2026-11-11T00:00:00Z" in out
+    assert "n/a (was 0)" in out and "appeared 1 (new); disappeared 1 (old)" in out
+    assert "6 change(s) have no percentage" in out and "+50.0 %" in out and "-100.0 %" in out
+    assert f"--report {cur} --previous {prev}" in run.stderr
+    # CSV: every service, the report's figures in full precision, empty where undefined
+    with (csv_dir / "comparison.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["service"] for r in rows] == [s["service_name"] for s in c["services"]]
+    for row, s in zip(rows, c["services"], strict=True):
+        assert row["status"] == s["status"]
+        assert float(row["carbon_change_kgco2e"]) == s["carbon_kgco2eq"]["change"]
+        pct = s["carbon_kgco2eq"]["change_percent"]
+        assert row["carbon_change_percent"] == ("" if pct is None else repr(pct))
+    with (csv_dir / "comparison_total.csv").open(newline="", encoding="utf-8") as f:
+        totals = {r["figure"]: r for r in csv.DictReader(f)}
+    assert float(totals["carbon_kgco2eq"]["change"]) == t["carbon_kgco2eq"]["change"]
+    assert totals["requests"]["previous"] == "150" and totals["sci_gco2e_per_request"]["unit"] == "gCO2e/request"
+    # HTML: the section with every service
+    page = html.read_text(encoding="utf-8")
+    section = page.split("<h2>Against the previous period</h2>")[1].split("<h2>")[0]
+    assert previous["integrity"]["content_hash"] in section and "n/a (was 0)" in section
+    for name in by:
+        assert f'<td class="name" title="{name}">{name}</td>' in section
+    assert "Appeared (1): new." in section and "Disappeared (1): old." in section
+
+
+def test_a_previous_report_that_cannot_be_compared_is_refused_before_reading(archive, tmp_path):
+    prev, cur = tmp_path / "prev.json", tmp_path / "cur.json"
+    assert _day(archive, "2026-11-10", prev).returncode == 0
+    data = orjson.loads(prev.read_bytes())
+    cases: dict[str, tuple[bytes, str]] = {
+        "html.json": (b"<!DOCTYPE html><html>", "is not JSON"),
+        "other.json": (b'{"resourceSpans": []}', "is not a carbonspan disclosure report"),
+        "broken.json": (orjson.dumps({**data, "aggregate": {"windows": "many"}}), "not a disclosure report this carbonspan can read"),
+    }
+    edited = {**data, "aggregate": {**data["aggregate"], "total_carbon_kgco2eq": 0.0}}
+    cases["edited.json"] = (canonical_json(edited), "was changed after it was written")
+    for name, (body, message) in cases.items():
+        (tmp_path / name).write_bytes(body)
+        run = _day(archive, "2026-11-11", cur, "--compare", tmp_path / name)
+        assert run.returncode == 2 and message in run.stderr, (name, run.stderr)
+        assert not cur.exists()
+    # the same report re-hashed after an edit is a report again (the check is the hash, not the bytes)
+    edited["integrity"]["content_hash"] = content_hash(edited)
+    (tmp_path / "rehashed.json").write_bytes(canonical_json(edited))
+    assert _day(archive, "2026-11-11", cur, "--compare", tmp_path / "rehashed.json").returncode == 0
+    cur.unlink()
+    # periods: overlapping (the same day, or a two-day period over it) and following are refused
+    for frm, to, message in (("2026-11-10", "2026-11-10", "overlaps this period by 86,400 s (1.00 days)"),
+                             ("2026-11-09", "2026-11-10", "overlaps this period by 86,400 s"),
+                             ("2026-11-01", "2026-11-09", "after this period")):
+        run = carbonspan("aggregate", archive, "--from", frm, "--to", to, "--out", cur, "--compare", prev)
+        assert run.returncode == 2 and message in run.stderr, run.stderr
+        assert not cur.exists()
+    run = carbonspan("aggregate", archive, "--from", "2026-11-12", "--to", "2026-11-12", "--compare", prev,
+                     "--allow-empty", "--format", "json")
+    assert run.returncode == 0  # a gap between the periods is allowed, and said
+    gap = orjson.loads(run.stdout)["comparison"]
+    assert gap["gap_seconds"] == 86400.0 and any("in neither report" in n for n in gap["notes"])
+
+
+def test_verify_re_derives_the_comparison_with_or_without_the_previous_report(archive, tmp_path):
+    prev, cur, other = tmp_path / "prev.json", tmp_path / "cur.json", tmp_path / "other.json"
+    assert _day(archive, "2026-11-10", prev).returncode == 0
+    assert _day(archive, "2026-11-11", cur, "--compare", prev).returncode == 0
+    run = carbonspan("verify", archive, "--report", cur)
+    assert run.returncode == 0 and "re-derives to the same content hash" in run.stdout, run.stdout + run.stderr
+    assert "re-derived from the previous figures this report states" in run.stderr and "--previous" in run.stderr
+    run = carbonspan("verify", archive, "--report", cur, "--previous", prev)
+    assert run.returncode == 0 and "re-derived from the previous figures" not in run.stderr, run.stdout
+    # another report given as --previous: named, and the one to give is said
+    assert carbonspan("aggregate", archive, "--from", "2026-11-01", "--to", "2026-11-09", "--allow-empty",
+                      "--out", other).returncode == 0
+    run = carbonspan("verify", archive, "--report", cur, "--previous", other)
+    assert run.returncode == 1 and "comparison_previous_mismatch" in run.stdout
+    assert orjson.loads(prev.read_bytes())["integrity"]["content_hash"] in run.stdout
+    # a comparison edited (and the report re-hashed) does not re-derive, whatever --previous
+    report = orjson.loads(cur.read_bytes())
+    report["comparison"]["services"][0]["carbon_kgco2eq"]["previous"] = 0.5
+    report["integrity"]["content_hash"] = content_hash(report)
+    cur.write_bytes(canonical_json(report))
+    for extra in ((), ("--previous", prev)):
+        run = carbonspan("verify", archive, "--report", cur, *extra)
+        assert run.returncode == 1 and "rederivation_mismatch" in run.stdout and "comparison" in run.stdout
