@@ -19,12 +19,14 @@ import re
 import shutil
 import subprocess
 import time
+from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from aggregator import synth
+from aggregator.compare import from_report
 from aggregator.read import Period
 from aggregator.render_html import render_html
 from aggregator.report import build_report
@@ -53,34 +55,50 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+GENERATED = "2026-12-02T09:30:00Z"
+
+
 @pytest.fixture
 def page(tmp_path: Path) -> tuple[Path, list[str]]:
+    """60 services on 2026-11-10, compared with the day before (50 services, some other ones)."""
+    before = synth.sealed_lines(synth.realistic(20, seed=6, n_services=50, start=T0 - timedelta(days=1),
+                                                agent_id="agent-p"))
+    synth.write_agent(tmp_path / "before", "agent-p", synth.split(before, 2), gzip_files=[], day="20261109")
+    previous = build_report(fold_paths(tmp_path / "before"), Period.parse("2026-11-09", "2026-11-09"), "ACME")
+    previous.applications[0].service_name = "retired-service"  # gone by 2026-11-10
     lines = synth.sealed_lines(synth.realistic(20, seed=5, n_services=N_SERVICES, start=T0))
     synth.write_agent(tmp_path / "archives", "agent-a", synth.split(lines, 2), gzip_files=[], day="20261110")
-    report = build_report(fold_paths(tmp_path / "archives"), Period.parse("2026-11-10", "2026-11-10"), "ACME")
+    report = build_report(fold_paths(tmp_path / "archives"), Period.parse("2026-11-10", "2026-11-10"), "ACME",
+                          previous=from_report(previous))
     report.applications[-1].service_name = LONG
     path = tmp_path / "report.html"
-    path.write_text(render_html(report), encoding="utf-8")
+    path.write_text(render_html(report, GENERATED), encoding="utf-8")
     return path, [a.service_name for a in report.applications]
 
 
 class _Cells(HTMLParser):
-    """The text of every first cell of a row of the services table."""
+    """The text of every first cell of a row of the services table (and, apart, of the
+    comparison's table: after its heading)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.names: list[str] = []
-        self._in = False
+        self.compared: list[str] = []
+        self._in = self._h2 = False
+        self._section = ""
 
     def handle_starttag(self, tag, attrs):
         self._in = tag == "td" and ("class", "name") in attrs
+        self._h2 = tag == "h2"
 
     def handle_endtag(self, tag):
-        self._in = False
+        self._in = self._h2 = False
 
     def handle_data(self, data):
-        if self._in:
-            self.names.append(data)
+        if self._h2:
+            self._section = data
+        elif self._in:
+            (self.compared if self._section == "Against the previous period" else self.names).append(data)
 
 
 def test_the_rendered_dom_lists_every_service(page, tmp_path):
@@ -90,6 +108,10 @@ def test_the_rendered_dom_lists_every_service(page, tmp_path):
     cells = _Cells()
     cells.feed(proc.stdout)
     assert len(names) >= N_SERVICES and cells.names == names
+    # the comparison renders: every service of this period, then the ones gone since the day before
+    assert cells.compared[:len(names) - 1] == names[:-1] and len(cells.compared) >= len(names)
+    assert "Disappeared (1): retired-service." in proc.stdout and cells.compared[-1] == "retired-service"
+    assert f"Generated {GENERATED} by carbonspan" in proc.stdout
     assert f'title="{LONG}"' in proc.stdout  # the full long name is the cell's tooltip
     assert "<script" not in proc.stdout and not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", proc.stdout)
 
@@ -105,8 +127,8 @@ def test_a_screenshot_is_not_blank_and_has_the_size_asked(page, tmp_path):
     assert len(png) > 3 * len(blank.read_bytes()), "the screenshot is as empty as a blank page"
 
 
-HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Per region", "Coverage",
-            "Methodology", "Integrity")
+HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Against the previous period",
+            "Per region", "Coverage", "Methodology", "Integrity")
 
 
 @needs_pdftotext
@@ -126,6 +148,7 @@ def test_print_to_pdf_numbers_pages_and_leaves_no_heading_last_on_a_page(page, t
         lines = [line.strip() for line in body.splitlines() if line.strip()]
         assert f"page {n} of {len(pages)}" in body, f"page {n} has no page number"
         assert "Period 2026-11-10" in body, f"page {n} does not name the period"
+        assert f"generated {GENERATED}" in body, f"page {n} does not say when it was generated"
         content = [line for line in lines if not line.startswith(("page ", "Period "))
                    and f"page {n} of" not in line]
         assert content and content[-1] not in HEADINGS, f"page {n} ends with the heading {content[-1]!r}"
