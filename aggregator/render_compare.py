@@ -82,7 +82,7 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
     c = report.comparison
     if c is None:
         return []
-    totals = Table(title=heading(c), caption=f"previous report {c.previous.content_hash}", caption_justify="left")
+    totals = Table(caption=f"previous report {c.previous.content_hash}", caption_justify="left")
     for col, justify in (("figure", "left"), ("before", "right"), ("now", "right"), ("change", "right"),
                          ("change %", "right")):
         totals.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
     lines = [f"appeared {len(c.appeared):,}" + (f" ({_names(c.appeared)})" if c.appeared else "")
              + f"; disappeared {len(c.disappeared):,}" + (f" ({_names(c.disappeared)})" if c.disappeared else "")]
     lines += [x for x in (undefined_line(c),) if x] + [f"NOTE: {n}" for n in c.notes]
-    return [totals, per, "\n".join(lines)]
+    return [heading(c), totals, per, "\n".join(lines)]  # the heading a line of its own: never wrapped to a table
 
 
 def _names(names: list[str], most: int = 6) -> str:

@@ -140,11 +140,12 @@ def test_a_previous_report_that_cannot_be_compared_is_refused_before_reading(arc
     assert _day(archive, "2026-11-11", cur, "--compare", tmp_path / "rehashed.json").returncode == 0
     cur.unlink()
     # periods: overlapping (the same day, or a two-day period over it) and following are refused
-    for frm, to, message in (("2026-11-10", "2026-11-10", "overlaps this period by 86,400 s (1.00 days)"),
-                             ("2026-11-09", "2026-11-10", "overlaps this period by 86,400 s"),
+    for frm, to, message in (("2026-11-10", "2026-11-10", "T00:00:00Z) by 86,400 s (1.00 days)"),
+                             ("2026-11-09", "2026-11-10", "2026-11-11T00:00:00Z) by 86,400 s"),
                              ("2026-11-01", "2026-11-09", "after this period")):
         run = carbonspan("aggregate", archive, "--from", frm, "--to", to, "--out", cur, "--compare", prev)
         assert run.returncode == 2 and message in run.stderr, run.stderr
+        assert ("overlaps this period" in run.stderr) == ("by 86,400 s" in message)
         assert not cur.exists()
     run = carbonspan("aggregate", archive, "--from", "2026-11-12", "--to", "2026-11-12", "--compare", prev,
                      "--allow-empty", "--format", "json")
