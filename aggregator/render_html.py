@@ -18,8 +18,8 @@ from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kw
 from aggregator.render_compare import html_section
 from aggregator.render_html_regions import chains, region_chart
 from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
-from carbonspan import __version__
 from schema.report import DisclosureReport
+from schema.version import __version__
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:60rem;
