@@ -3,10 +3,16 @@ and decision ticks (never a per-second loop). It decides where and when each tas
 produces run *segments* (task, host, wall start, task-time offsets); energy and carbon are
 integrated afterwards over fragment boundaries (``scheduling.energy``).
 
-Order at one instant: completions, then carbon changes (the stopper may pause), then guard
-releases, then arrivals, then one placement pass over the queue in FIFO order. The queue is
-head-of-line: the first task that fits no host waits, and the tasks behind it wait with it
-(OpenDC's FilterScheduler does the same).
+Order at one instant: completions (and the children they unblock), then carbon changes (the
+stopper may pause), then guard releases, then arrivals, then one placement pass over the queue
+in FIFO order. The queue is head-of-line: the first task that fits no host waits, and the tasks
+behind it wait with it (OpenDC's FilterScheduler does the same).
+
+Workflow dependencies: a task arrives at the later of its submission and its last parent's
+completion; a task whose parent never finishes (unschedulable, or itself blocked) stays
+``blocked``. With time-shifting the deadline guard of a parent uses an *effective* deadline,
+the earliest of its own and, for each child with a deadline, the child's effective deadline
+minus the child's runtime x (1 + margin), so holding a parent never makes a child miss.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from scheduling.topology import Hosts
 from scheduling.workload import Workload
 
 FINISH, CARBON, GUARD, TICK = 0, 1, 2, 4
-WAITING, HELD, RUNNING, DONE, UNSCHEDULABLE = 1, 2, 3, 4, 5
+WAITING, HELD, RUNNING, DONE, UNSCHEDULABLE, BLOCKED = 1, 2, 3, 4, 5, 6
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Schedule:
     deferred_ms: np.ndarray  # held for carbon before its first start
     paused_ms: np.ndarray  # paused by the stopper until resumed
     guard_released: np.ndarray  # bool: released by the deadline guard
-    status: np.ndarray  # DONE | UNSCHEDULABLE
+    status: np.ndarray  # DONE | UNSCHEDULABLE | BLOCKED (a parent never finished)
     counters: dict[str, int] = field(default_factory=dict)
 
 
@@ -82,6 +88,32 @@ class Loop:
                 wl.gpu_count.tolist(), wl.gpu_capacity.tolist(), wl.task_id.tolist())
         self._requests = [Request(a, b, c, d, e, key=k) for a, b, c, d, e, k in zip(*cols, strict=True)]
         self._fit_empty: dict[tuple, bool] = {}
+        self._dependencies(wl)
+
+    def _dependencies(self, wl: Workload) -> None:
+        parent, child = wl.dependencies()
+        n = wl.n
+        self.parents_left = np.bincount(child, minlength=n).astype(np.int64)
+        by_parent = np.argsort(parent, kind="stable")
+        self._kid_start = np.searchsorted(parent[by_parent], np.arange(n + 1))
+        self._kids = child[by_parent]
+        self._unblocked: list[int] = []
+        self.guard_deadline = wl.deadline.copy()
+        if parent.size and self.shift is not None and not self.compat:
+            from scheduling.workload import topological_order
+
+            margin = self.shift.deadline_margin
+            by_child = np.argsort(child, kind="stable")
+            pstart = np.searchsorted(child[by_child], np.arange(n + 1))
+            parents_of = parent[by_child]
+            for c in topological_order(n, parent, child)[::-1].tolist():  # children first
+                dc = int(self.guard_deadline[c])
+                if dc < 0:
+                    continue
+                bound = latest_release(dc, int(self.runtime[c]), margin)
+                for p in parents_of[pstart[c]: pstart[c + 1]].tolist():
+                    if self.guard_deadline[p] < 0 or bound < self.guard_deadline[p]:
+                        self.guard_deadline[p] = bound
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -113,7 +145,7 @@ class Loop:
         if self.compat:
             end, deadline = now + int(self.wl.duration[i]), int(self.wl.deadline[i])
             return end <= deadline if self.shift.memorize else end < deadline
-        return now < latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)
+        return now < latest_release(int(self.guard_deadline[i]), remaining, self.shift.deadline_margin)
 
     def held_everywhere(self, i: int) -> bool:
         cls = 0 if self.runtime[i] - self.done_off[i] < SHORT_MS else 1
@@ -127,7 +159,7 @@ class Loop:
         self.counters["held_tasks"] += 1
         if not self.compat:
             remaining = int(self.runtime[i] - self.done_off[i])
-            g = latest_release(int(self.wl.deadline[i]), remaining, self.shift.deadline_margin)
+            g = latest_release(int(self.guard_deadline[i]), remaining, self.shift.deadline_margin)
             self.push(g, GUARD, i, int(self.version[i]))
 
     def unhold(self, i: int, now: int) -> None:
@@ -142,6 +174,9 @@ class Loop:
     # -- events ----------------------------------------------------------------------------
 
     def arrive(self, i: int, now: int) -> None:
+        if self.parents_left[i] > 0:  # arrives again when its last parent completes
+            self.status[i] = BLOCKED
+            return
         if not self.fits_somewhere(self.request(i)):
             self.status[i] = UNSCHEDULABLE
             self.counters["tasks_unschedulable"] += 1
@@ -157,7 +192,7 @@ class Loop:
         self.status[i] = WAITING
         self.queue.append(i)
         if self.deferrable(i) and not self.compat:
-            g = latest_release(int(self.wl.deadline[i]), int(self.runtime[i] - self.done_off[i]),
+            g = latest_release(int(self.guard_deadline[i]), int(self.runtime[i] - self.done_off[i]),
                                self.shift.deadline_margin)
             if g > now:
                 self.push(g, GUARD, i, int(self.version[i]))
@@ -170,6 +205,10 @@ class Loop:
         self.done_off[i] = self.runtime[i]
         self.status[i] = DONE
         self.finish[i] = now
+        for c in self._kids[self._kid_start[i]: self._kid_start[i + 1]].tolist():
+            self.parents_left[c] -= 1
+            if self.parents_left[c] == 0 and self.status[c] == BLOCKED:
+                self._unblocked.append(c)
 
     def pause(self, i: int, now: int) -> None:
         ran = now - int(self.seg_start[i])
@@ -192,7 +231,7 @@ class Loop:
         rules = self.rules
         for c, trace in enumerate(self.hosts.traces):
             self.hold_flags[c] = rules.hold(c, trace, now)
-            if self.shift.stopper is None or not rules.high(trace, now):
+            if self.shift.stopper is None or not rules.high(trace, now, c):
                 continue
             for i in sorted(self.running):
                 if self.hosts.cluster[self.task_host[i]] != c:
@@ -289,6 +328,9 @@ class Loop:
                     self.guard(i, ver, now)
                 elif kind == TICK and self.pending(nxt, order.size):
                     self.push(now + tick, TICK, 0)
+            for c in self._unblocked:  # children whose last parent completed now
+                self.arrive(c, now)
+            self._unblocked.clear()
             while nxt < order.size and int(submits[nxt]) == now:
                 self.arrive(int(order[nxt]), now)
                 nxt += 1
@@ -307,8 +349,11 @@ class Loop:
         counters = dict(self.counters)
         if self.rules:
             counters.update(self.rules.counters)
-        status = np.where(self.status == UNSCHEDULABLE, UNSCHEDULABLE, DONE).astype(np.int8)
-        counters["tasks_never_finished"] = int(((self.status != DONE) & (self.status != UNSCHEDULABLE)).sum())
+        status = np.where(self.status == UNSCHEDULABLE, UNSCHEDULABLE,
+                          np.where(self.status == BLOCKED, BLOCKED, DONE)).astype(np.int8)
+        counters["tasks_blocked"] = int((self.status == BLOCKED).sum())
+        counters["tasks_never_finished"] = int(((self.status != DONE) & (self.status != UNSCHEDULABLE)
+                                                & (self.status != BLOCKED)).sum())
         return Schedule(s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 4], self.start, self.finish,
                         self.task_host, self.deferred, self.paused, self.forced, status, counters)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from scheduling.carbon import parse_instant
 from scheduling.forecast import make_provider
-from scheduling.prefabs import TimeshiftSpec, check_compat_quantiles, make_policy
+from scheduling.prefabs import TimeshiftSpec, check_compat_quantiles, label_only_prefab, make_policy
 from scheduling.topology import SpecError, _check_keys, read_spec, resolve
 
 EXPERIMENT_KEYS = {"name", "outputFolder", "initialSeed", "runs", "topologies", "workloads",
@@ -54,6 +54,7 @@ class Scenario:
     files: tuple[str, ...]
     seed: int
     run: int
+    notes: tuple[str, ...] = ()  # said in the summary ("notes") and by the command
 
     @property
     def policy_name(self) -> str:
@@ -145,7 +146,11 @@ def load_experiment(source: str | Path | dict, base: Path | None = None, compat:
         if key not in EXPERIMENT_KEYS:
             raise SpecError(f"experiment: unknown key {key!r} (known: {', '.join(sorted(EXPERIMENT_KEYS))})")
     pol_specs = spec.get("allocationPolicies", [{"type": "prefab", "policyName": "Mem"}])
-    policies = [make_policy(p, f"allocationPolicies[{i}]") for i, p in enumerate(_list("allocationPolicies", pol_specs))]
+    policies = [make_policy(p, f"allocationPolicies[{i}]", compat)
+                for i, p in enumerate(_list("allocationPolicies", pol_specs))]
+    notes = [(f"allocationPolicies[{i}]: 'name' {label_only_prefab(p)!r} is only a label and policyName "
+              "defaults to Mem, so this runs Mem, as OpenDC does (--compat opendc)",)
+             if label_only_prefab(p) is not None else () for i, p in enumerate(pol_specs)]
     topologies = [resolve(str(_check_keys(f"topologies[{i}]", t, {"pathToFile"}, {"pathToFile"})["pathToFile"]),
                           here, Path.cwd()) for i, t in enumerate(_list("topologies", spec.get("topologies")))]
     workloads = [_workload(f"workloads[{i}]", w, here) for i, w in enumerate(_list("workloads", spec.get("workloads")))]
@@ -161,9 +166,9 @@ def load_experiment(source: str | Path | dict, base: Path | None = None, compat:
     if isinstance(seed0, bool) or not isinstance(seed0, int):
         raise SpecError(f"experiment.initialSeed: {seed0!r} must be a whole number")
     scenarios = []
-    for idx, (t, w, (p, ps), (iv, files)) in enumerate(
-            itertools.product(topologies, workloads, zip(policies, pol_specs, strict=True), exports)):
+    for idx, (t, w, (p, ps, note), (iv, files)) in enumerate(
+            itertools.product(topologies, workloads, zip(policies, pol_specs, notes, strict=True), exports)):
         for r in range(runs):
-            scenarios.append(Scenario(idx, t, w, p, ps, iv, files, seed0 + r, r))
+            scenarios.append(Scenario(idx, t, w, p, ps, iv, files, seed0 + r, r, note))
     return Experiment(str(spec.get("name", "experiment")), Path(spec.get("outputFolder", "output")),
                       scenarios, spec)

@@ -57,4 +57,6 @@ def render_summary(summaries: list[dict]) -> str:
             busy = {k: v for k, v in s.get("counters", {}).items() if v}
             if busy:
                 console.print(f"{s['scenario']}: " + ", ".join(f"{k}={v}" for k, v in busy.items()))
+            for note in s.get("notes", []):
+                console.print(f"{s['scenario']}: note: {note}", markup=False)
     return cap.get()

@@ -1,4 +1,4 @@
-"""CPU power models: watts from utilisation u in [0, 1] (OpenDC's PowerModels.java, as facts).
+"""CPU and GPU power models: watts from utilisation u in [0, 1] (OpenDC's PowerModels.java, as facts).
 
 | modelType | P(u) |
 |---|---|
@@ -31,15 +31,15 @@ class PowerModel:
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_TYPES:
-            raise ValueError(f"cpuPowerModel.modelType {self.kind!r}: use one of {', '.join(MODEL_TYPES)}")
+            raise ValueError(f"modelType {self.kind!r}: use one of {', '.join(MODEL_TYPES)}")
         if self.idle < 0 or self.max < 0 or self.max < self.idle:
             raise ValueError(
-                f"cpuPowerModel: need 0 <= idlePower <= maxPower (got idle {self.idle}, max {self.max})"
+                f"need 0 <= idlePower <= maxPower (got idle {self.idle}, max {self.max})"
             )
         if self.kind == "mse" and self.calibration <= 0:
-            raise ValueError("cpuPowerModel mse: calibrationFactor must be > 0")
+            raise ValueError("mse: calibrationFactor must be > 0")
         if self.kind == "asymptotic" and self.asym_util <= 0:
-            raise ValueError("cpuPowerModel asymptotic: asymUtil must be > 0")
+            raise ValueError("asymptotic: asymUtil must be > 0")
 
     def watts(self, u: np.ndarray) -> np.ndarray:
         u = np.clip(np.asarray(u, dtype=float), 0.0, 1.0)

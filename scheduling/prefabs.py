@@ -129,17 +129,29 @@ def _size(where: str, v: Any) -> int:
     return v
 
 
-def make_policy(spec: dict | None, where: str = "allocationPolicies[0]") -> Any:
-    """A FilterPolicy, FewestTasksPolicy or TimeshiftSpec."""
+def label_only_prefab(spec: Any) -> str | None:
+    """The prefab name a ``{"type": "prefab", "name": X}`` spec without ``policyName`` gives
+    as its label (OpenDC then runs Mem: AllocationPolicySpec.kt), or None."""
+    if (isinstance(spec, dict) and spec.get("type") == "prefab" and "policyName" not in spec
+            and str(spec.get("name", "")).lower() in _BY_LOWER):
+        return str(spec["name"])
+    return None
+
+
+def make_policy(spec: dict | None, where: str = "allocationPolicies[0]", compat: bool = False) -> Any:
+    """A FilterPolicy, FewestTasksPolicy or TimeshiftSpec. With ``compat`` a prefab spec whose
+    ``name`` is a prefab name but has no ``policyName`` runs Mem, as in OpenDC (the caller
+    notes it); without, it is refused."""
     if spec is None:
         return PREFABS["Mem"]
     kind = _known(where, spec, {"type", "policyName", "name", "filters", "weighers", "subsetSize",
                                 *TIMESHIFT_KEYS}).get("type")
     if kind == "prefab":
         _known(where, spec, {"type", "policyName", "name"})
-        if "policyName" not in spec and str(spec.get("name", "")).lower() in _BY_LOWER:
-            raise SpecError(f"{where}: 'name' is only a label and policyName defaults to Mem; "
-                            f"write \"policyName\": \"{spec['name']}\" to use that prefab")
+        if label_only_prefab(spec) is not None and not compat:
+            raise SpecError(f"{where}: 'name' is only a label and policyName defaults to Mem (OpenDC "
+                            f"would run Mem); write \"policyName\": \"{spec['name']}\" to use that "
+                            "prefab, or run with --compat opendc to reproduce OpenDC")
         raw = str(spec.get("policyName", "Mem")).strip()
         if raw.lower() not in _BY_LOWER:
             raise SpecError(f"{where}.policyName {raw!r}: use one of {', '.join(PREFABS)} (any case)")

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from scheduling.energy import integrate
-from scheduling.engine import UNSCHEDULABLE, schedule
+from scheduling.engine import BLOCKED, UNSCHEDULABLE, schedule
 from scheduling.experiment import Scenario
 from scheduling.forecast import PERFECT_LABEL, make_provider
 from scheduling.prefabs import TimeshiftSpec
@@ -84,6 +84,8 @@ def run_scenario(sc: Scenario, compat: bool = False, reference: bool = True) -> 
         result.summary["reference_energy_j"] = ref.summary["energy_j"]
         result.summary["reduction_pct"] = 100.0 * (1 - result.summary["carbon_g"] / c0) if c0 > 0 else None
     result.summary["counters"] = dict(sorted(result.counters.items()))
+    if sc.notes:
+        result.summary["notes"] = list(sc.notes)
     return result
 
 
@@ -93,7 +95,7 @@ def build(sc: Scenario, hosts: Hosts, wl: Workload, sch, t_end: int | None = Non
     if t_end is None:
         t_end = int(sch.finish.max()) if (sch.finish >= 0).any() else t_begin
     en = integrate(wl, hosts, sch, t_begin, t_end, sc.export_interval_s * 1000)
-    counters = {**wl.counters, **sch.counters, **en.counters}
+    counters = {**wl.counters, **sch.counters, **en.counters, **(hosts.counters or {})}
     deadline = wl.deadline
     finished = sch.finish >= 0
     missed = finished & (deadline >= 0) & (sch.finish > deadline)
@@ -105,7 +107,8 @@ def build(sc: Scenario, hosts: Hosts, wl: Workload, sch, t_end: int | None = Non
         "runtime_ms": wl.runtime, "delay_ms": delay, "deferred_ms": sch.deferred_ms,
         "paused_ms": sch.paused_ms, "deadline": deadline, "deadline_missed": missed,
         "guard_released": sch.guard_released, "energy_j": en.task_energy, "carbon_g": en.task_carbon,
-        "status": np.where(~ran, "unschedulable", np.where(finished, "done", "unfinished")),
+        "status": np.where(~ran, "unschedulable", np.where(
+            sch.status == BLOCKED, "blocked", np.where(finished, "done", "unfinished"))),
     })
     k = en.edges.size - 1
     ts = np.tile(en.edges[:-1], hosts.n)
@@ -115,6 +118,7 @@ def build(sc: Scenario, hosts: Hosts, wl: Workload, sch, t_end: int | None = Non
         "cpu_utilization": en.host_util.ravel(),
         "power_w": (en.host_energy / np.maximum(np.diff(en.edges), 1) * 1000).ravel(),
         "energy_j": en.host_energy.ravel(), "carbon_g": en.host_carbon.ravel(),
+        "gpu_utilization": en.host_gpu_util.ravel(), "gpu_energy_j": en.host_gpu_energy.ravel(),
         "energy_without_intensity_j": en.host_no_intensity.ravel(),
     })
     tables = {"task": task, "host": host, "powerSource": _power_sources(hosts, en),
@@ -127,6 +131,7 @@ def build(sc: Scenario, hosts: Hosts, wl: Workload, sch, t_end: int | None = Non
         "makespan_ms": int(sch.finish.max()) - t_begin if finished.any() else 0,
         "window_ms": t_end - t_begin,
         "energy_j": float(en.host_energy.sum()), "carbon_g": float(en.host_carbon.sum()),
+        "gpu_energy_j": float(en.host_gpu_energy.sum()),
         "energy_without_intensity_j": float(en.host_no_intensity.sum()),
         "unattributed_energy_j": float(en.host_energy.sum() - en.task_energy.sum()),
         "deadline_misses": int(missed.sum()), "tasks_with_deadline": int(done.sum()),

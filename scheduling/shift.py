@@ -11,8 +11,11 @@ carbon change. A rule returns *hold* flags: True means "the intensity is not low
 - Stopper: high means ``current > quantile(forecastThreshold)`` (or ``> mean``).
 
 Compat (OpenDC's Timeshifter.kt / TaskStopper.kt): the forecast is the next ``forecastSize - 1``
-rows of the real trace, the quantile is ``sorted[round_half_up(n x t)]``, windows count rows,
-and without a forecast short tasks need "low and rising" (``current > previous``).
+rows of the real trace, the quantile is ``sorted[round_half_up(n x t)]``, and without a forecast
+the mean is over the last ``windowSize`` intensity *updates* the rule received (CarbonModel.java
+pushes the trace's first row when the rule is attached, then the row in effect at the
+simulation start, then each row as it begins), and short tasks need "low and rising"
+(``current > previous update``, 0 before the first).
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ class ShiftRules:
     compat: bool = False
     counters: dict[str, int] = field(default_factory=lambda: {
         "decisions_signal_missing": 0, "decisions_forecast_unavailable": 0})
-    _prev: dict[int, float] = field(default_factory=dict)
+    #: compat: per power source, the intensity updates received (OpenDC's pastCarbonIntensities)
+    _received: dict[int, list[float]] = field(default_factory=dict)
+    _row: dict[int, int] = field(default_factory=dict)
 
     def _forecast(self, trace: CarbonTrace, now: int, size: int) -> np.ndarray | None:
         if self.compat:
@@ -60,15 +65,35 @@ class ShiftRules:
             return float(np.sort(values)[min(round_half_up(values.size * t), values.size - 1)])
         return float(np.quantile(values, t))
 
-    def _mean(self, trace: CarbonTrace, now: int, window: int) -> float:
-        seen = trace.until(now)
+    def observe(self, c: int, trace: CarbonTrace | None, now: int) -> None:
+        """Compat: record the updates OpenDC's CarbonModel would have pushed to the rule by
+        ``now``: on the first call the trace's first row (``addReceiver`` pushes fragment 0,
+        which OpenDC stretches back to the beginning of time), then the row in effect if it is a
+        later one; afterwards each new row once. Only rows from the simulation start on, plus
+        that first row, are ever counted."""
+        if not self.compat or trace is None:
+            return
+        i = int(np.searchsorted(trace.t_ms, now, side="right")) - 1
+        got = self._received.setdefault(c, [])
+        if c not in self._row:
+            got.append(float(trace.values[0]))
+            self._row[c] = 0
+        if i > self._row[c]:
+            got.append(float(trace.values[i]))
+            self._row[c] = i
+        keep = max(self.spec.window_size, self.spec.stopper.window_size if self.spec.stopper else 1, 2)
+        del got[:-keep]
+
+    def _mean(self, c: int, trace: CarbonTrace, now: int, window: int) -> float:
         if self.compat:
-            return float(seen.values[-window:].mean())
+            return float(np.mean(self._received[c][-window:]))
+        seen = trace.until(now)  # the observed history, before the simulation start too
         recent = seen.values[seen.t_ms > now - window * HOUR_MS]
         return float(recent.mean()) if recent.size else float(seen.values[-1])
 
     def hold(self, c: int, trace: CarbonTrace | None, now: int) -> tuple[bool, bool]:
         """(hold short tasks, hold long tasks) for power source ``c`` at ``now``."""
+        self.observe(c, trace, now)
         cur = float(trace.value_at(now)) if trace is not None else float("nan")
         if np.isnan(cur):
             self.counters["decisions_signal_missing"] += 1
@@ -80,15 +105,17 @@ class ShiftRules:
                 return False, False
             return (not cur < self._quantile(values, s.short_threshold),
                     not cur < self._quantile(values, s.long_threshold))
-        mean = self._mean(trace, now, s.window_size)
-        prev = self._prev.get(c, 0.0)
-        self._prev[c] = cur
+        mean = self._mean(c, trace, now, s.window_size)
         low_long = cur < mean
-        low_short = low_long and (cur > prev) if self.compat else low_long
-        return not low_short, not low_long
+        if not self.compat:
+            return not low_long, not low_long
+        got = self._received[c]
+        prev = got[-2] if len(got) >= 2 else 0.0
+        return not (low_long and cur > prev), not low_long
 
-    def high(self, trace: CarbonTrace | None, now: int) -> bool:
-        """The task stopper's rule: is the intensity high now?"""
+    def high(self, trace: CarbonTrace | None, now: int, c: int = 0) -> bool:
+        """The task stopper's rule for power source ``c``: is the intensity high now?"""
+        self.observe(c, trace, now)
         st = self.spec.stopper
         cur = float(trace.value_at(now)) if trace is not None else float("nan")
         if st is None or np.isnan(cur):
@@ -98,4 +125,4 @@ class ShiftRules:
             if values is None or values.size == 0:
                 return False
             return cur > self._quantile(values, st.forecast_threshold)
-        return cur > self._mean(trace, now, st.window_size)
+        return cur > self._mean(c, trace, now, st.window_size)

@@ -2,10 +2,12 @@
 
 Clusters (``name``, ``count``) of hosts (``name``, ``count``, ``cpu {count, coreCount,
 coreSpeed}``, ``memory {memorySize}``, optional ``gpu {count, coreCount, coreSpeed}``,
-``cpuPowerModel``), each cluster with its own ``powerSource {carbonTracePath}``: several
-clusters with their own traces in one simulation work. Unknown keys are an error naming the
-key; recognised but unsupported features (batteries, distribution policies, GPU power,
-virtualisation overhead) are an error saying so.
+``cpuPowerModel``, ``gpuPowerModel``), each cluster with its own ``powerSource
+{carbonTracePath}``: several clusters with their own traces in one simulation work. A missing
+power model is OpenDC's default (TopologySpecs.kt ``PowerModelSpec.DFLT``: linear, 200 W idle,
+400 W max), counted per host (``default_cpu_power_models``, ``default_gpu_power_models``).
+Unknown keys are an error naming the key; recognised but unsupported features (batteries,
+distribution policies, virtualisation overhead) are an error saying so.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ UNSUPPORTED = {
     "battery": "batteries are not simulated yet",
     "cpuDistributionPolicy": "CPU distribution policies are not simulated (demand is capped at capacity)",
     "gpuDistributionPolicy": "GPU distribution policies are not simulated",
-    "gpuPowerModel": "GPU power is not modelled yet",
     "virtualizationOverHeadModel": "virtualisation overhead is not modelled",
 }
 INFO = {"modelName", "vendor", "arch", "architecture", "memorySpeed", "memoryBandwidth"}
+#: OpenDC's PowerModelSpec.DFLT (TopologySpecs.kt), used where a host gives no power model
+DEFAULT_POWER_MODEL = {"modelType": "linear", "power": 350.0, "idlePower": 200.0, "maxPower": 400.0}
 
 
 @dataclass
@@ -44,11 +47,14 @@ class Hosts:
     cores: np.ndarray  # int64
     core_speed: np.ndarray  # MHz
     memory: np.ndarray  # float64, the workload's mem_capacity unit
-    gpu_cores: np.ndarray  # int64
+    gpu_cores: np.ndarray  # int64, over all the host's GPUs
     gpu_speed: np.ndarray  # MHz per GPU core
     power: list[PowerModel]
     cluster_names: list[str]
     traces: list[CarbonTrace | None]
+    gpu_count: np.ndarray = None  # type: ignore[assignment]  # int64: GPUs (each draws gpu_power)
+    gpu_power: list[PowerModel | None] = None  # type: ignore[assignment]
+    counters: dict[str, int] = None  # type: ignore[assignment]
 
     @property
     def n(self) -> int:
@@ -79,9 +85,7 @@ def _num(where: str, value: Any, minimum: float = 0.0) -> float:
     return float(value)
 
 
-def _power(where: str, spec: dict | None) -> PowerModel:
-    if spec is None:
-        raise SpecError(f"{where}: missing cpuPowerModel (modelType, idlePower, maxPower)")
+def _power(where: str, spec: dict) -> PowerModel:
     _check_keys(where, spec, {"modelType", "power", "idlePower", "maxPower", "calibrationFactor",
                               "asymUtil", "dvfs"}, {"modelType"})
     if spec.get("dvfs"):
@@ -125,8 +129,9 @@ def read_spec(source: str | Path | dict, base: Path | None, what: str) -> tuple[
 def load_topology(source: str | Path | dict, base: Path | None = None) -> Hosts:
     spec, here = read_spec(source, base, "topology")
     _check_keys("topology", spec, {"clusters"}, {"clusters"})
-    hosts = Hosts([], *([] for _ in range(6)), [], [], [])  # type: ignore[arg-type]
-    cols: dict[str, list] = {k: [] for k in ("cluster", "cores", "speed", "mem", "gcores", "gspeed")}
+    hosts = Hosts([], *([] for _ in range(6)), [], [], [], gpu_power=[],  # type: ignore[arg-type]
+                  counters={"default_cpu_power_models": 0, "default_gpu_power_models": 0})
+    cols: dict[str, list] = {k: [] for k in ("cluster", "cores", "speed", "mem", "gcores", "gspeed", "gcount")}
     for ci, cluster in enumerate(spec["clusters"]):
         where = f"clusters[{ci}]"
         _check_keys(where, cluster, {"name", "count", "hosts", "powerSource"}, {"hosts"})
@@ -143,6 +148,7 @@ def load_topology(source: str | Path | dict, base: Path | None = None) -> Hosts:
     hosts.memory = np.asarray(cols["mem"], dtype=float)
     hosts.gpu_cores = np.asarray(cols["gcores"], dtype=np.int64)
     hosts.gpu_speed = np.asarray(cols["gspeed"], dtype=float)
+    hosts.gpu_count = np.asarray(cols["gcount"], dtype=np.int64)
     if hosts.n == 0:
         raise SpecError("topology: no hosts")
     return hosts
@@ -164,7 +170,7 @@ def _trace(where: str, spec: Any, here: Path, base: Path | None) -> CarbonTrace 
 
 
 def _add_host(hosts: Hosts, cols: dict, where: str, host: dict, cluster: int) -> None:
-    _check_keys(where, host, {"name", "count", "cpu", "memory", "gpu", "cpuPowerModel"},
+    _check_keys(where, host, {"name", "count", "cpu", "memory", "gpu", "cpuPowerModel", "gpuPowerModel"},
                 {"cpu", "memory"})
     cpu = _check_keys(f"{where}.cpu", host["cpu"], {"count", "coreCount", "coreSpeed"},
                       {"coreCount", "coreSpeed"})
@@ -173,17 +179,27 @@ def _add_host(hosts: Hosts, cols: dict, where: str, host: dict, cluster: int) ->
         _num(f"{where}.cpu.coreCount", cpu["coreCount"], 1))
     speed = _num(f"{where}.cpu.coreSpeed", cpu["coreSpeed"], 1e-9)
     memory = _num(f"{where}.memory.memorySize", mem["memorySize"])
-    gcores, gspeed = 0, 0.0
+    gcount, gcores, gspeed, gpower = 0, 0, 0.0, None
+    n = int(_num(f"{where}.count", host.get("count", 1), 1))
     if host.get("gpu") is not None:
         gpu = _check_keys(f"{where}.gpu", host["gpu"], {"count", "coreCount", "coreSpeed", "memorySize"},
                           {"coreCount", "coreSpeed"})
-        gcores = int(_num(f"{where}.gpu.count", gpu.get("count", 1), 1)) * int(
-            _num(f"{where}.gpu.coreCount", gpu["coreCount"], 1))
-        gspeed = _num(f"{where}.gpu.coreSpeed", gpu["coreSpeed"])
-    power = _power(f"{where}.cpuPowerModel", host.get("cpuPowerModel"))
-    for rep in range(int(_num(f"{where}.count", host.get("count", 1), 1))):
+        gcount = int(_num(f"{where}.gpu.count", gpu.get("count", 1), 1))
+        gcores = gcount * int(_num(f"{where}.gpu.coreCount", gpu["coreCount"], 1))
+        gspeed = _num(f"{where}.gpu.coreSpeed", gpu["coreSpeed"], 1e-9)
+        if host.get("gpuPowerModel") is None:
+            hosts.counters["default_gpu_power_models"] += n
+        gpower = _power(f"{where}.gpuPowerModel", host.get("gpuPowerModel") or DEFAULT_POWER_MODEL)
+    elif host.get("gpuPowerModel") is not None:
+        raise SpecError(f"{where}.gpuPowerModel: the host has no gpu; add gpu {{count, coreCount, "
+                        "coreSpeed}} or remove gpuPowerModel")
+    if host.get("cpuPowerModel") is None:
+        hosts.counters["default_cpu_power_models"] += n
+    power = _power(f"{where}.cpuPowerModel", host.get("cpuPowerModel") or DEFAULT_POWER_MODEL)
+    for rep in range(n):
         name = str(host.get("name", "H"))
         hosts.name.append(f"{hosts.cluster_names[cluster]}/{name}-{rep}")
         hosts.power.append(power)
-        for key, val in zip(cols, (cluster, cores, speed, memory, gcores, gspeed), strict=True):
+        hosts.gpu_power.append(gpower)
+        for key, val in zip(cols, (cluster, cores, speed, memory, gcores, gspeed, gcount), strict=True):
             cols[key].append(val)

@@ -118,3 +118,43 @@ def test_short_tasks_use_the_short_threshold_long_ones_the_long_threshold() -> N
     # 100, mean 130, and 100 is below it (release both: no "rising" rule outside compat)
     assert no_forecast.hold(0, trace, T0 + 2 * HOUR) == (True, True)
     assert no_forecast.hold(0, trace, T0 + HOUR) == (False, False)
+
+
+def test_compat_moving_average_counts_the_updates_received_not_the_rows_before_the_start() -> None:
+    """OpenDC's Timeshifter.kt / TaskStopper.kt average the intensity *updates* they received:
+    CarbonModel.java pushes the trace's first row when the rule is attached, then the row in
+    effect at the simulation start, then each row as it begins. Here the trace starts 48 h
+    before the simulation: a first row of 400, then 47 rows of 100; from T0 300, 200, 250.
+
+    compat, at T0:     updates [400, 300], mean 350: 300 is low (long); rising? 300 > 400 no
+               T0+1h:  [400, 300, 200], mean 300: 200 low; rising? 200 > 300 no
+               T0+2h:  [400, 300, 200, 250], mean 287.5: 250 low; rising? 250 > 200 yes
+    default (rows of the last 168 h, before the start too): at T0 the mean is
+    (400 + 47 x 100 + 300) / 49 = 110.2, so 300 is not low: hold both."""
+    values = np.array([400.0] + [100.0] * 47 + [300.0, 200.0, 250.0] + [250.0] * 10)
+    trace = make_trace("pre", T0 - 48 * HOUR + HOUR * np.arange(values.size), values)
+    spec = {"type": "timeshift", "forecast": False, "taskStopper": {"forecast": False}}
+    compat = ShiftRules(make_policy(spec), Persistence(), compat=True)
+    assert compat.hold(0, trace, T0) == (True, False)
+    assert compat.high(trace, T0) is False  # the stopper: 300 > 350? no
+    assert compat._received[0] == [400.0, 300.0]
+    assert compat.hold(0, trace, T0 + HOUR) == (True, False)
+    assert compat.hold(0, trace, T0 + HOUR + 30 * 60_000) == (True, False)  # no new row: no update
+    assert compat.hold(0, trace, T0 + 2 * HOUR) == (False, False)
+    assert compat._received[0] == [400.0, 300.0, 200.0, 250.0]
+    default = ShiftRules(make_policy(spec), Persistence())
+    assert default.hold(0, trace, T0) == (True, True)
+    assert default.high(trace, T0) is True  # 300 > 110.2
+    assert default.hold(0, trace, T0 + 2 * HOUR) == (True, True)  # mean 112.5
+
+
+def test_compat_moving_average_window_drops_the_oldest_update() -> None:
+    # windowSize 2: at T0 + 2 h the updates are [400 (first row), 300, 200, 250]; the last two
+    # are 200 and 250, mean 225, and 250 is not below it
+    values = np.array([400.0] + [100.0] * 47 + [300.0, 200.0, 250.0] + [250.0] * 10)
+    trace = make_trace("pre", T0 - 48 * HOUR + HOUR * np.arange(values.size), values)
+    compat = ShiftRules(make_policy({"type": "timeshift", "forecast": False, "windowSize": 2}),
+                        Persistence(), compat=True)
+    for k in range(3):
+        flags = compat.hold(0, trace, T0 + k * HOUR)
+    assert flags == (True, True)

@@ -1,10 +1,11 @@
 """OpenDC's own experiment files (scheduling/data/opendc/experiments), end to end.
 
 Their paths are OpenDC's (relative to its source tree); each test rewrites them to the copies
-in scheduling/data/opendc. Inputs OpenDC's tree has and the copy does not (its
-single_50_big (a stand-in of 50 big hosts is written), small_gpu and workflow topologies, its 2021-2024 traces) are replaced by the
-nearest copied file, said at each rewrite; the experiments that use a feature carbonspan
-does not simulate are refused, naming it.
+in scheduling/data/opendc (topologies by file name, workloads by folder name, carbon traces to
+the copied 2022 cuts). Inputs OpenDC's tree has and the copy does not (the AT and AU SURF
+topologies, its full-year 2022 traces) are replaced by the nearest copied file, said at each
+rewrite. The features experiment uses features carbonspan does not simulate and is refused,
+naming the first.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sim_inputs import DATA
+from sim_inputs import DATA, HOUR
 
 import scheduling
 from scheduling.experiment import load_experiment
@@ -33,10 +34,22 @@ def topology(tmp: Path, name: str, trace: Path) -> str:
     return str(out)
 
 
-def experiment(name: str) -> dict:
+def experiment(name: str, tmp: Path | None = None) -> dict:
+    """The experiment with its workload paths rewritten to the copies (and, given ``tmp``, its
+    topologies: OpenDC's file of that name, a carbonTracePath pointed at the copied cut)."""
     spec = json.loads((DATA / "experiments" / name).read_text())
     for w in spec["workloads"]:
         w["pathToFile"] = str(DATA / "workload_traces" / Path(w["pathToFile"]).name)
+    if tmp is not None:
+        for t in spec["topologies"]:
+            rel = Path(t["pathToFile"]).relative_to("src/test/resources/topologies")
+            topo = json.loads((DATA / "topologies" / rel).read_text())
+            for c in topo["clusters"]:
+                if c.get("powerSource", {}).get("carbonTracePath"):
+                    c["powerSource"]["carbonTracePath"] = str(BE if "_BE" in c["powerSource"]["carbonTracePath"] else NL)
+            out = tmp / rel.name
+            out.write_text(json.dumps(topo))
+            t["pathToFile"] = str(out)
     return spec
 
 
@@ -66,46 +79,74 @@ def test_location_experiment_compares_grids(tmp_path) -> None:
     assert be.summary["carbon_g"] < nl.summary["carbon_g"]  # Belgium's grid was cleaner
 
 
-@pytest.mark.parametrize("name, message", [
-    ("features_experiment.json", "maxNumFailures: recognised but not supported"),
-    ("experiment_2.json", "'name' is only a label"),
-])
-def test_experiments_using_what_is_not_simulated_are_refused(name: str, message: str) -> None:
-    with pytest.raises(SpecError, match=message):
-        load_experiment(experiment(name))
+def test_features_experiment_is_refused_at_its_first_unsupported_feature() -> None:
+    # it also needs failure models, checkpoints, batteries, the Perfect scaling policy and the
+    # compute export config (docs/simulation.md, "Inputs"), and topologies the copy lacks
+    with pytest.raises(SpecError, match="maxNumFailures: recognised but not supported"):
+        load_experiment(experiment("features_experiment.json"))
 
 
-def test_workflow_dependencies_are_refused_not_ignored(tmp_path) -> None:
-    spec = experiment("experiment_3.json")
-    spec["topologies"] = [{"pathToFile": str(DATA / "topologies" / "single_1_2000.json")}]
-    with pytest.raises(SpecError, match="parents: recognised but not supported"):
-        scheduling.simulate(spec)
+def test_experiment_2_runs_as_opendc_runs_it_with_compat_and_is_refused_without(tmp_path) -> None:
+    """experiment_2.json gives its prefab a ``name`` and no ``policyName``: OpenDC runs Mem
+    (AllocationPolicySpec.kt). The default refuses it, naming the fix; ``--compat opendc`` runs
+    Mem, as OpenDC does, and notes it. OpenDC's small_gpu topology (copied): 4 hosts of 4 cores
+    x 2000 MHz (linear 100/200 W) and 3 GPUs of 2 cores x 2000 MHz (linear 100/200 W each);
+    small_gpu: 25 tasks of 4 cores, 1,209,600 ms each at 50 CPU MHz and 1500 GPU MHz.
+
+    One task per host (4 cores each), so 7 waves of 1,209.6 s (4 x 6 + 1). A busy host draws
+    CPU 100 + 100 x 50 / 8000 = 100.625 W and GPUs 3 x (100 + 100 x 1500 / 12000) = 337.5 W;
+    an idle one 100 + 300 = 400 W. Busy 25 x 1209.6 = 30,240 host-s, idle (the last wave)
+    3 x 1209.6 = 3,628.8 host-s: 30,240 x 438.125 + 3,628.8 x 400 = 14,700,420 J, of which the
+    GPUs 30,240 x 337.5 + 3,628.8 x 300 = 11,294,640 J. No power source: no carbon, all of it
+    energy without an intensity."""
+    spec = experiment("experiment_2.json", tmp_path)
+    with pytest.raises(SpecError, match=r"'name' is only a label.*--compat opendc"):
+        load_experiment(spec)
+    (res,) = scheduling.simulate(spec, compat=True)
+    s = res.summary
+    assert s["policy"] == "Mem" and "runs Mem, as OpenDC does" in s["notes"][0]
+    assert s["tasks"] == s["tasks_done"] == 25
+    assert s["makespan_ms"] == 7 * 1_209_600
+    assert s["energy_j"] == pytest.approx(14_700_420.0, rel=1e-9)  # 504,000 fragment steps summed
+    assert s["gpu_energy_j"] == pytest.approx(11_294_640.0, rel=1e-9)
+    assert s["carbon_g"] == 0.0 and s["energy_without_intensity_j"] == pytest.approx(s["energy_j"])
+    # with the fix the refusal names: ProvisionedCpuGpuCores checks free GPU cores, and each
+    # task asks 50 of a host's 6 (VGpuFilter.kt does the same), so none is schedulable
+    spec["allocationPolicies"] = [{"type": "prefab", "policyName": "ProvisionedCpuGpuCores"}]
+    (fixed,) = scheduling.simulate(spec)
+    assert fixed.summary["counters"]["tasks_unschedulable"] == 25 and fixed.summary["energy_j"] == 0.0
 
 
-def big(tmp: Path, trace: Path) -> str:
-    """A stand-in for OpenDC's single_50_big (not copied): 50 hosts of 32 cores x 3200 MHz and
-    140,000,000 memory units, so the largest bitbrains-small task (32 cores, 130,457,600) fits."""
-    host = {"name": "H", "count": 50, "cpu": {"coreCount": 32, "coreSpeed": 3200},
-            "memory": {"memorySize": 140_000_000},
-            "cpuPowerModel": {"modelType": "linear", "idlePower": 100.0, "maxPower": 300.0}}
-    out = tmp / f"big-{trace.stem[-2:]}.json"
-    out.write_text(json.dumps({"clusters": [{"name": "C01", "hosts": [host],
-                                             "powerSource": {"carbonTracePath": str(trace)}}]}))
-    return str(out)
+def test_experiment_3_runs_its_workflow_end_to_end(tmp_path) -> None:
+    """experiment_3.json: OpenDC's workflow_example (0 -> (1, 2) -> 3, each 1 h at 2500 MHz on
+    one core) on workflow_topology.json (3 hosts of 12 cores x 3300 MHz, no power model: OpenDC's
+    default, linear 200/400 W). 1 and 2 run together after 0, 3 after both: makespan 3 h.
+    Energy: 3 hosts x 3 h at 200 W idle = 6,480,000 J, plus 200 W x 2500 / 39,600 for each of
+    the 4 task-hours: 4 x 3600 x 200 x 2500 / 39,600 = 181,818.18 J."""
+    spec = experiment("experiment_3.json", tmp_path)
+    (res,) = scheduling.simulate(spec, out=tmp_path / "out")
+    s, task = res.summary, res.tables["task"].to_pydict()
+    t0 = min(task["submission_time"])
+    assert task["start_time"] == [t0, t0 + HOUR, t0 + HOUR, t0 + 2 * HOUR]
+    assert s["makespan_ms"] == 3 * HOUR and s["tasks_done"] == 4
+    assert s["energy_j"] == pytest.approx(6_480_000 + 4 * 3600 * 200 * 2500 / 39_600, rel=1e-12)
+    assert s["counters"]["default_cpu_power_models"] == 3
+    assert (tmp_path / "out" / res.scenario.label / "task.parquet").is_file()
 
 
 def test_experiment_1_runs_end_to_end_with_its_realigned_submission(tmp_path) -> None:
-    spec = experiment("experiment_1.json")
-    spec["topologies"] = [{"pathToFile": big(tmp_path, NL)}, {"pathToFile": big(tmp_path, BE)}]
-    nl, be = scheduling.simulate(spec)
-    for res in (nl, be):
+    # OpenDC's single_50_big (one host of 64 cores x 2000 MHz, no power source) and its _BE
+    # variant (the BE trace: the copied cut stands in for OpenDC's full-year file)
+    spec = experiment("experiment_1.json", tmp_path)
+    plain, be = scheduling.simulate(spec)
+    for res in (plain, be):
         s, task = res.summary, res.tables["task"]
         assert s["tasks"] == s["tasks_done"] == 50 and s["policy"] == "Mem"
         # submissionTime 2024-03-01T00:00:00 moves the first submission there
         assert min(task.column("submission_time").to_pylist()) == 1_709_251_200_000
         # 2024 lies outside the copied 2022 traces: missing signal, shown, not a made-up carbon
         assert s["carbon_g"] == 0.0 and s["energy_without_intensity_j"] == s["energy_j"] > 0
-    assert nl.summary["energy_j"] == pytest.approx(be.summary["energy_j"], rel=1e-12)
+    assert plain.summary["energy_j"] == pytest.approx(be.summary["energy_j"], rel=1e-12)
 
 
 def test_a_run_where_no_task_fits_has_an_empty_window_and_no_energy(tmp_path) -> None:
