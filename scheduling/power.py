@@ -7,7 +7,7 @@
 | cubic | idle + (max - idle) u^3 |
 | sqrt | idle + (max - idle) sqrt(u) |
 | mse | idle + (max - idle) (2u - u^r), r = calibrationFactor |
-| asymptotic | idle + (max - idle)/2 (1 + u - e^(-u / a)), a = asymUtil (dvfs false) |
+| asymptotic | idle + (max - idle)/2 (1 + u - e^(-u / a)), a = asymUtil; with dvfs true u^3 for u |
 | constant | power |
 """
 
@@ -28,6 +28,7 @@ class PowerModel:
     power: float = 0.0
     calibration: float = 1.0
     asym_util: float = 0.3
+    dvfs: bool = False  # asymptotic only: OpenDC's DVFS variant
 
     def __post_init__(self) -> None:
         if self.kind not in MODEL_TYPES:
@@ -55,5 +56,6 @@ class PowerModel:
         if self.kind == "mse":
             return self.idle + span * (2 * u - u ** self.calibration)
         if self.kind == "asymptotic":
-            return self.idle + span / 2 * (1 + u - np.exp(-u / self.asym_util))
+            v = u ** 3 if self.dvfs else u
+            return self.idle + span / 2 * (1 + v - np.exp(-v / self.asym_util))
         return np.full(u.shape, self.power)

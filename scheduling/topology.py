@@ -88,8 +88,9 @@ def _num(where: str, value: Any, minimum: float = 0.0) -> float:
 def _power(where: str, spec: dict) -> PowerModel:
     _check_keys(where, spec, {"modelType", "power", "idlePower", "maxPower", "calibrationFactor",
                               "asymUtil", "dvfs"}, {"modelType"})
-    if spec.get("dvfs"):
-        raise SpecError(f"{where}.dvfs: recognised but not supported: give dvfs false or leave it out")
+    dvfs = spec.get("dvfs", False)
+    if not isinstance(dvfs, bool):
+        raise SpecError(f"{where}.dvfs: {dvfs!r} must be true or false")
     try:
         return PowerModel(
             kind=str(spec["modelType"]).lower(),
@@ -98,6 +99,7 @@ def _power(where: str, spec: dict) -> PowerModel:
             power=_num(f"{where}.power", spec.get("power", 400.0)),
             calibration=_num(f"{where}.calibrationFactor", spec.get("calibrationFactor", 1.0)),
             asym_util=_num(f"{where}.asymUtil", spec.get("asymUtil", 0.3)),
+            dvfs=dvfs,
         )
     except ValueError as exc:
         raise SpecError(f"{where}: {exc}") from None

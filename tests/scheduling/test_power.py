@@ -23,6 +23,9 @@ MODELS = [
     ({"modelType": "sqrt"}, 100 + 100 * 0.5),
     ({"modelType": "mse", "calibrationFactor": 2.0}, 100 + 100 * (0.5 - 0.0625)),
     ({"modelType": "asymptotic", "asymUtil": 0.5}, 100 + 50 * (1.25 - math.exp(-0.5))),
+    # OpenDC's DVFS variant: u^3 = 0.015625 for u
+    ({"modelType": "asymptotic", "asymUtil": 0.5, "dvfs": True},
+     100 + 50 * (1.015625 - math.exp(-0.03125))),
     ({"modelType": "constant", "power": 321.0}, 321.0),
 ]
 
@@ -36,7 +39,8 @@ def one_host(files, model: dict):
     return path
 
 
-@pytest.mark.parametrize("model, watts", MODELS, ids=[m["modelType"] for m, _ in MODELS])
+@pytest.mark.parametrize("model, watts", MODELS,
+                         ids=[m["modelType"] + ("-dvfs" if m.get("dvfs") else "") for m, _ in MODELS])
 def test_every_power_model_at_a_quarter_load(files, model: dict, watts: float) -> None:
     wl = files.workload([{"id": 0, "submit": T0, "fragments": [(HOUR, 500)]}])
     (res,) = scheduling.simulate(experiment(one_host(files, model), wl))
