@@ -68,15 +68,35 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
     )
 
 
-def start_sources(cfg: Config) -> Any | None:
+def start_sources(cfg: Config, recorder: Any | None = None) -> Any | None:
     table = cfg.sections.get("sources")
     if not table:
+        if recorder is not None:
+            log.warning("[agent.signal_log] path is set but there is no [sources] table: no live "
+                        "intensity is read, so nothing will be recorded")
         return None
     from agent.sources.manager import SourceManager
 
-    manager = SourceManager.from_config(table, cfg.green)
+    manager = SourceManager.from_config(table, cfg.green, recorder=recorder)
+    if recorder is not None and not manager.live:
+        log.warning("[agent.signal_log] path is set but [sources] has no live-intensity source "
+                    "(electricity_maps or grid_operator): nothing will be recorded")
     manager.start()
     return manager
+
+
+def start_signal_log(settings: AgentSettings, metrics: AgentMetrics) -> Any | None:
+    """The ``[agent.signal_log]`` recorder, started (None when ``path`` is unset)."""
+    cfg = settings.signal_log
+    if cfg.path is None:
+        return None
+    from agent.signal_recorder import ERROR_REASONS, ROW_KINDS, SignalRecorder
+
+    metrics.signal_log_on(ROW_KINDS, ERROR_REASONS)
+    recorder = SignalRecorder(cfg.path, int(cfg.max_mb * 1024 * 1024), metrics.count_signal_log)
+    recorder.start()
+    log.info("recording the live sources' intensity to the signal log %s", cfg.path)
+    return recorder
 
 
 class Agent:
@@ -123,11 +143,13 @@ class Agent:
         sources = None
         http: HttpReceiver | None = None
         self.signing = None
+        self.recorder = None
         try:
             from agent.signing import attach
 
             self.signing = attach(s, archive, self.metrics)  # [agent.signing]
-            sources = start_sources(self.cfg)
+            self.recorder = start_signal_log(s, self.metrics)  # [agent.signal_log]
+            sources = start_sources(self.cfg, self.recorder)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
             wal = WriteAheadLog(
                 s.archive_path / WAL_NAME,
@@ -168,6 +190,8 @@ class Agent:
                 self.signing.stop()
             if sources is not None:
                 sources.stop()
+            if self.recorder is not None:
+                self.recorder.stop()
             raise
         handler.ready = True
         self.metrics.ready.set(1)
@@ -229,6 +253,8 @@ class Agent:
             code = 1
         if sources is not None:
             sources.stop()
+        if self.recorder is not None:  # after the pollers: their last rows are written
+            self.recorder.stop()
         if self.signing is not None:  # after the archive's shutdown checkpoint was queued
             self.signing.stop()
         if code == 0:

@@ -81,6 +81,15 @@ class SigningSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalLogSettings:
+    """``[agent.signal_log]``: append the live sources' intensity values to a signal log
+    (``agent/signal_recorder.py``, docs/contracts.md "Recording signals"); off without ``path``."""
+
+    path: Path | None = None
+    max_mb: float = 256.0  # rotate to PATH.1 before the file passes this (MiB)
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSettings:
     """``[agent]``: ports, windows, limits."""
 
@@ -102,6 +111,7 @@ class AgentSettings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
     signing: SigningSettings = field(default_factory=SigningSettings)
+    signal_log: SignalLogSettings = field(default_factory=SignalLogSettings)
 
     @property
     def archive_path(self) -> Path:
@@ -110,11 +120,11 @@ class AgentSettings:
 
 
 _SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings,
-              "signing": SigningSettings}
+              "signing": SigningSettings, "signal_log": SignalLogSettings}
 _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
              "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections",
              "checkpoint_every", "witness_timeout_s", "http_request_timeout_s",
-             "http_idle_timeout_s"}
+             "http_idle_timeout_s", "max_mb"}
 
 
 def _origin(key: str, origin: str) -> str:
@@ -129,7 +139,7 @@ def _origin(key: str, origin: str) -> str:
 def _coerce(key: str, value: Any, default: Any, from_env: bool, origin: str = "toml") -> Any:
     """Check/convert one value to the type of its default; ConfigError names the key."""
     kind = type(default)
-    if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir", "wal_stall_file"):
+    if key.rsplit(".", 1)[-1] in ("token_file", "cert_file", "key_file", "dir", "wal_stall_file", "path"):
         kind = Path
     try:
         if kind is bool:

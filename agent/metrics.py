@@ -193,6 +193,16 @@ class AgentMetrics:
             "rejected (negative, non-finite, implausible), stalled (no rise while drawing power)",
             ["source", "event"], registry=r,
         )
+        # [agent.signal_log]: agent.signal_recorder (signal_log_on makes every child, so 0 shows)
+        self.signal_log_rows = Counter("carbonspan_signal_log_rows", "Signal-log rows appended, by "
+                                       "kind (observation, forecast)", ["kind"], registry=r)
+        self.signal_log_unchanged = Counter("carbonspan_signal_log_unchanged", "Rows read again by a "
+                                            "poll that the signal log already held (not appended)",
+                                            registry=r)
+        self.signal_log_errors = Counter("carbonspan_signal_log_errors", "Signal-log rows lost or "
+                                         "not made, by reason", ["reason"], registry=r)
+        self.signal_log_rotations = Counter("carbonspan_signal_log_rotations", "Times the signal log "
+                                            "reached max_mb and was renamed to PATH.1", registry=r)
         # [agent.signing]: agent.checkpoints and agent.witness_push
         self.checkpoints_written = Counter("carbonspan_checkpoints_written", "Signed checkpoints "
                                            "appended to checkpoints.log", registry=r)
@@ -205,6 +215,24 @@ class AgentMetrics:
         self.witness_failures = Counter("carbonspan_witness_failures", "Failed pushes to a "
                                         "witness, by reason", ["witness", "reason"], registry=r)
         self._lock = threading.Lock()
+
+    def signal_log_on(self, kinds: tuple[str, ...], reasons: tuple[str, ...]) -> None:
+        """With ``[agent.signal_log]``: every series exists from the start (at 0)."""
+        for kind in kinds:
+            self.signal_log_rows.labels(kind)
+        for reason in reasons:
+            self.signal_log_errors.labels(reason)
+
+    def count_signal_log(self, metric: str, label: str, n: int) -> None:
+        """``agent.signal_recorder``'s counts (``metric``: rows, unchanged, errors, rotations)."""
+        if metric == "rows":
+            self.signal_log_rows.labels(label).inc(n)
+        elif metric == "unchanged":
+            self.signal_log_unchanged.inc(n)
+        elif metric == "errors":
+            self.signal_log_errors.labels(label).inc(n)
+        elif metric == "rotations":
+            self.signal_log_rotations.inc(n)
 
     def set_gauge_functions(
         self, queue_depth: Callable[[], float], window_spans: Callable[[], float],

@@ -23,7 +23,9 @@ examples:
   sacct --json > sacct.json && carbonspan shadow run --contracts c.yaml --runs sacct.json --signal s.jsonl --log shadow.log
   carbonspan shadow report shadow.log --json
   carbonspan shadow report shadow.log --html report.html --record
+  carbonspan shadow run --contracts c.yaml --runs runs.jsonl --signal s.jsonl --archives /var/lib/carbonspan --log shadow.log
   carbonspan shadow signals --gb fw48h.json --fetched-at 2026-03-01T00:05:00Z --out signals.jsonl
+  carbonspan shadow signals --rte eco2mix.json --fetched-at 2026-03-01T00:20:00Z --region eu-west-3 --out signals.jsonl
   carbonspan shadow decide --contracts contracts.yaml --job nightly-search-reindex --at 2026-03-01T15:00:00Z --signal signals.jsonl
 
 Nothing moves in shadow mode: carbonspan records what it would have decided at each run's
@@ -60,6 +62,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--signal", required=True, type=Path, help="the signal log (JSON lines)")
     run.add_argument("--log", required=True, type=Path, help="the shadow log to write (a new file)")
     run.add_argument("--guards", type=Path, help="YAML of guard settings (default: the documented defaults)")
+    run.add_argument("--archives", type=Path, help="carbonspan archive root: energy per run for contracts with `service`")
     run.add_argument("--metrics", type=Path, help="also write the decision metrics as a Prometheus text file")
     run.set_defaults(func=cmd_run)
     rep = _action(sub, "report", "per job and in total: avoided kgCO2e estimated and measured, with ranges")
@@ -69,12 +72,13 @@ def register(subparsers: Any) -> None:
     rep.add_argument("--record", action="store_true", help="record the report as evidence in the placement audit log")
     rep.add_argument("--audit-log", type=Path, help="the placement audit log (default: placement's)")
     rep.set_defaults(func=cmd_report)
-    sg = _action(sub, "signals", "append saved GB grid operator or Electricity Maps answers to a signal log")
+    sg = _action(sub, "signals", "append saved GB grid operator, Electricity Maps or RTE answers to a signal log")
     src = sg.add_mutually_exclusive_group(required=True)
     src.add_argument("--gb", type=Path, help="a saved GB Carbon Intensity API answer (/intensity/..., fw48h)")
-    src.add_argument("--electricitymaps", type=Path, help="a saved Electricity Maps v3 history or forecast answer")
-    sg.add_argument("--fetched-at", help="with --gb: when the answer was fetched (RFC 3339); values were known then")
-    sg.add_argument("--region", help="the region to file the rows under (default: GB, or the answer's zone)")
+    src.add_argument("--electricitymaps", type=Path, help="a saved Electricity Maps v3 latest, history or forecast answer")
+    src.add_argument("--rte", type=Path, help="a saved RTE éCO2mix answer (ODRÉ eco2mix-national-tr records)")
+    sg.add_argument("--fetched-at", help="with --gb and --rte: when the answer was fetched (RFC 3339); values were known then")
+    sg.add_argument("--region", help="the region to file the rows under (default: GB, FR, or the answer's zone)")
     sg.add_argument("--out", required=True, type=Path, help="the signal log to append to")
     sg.set_defaults(func=cmd_signals)
     one = _action(sub, "decide", "one decision: start time, region, layer and reason code")
@@ -97,27 +101,34 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _digest(p: Path) -> str:
-    return "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+def _digest(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return "sha256:" + h.hexdigest()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from scheduling.archive_energy import ArchiveError, read_archives
     from scheduling.runs import read_runs
     from scheduling.shadow import shadow_events, write_log
+    from scheduling.signals import signal_files
 
     try:
         contracts = load_contracts(args.contracts)
         runs = read_runs(args.runs)
         sig = read_signal_log(args.signal)
         guards = load_guards(args.guards)
-        inputs = {k: _digest(p) for k, p in (("contracts", args.contracts), ("runs", args.runs), ("signal", args.signal))}
-        events = shadow_events(contracts, runs, sig, guards, inputs)
+        archives = read_archives(args.archives) if args.archives is not None else None
+        inputs = {"contracts": _digest(args.contracts), "runs": _digest(args.runs),
+                  "signal": _digest(*signal_files(args.signal))}
+        events = shadow_events(contracts, runs, sig, guards, inputs, archives)
         n = write_log(args.log, events)
         if args.metrics:
             from scheduling.contract_metrics import write
 
             write(args.metrics, [e["decision"] for e in events[1:]])
-    except (ContractError, SignalError, OSError, ValueError) as exc:
+    except (ContractError, SignalError, ArchiveError, OSError, ValueError) as exc:
         return _fail(str(exc))
     head = events[0]
     print(f"{n - 1} decisions for {len(runs.runs)} runs ({runs.format}) -> {args.log}")
@@ -125,6 +136,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"skipped {len(runs.skipped)} run(s): {runs.skipped[0]}{' ...' if len(runs.skipped) > 1 else ''}")
     if head["jobs_without_contract"]:
         print(f"no contract for: {', '.join(head['jobs_without_contract'])} (their runs are left out)")
+    energy = [e["energy"] for e in events[1:]]
+    from_archives = sum(1 for e in energy if e["source"] == "archives" and e["kwh"] is not None)
+    unmeasured = [e for e in energy if e["kwh"] is None]
+    if archives is not None:
+        print(f"energy from archives ({len(archives)} agent chain(s) verified): {from_archives} run(s)")
+    if unmeasured:
+        print(f"energy not measured for {len(unmeasured)} run(s), left out of the savings: {unmeasured[0]['reason']}")
     return 0
 
 
@@ -151,24 +169,33 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_signals(args: argparse.Namespace) -> int:
-    from scheduling.signal_import import from_electricitymaps, from_gb
     from scheduling.signals import parse_lines
+    from schema.signal_log import SignalLogWriter, encode
+    from schema.signal_sources import from_electricitymaps, from_gb, from_rte
 
     try:
-        if args.gb is not None:
+        if args.gb is not None or args.rte is not None:
+            flag = "--gb" if args.gb is not None else "--rte"
             if not args.fetched_at:
-                return _fail("--gb needs --fetched-at: the API gives no publication times")
-            rows, counts = from_gb(orjson.loads(args.gb.read_bytes()), to_ms(args.fetched_at, "--fetched-at"),
-                                   args.region or "GB")
+                return _fail(f"{flag} needs --fetched-at: the API gives no publication times")
+            fetched = to_ms(args.fetched_at, "--fetched-at")
+            if args.gb is not None:
+                rows, counts = from_gb(orjson.loads(args.gb.read_bytes()), fetched, args.region or "GB")
+            else:
+                rows, counts = from_rte(orjson.loads(args.rte.read_bytes()), fetched, args.region or "FR")
         else:
             rows, counts = from_electricitymaps(orjson.loads(args.electricitymaps.read_bytes()), args.region)
-        lines = [orjson.dumps(r) for r in rows]
-        parse_lines(lines, "the converted rows")  # every row must read back
-        with args.out.open("ab") as fh:
-            fh.write(b"".join(line + b"\n" for line in lines))
+        parse_lines([encode(r) for r in rows], "the converted rows")  # every row must read back
+        writer = SignalLogWriter(args.out)
+        try:
+            done = writer.append(rows)
+        finally:
+            writer.close()
     except (SignalError, OSError, ValueError) as exc:
         return _fail(str(exc))
-    print(f"appended {len(rows)} rows to {args.out}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(f"appended {done.observations + done.forecasts} rows to {args.out} ({done.unchanged} already in it"
+          f"{', rotated the old file to ' + args.out.name + '.1' if done.rotated else ''}): "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 

@@ -2,6 +2,10 @@
 node_exporter's textfile collector) by ``carbonspan shadow run --metrics`` and ``carbonspan run
 --metrics`` (docs/contracts.md, "Metrics"). Built from decision documents (``Decision.to_json``),
 so a file always says what its log says.
+
+The contract is the label ``contract``, not ``job``: Prometheus gives every scraped series
+the target label ``job`` (the scrape job) and, by default (``honor_labels: false``), renames a
+``job`` label of the scraped data to ``exported_job``, so a dashboard could not group by it.
 """
 
 from __future__ import annotations
@@ -16,16 +20,16 @@ DEFERRAL_BUCKETS = (0, 15, 30, 60, 120, 240, 480, 960)
 
 def registry(decisions: list[dict[str, Any]]) -> CollectorRegistry:
     reg = CollectorRegistry()
-    by = Counter("carbonspan_contract_decisions", "Decisions by job, deciding layer and reason code",
-                 ["job", "layer", "reason"], registry=reg)
+    by = Counter("carbonspan_contract_decisions", "Decisions by contract, deciding layer and reason code",
+                 ["contract", "layer", "reason"], registry=reg)
     deferral = Histogram("carbonspan_contract_deferral_minutes", "Recommended start minus decision time",
-                         ["job"], buckets=DEFERRAL_BUCKETS, registry=reg)
+                         ["contract"], buckets=DEFERRAL_BUCKETS, registry=reg)
     slack = Gauge("carbonspan_contract_deadline_slack_minutes", "Deadline minus the p95 finish of the "
-                  "latest decision", ["job"], registry=reg)
+                  "latest decision", ["contract"], registry=reg)
     stale = Gauge("carbonspan_contract_signal_staleness_minutes", "Age of the home region's latest "
                   "observation at the latest decision", ["region"], registry=reg)
     kill = Gauge("carbonspan_contract_kill_switch", "1 while the latest decision of a job was the kill "
-                 "switch (policy off, default schedule), else 0", ["job"], registry=reg)
+                 "switch (policy off, default schedule), else 0", ["contract"], registry=reg)
     for d in decisions:
         by.labels(d["job"], d["layer"], d["reason"]).inc()
         deferral.labels(d["job"]).observe(max(0.0, float(d["deferral_minutes"])))

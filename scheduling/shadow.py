@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 
 from scheduling import decide as decide_mod
+from scheduling.archive_energy import Chain, provenance, run_energy
 from scheduling.contracts import DAY_MS, MINUTE_MS, WorkloadContract
 from scheduling.decide import Decision, Guards, Ops, decide
 from scheduling.runs import Run, RunSet
@@ -85,15 +86,42 @@ def evaluate_run(c: WorkloadContract, run: Run, d: Decision, sig: SignalLog) -> 
     return out
 
 
+def run_energy_of(c: WorkloadContract, run: Run, archives: dict[str, Chain] | None) -> tuple[Run, dict[str, Any]]:
+    """The run's energy and where it came from: the run's own ``energy_kwh``, else the service's
+    energy in the archives over the run (contract ``service``, with ``archives``), else the
+    contract's ``energy_kwh``; else not measured (``kwh`` None, with the reason), never zero."""
+    if run.energy_kwh is not None:
+        return run, {"source": "run", "kwh": run.energy_kwh, "status": "measured"}
+    why = ""
+    if c.service is not None:
+        if archives is None:
+            why = (f"contract {c.name!r} takes its energy from the archives of service {c.service!r}; "
+                   "give --archives DIR")
+        else:
+            e = run_energy(archives, c.service, run.started, run.finished)
+            if e.kwh is not None:
+                return replace(run, energy_kwh=e.kwh), e.to_json(c.service)
+            if c.energy_kwh is None:
+                return run, e.to_json(c.service)
+            why = e.reason
+    if c.energy_kwh is not None:
+        doc: dict[str, Any] = {"source": "contract", "kwh": c.energy_kwh, "status": "declared"}
+        return run, {**doc, "archives": why} if why else doc
+    return run, {"source": "archives", "service": c.service, "kwh": None, "status": "not_measured", "reason": why}
+
+
 def shadow_events(contracts: dict[str, WorkloadContract], runs: RunSet, sig: SignalLog,
-                  guards: Guards | None = None, inputs: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The shadow log's events (pure: no clock, no files)."""
+                  guards: Guards | None = None, inputs: dict[str, str] | None = None,
+                  archives: dict[str, Chain] | None = None) -> list[dict[str, Any]]:
+    """The shadow log's events (pure: no clock, no files; ``archives`` already read)."""
     g = guards or Guards()
     order = sorted(runs.runs, key=lambda r: (r.submitted, r.job, r.run_id))
     unknown = sorted({r.job for r in order if r.job not in contracts})
     header = {"type": HEADER, "policy_identity": policy_identity(g), "guards": asdict(g),
               "signal_type": sig.signal_type, "runs_format": runs.format, "runs": len(order),
               "runs_skipped": runs.skipped, "jobs_without_contract": unknown, "inputs": inputs or {}}
+    if archives is not None:
+        header["archives"] = provenance(archives)
     events = [header]
     released: dict[tuple[str, int], int] = {}
     first: dict[str, int] = {}
@@ -103,6 +131,7 @@ def shadow_events(contracts: dict[str, WorkloadContract], runs: RunSet, sig: Sig
         if c is None:
             continue
         first.setdefault(run.job, run.submitted)
+        run, energy = run_energy_of(c, run, archives)
         d = decide(c, run.submitted, sig, _ops(run, order[:i], released, first[run.job]), g)
         slot = (d.region, d.start - d.start % step)
         released[slot] = released.get(slot, 0) + 1
@@ -111,7 +140,7 @@ def shadow_events(contracts: dict[str, WorkloadContract], runs: RunSet, sig: Sig
                        "decision": d.to_json(), "contract": {"energy_kwh": c.energy_kwh, "p50_minutes": c.runtime.p50_minutes,
                                                              "p95_minutes": c.runtime.p95_minutes,
                                                              "home_region": c.home_region},
-                       "evaluation": evaluate_run(c, run, d, sig)})
+                       "energy": energy, "evaluation": evaluate_run(c, run, d, sig)})
     return events
 
 

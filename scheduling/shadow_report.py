@@ -1,7 +1,9 @@
 """``carbonspan shadow report``: per job and in total, from a shadow log alone (docs/contracts.md,
 "Shadow report"). Savings are ranges, never a point claim, and only for runs it could measure.
 
-Per run (E: the run's ``energy_kwh``, else the contract's, banded ``[E, E x p95/p50]``):
+Per run (E: the run's ``energy_kwh`` (its own, or read from the archives of the contract's
+``service``), else the contract's, banded ``[E, E x p95/p50]``; a run with neither is not
+measured, estimated or measured, and listed with the reason):
 
 - estimated avoided (before the fact, forecasts as of the decision), per duration d in {p50, p95}:
   ``E x (F_actual - F_recommended) -/+ E x mape x (F_actual + F_recommended)``, ``mape`` the
@@ -26,11 +28,13 @@ from schema.chainlog import events as chain_events
 REAL_EVIDENCE_DAYS = 14
 
 
-def _band(ev: dict[str, Any]) -> tuple[float, float]:
+def _band(ev: dict[str, Any]) -> tuple[float, float] | None:
     c, e = ev["contract"], ev["run"].get("energy_kwh")
     if e is not None:
         return float(e), float(e)
-    base = float(c["energy_kwh"] or 0.0)
+    if c.get("energy_kwh") is None:
+        return None  # a service contract whose run the archives did not cover: never zero
+    base = float(c["energy_kwh"])
     return base, base * c["p95_minutes"] / c["p50_minutes"]
 
 
@@ -48,18 +52,19 @@ def forecast_mape(decisions: list[dict[str, Any]]) -> float | None:
 
 
 def run_figures(ev: dict[str, Any], mape: float) -> dict[str, Any]:
-    lo_e, hi_e = _band(ev)
+    band = _band(ev)
+    lo_e, hi_e = band or (0.0, 0.0)
     fc, ob = ev["evaluation"]["forecast"], ev["evaluation"]["observed"]
-    est = []
-    for d in ("p50", "p95"):
+    est: list[float] | None = [] if band is not None else None
+    meas: list[float] | None = [] if band is not None else None
+    for d in ("p50", "p95") if est is not None else ():
         fa, fr = fc[d]["actual"], fc[d]["recommended"]
         if fa is None or fr is None:
             est = None
             break
         for e in (lo_e, hi_e):
             est += [e * (fa - fr) - e * mape * (fa + fr), e * (fa - fr) + e * mape * (fa + fr)]
-    meas = []
-    for d in ("p50", "p95", "actual"):
+    for d in ("p50", "p95", "actual") if meas is not None else ():
         oa, orec = ob[d]["actual"], ob[d]["recommended"]
         if oa is None or orec is None:
             meas = None
@@ -83,6 +88,8 @@ def run_figures(ev: dict[str, Any], mape: float) -> dict[str, Any]:
         "vetoes": Counter(f"{v['layer']}/{v['reason']}" for v in dec["vetoes"]),
         "source": (dec["signal"].get("source"), dec["signal"].get("version")),
         "submitted": to_ms(run["submitted"], "submitted"),
+        "energy": ev.get("energy") or {},
+        "energy_not_measured": None if band is not None else (ev.get("energy") or {}).get("reason", "no energy"),
     }
 
 
@@ -107,6 +114,10 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "emissions_kgco2e_measured_runs": sum(r["actual_g"] for r in measured) / 1000,
         "runs_measured": len(measured), "coverage": len(measured) / len(rows) if rows else 0.0,
         "runs_not_measured": [r["run_id"] for r in rows if r["measured_g"] is None],
+        "runs_energy_not_measured": [{"run_id": r["run_id"], "reason": r["energy_not_measured"]}
+                                     for r in rows if r["energy_not_measured"] is not None],
+        "runs_energy_from_archives": sum(1 for r in rows if r["energy"].get("source") == "archives"
+                                         and r["energy"].get("kwh") is not None),
         "missing_intervals": [m for r in rows for m in r["missing"]],
         "runs_region_substituted": sum(r["region_substituted"] for r in rows),
         "deadline_risk": sum(r["deadline_risk"] for r in rows), "would_miss_deadline": sum(r["would_miss"] for r in rows),
@@ -151,6 +162,12 @@ def render_text(doc: dict[str, Any]) -> str:
                   f"  decisions {a['decisions']}", f"  vetoes {a['vetoes']}"]
         if a["missing_intervals"]:
             lines.append(f"  missing (excluded, never imputed): {len(a['missing_intervals'])} interval(s)")
+        if a["runs_energy_from_archives"]:
+            lines.append(f"  energy from archives: {a['runs_energy_from_archives']} run(s)")
+        for r in a["runs_energy_not_measured"][:5]:
+            lines.append(f"  energy not measured, run {r['run_id']}: {r['reason']}")
+        if len(a["runs_energy_not_measured"]) > 5:
+            lines.append(f"  ... and {len(a['runs_energy_not_measured']) - 5} more run(s) without energy")
     for s in doc["runs_skipped"]:
         lines.append(f"skipped: {s}")
     for j in doc["jobs_without_contract"]:

@@ -16,7 +16,6 @@ observations otherwise); observations through ``scheduling.carbon.CarbonTrace``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +23,12 @@ import numpy as np
 import orjson
 
 from scheduling.forecast import DAY_MS, Recorded
+from schema.signal_log import FIELDS, SignalLogError, check_row, iso, to_ms
 
-FIELDS = ("region", "start", "end", "value", "observed_at", "issued_at", "source", "signal_type", "version")
+__all__ = ["FIELDS", "Rows", "SignalError", "SignalLog", "iso", "parse_lines", "read_signal_log", "signal_files", "to_ms"]
 
-
-class SignalError(ValueError):
-    """A signal log line that cannot be used; the message names the line and field."""
-
-
-def to_ms(text: Any, where: str) -> int:
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return int(text)
-    try:
-        d = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        raise SignalError(f"{where}: {text!r} is not an RFC 3339 time") from None
-    if d.tzinfo is None:
-        raise SignalError(f"{where}: {text!r} has no UTC offset; write it with Z or +HH:MM")
-    return int(d.timestamp() * 1000)
-
-
-def iso(t_ms: int) -> str:
-    return datetime.fromtimestamp(t_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+#: the row format is ``schema.signal_log`` (shared with the agent, which writes the log)
+SignalError = SignalLogError
 
 
 @dataclass(frozen=True)
@@ -86,11 +69,13 @@ class SignalLog:
                          {r: v.take(v.known <= t_ms) for r, v in self.forecasts.items()}, self.signal_type)
 
     def latest(self, region: str) -> tuple[int, float, str, str] | None:
-        """(interval end, value, source, version) of the region's latest observation, or None."""
+        """(interval end, value, source, version) of the region's latest observation, or None.
+        Of several observations of that interval (a revised value), the last known."""
         rows = self.observed.get(region)
         if rows is None or rows.start.size == 0:
             return None
-        i = int(np.argmax(rows.end))
+        last = np.flatnonzero(rows.end == rows.end.max())
+        i = int(last[np.argmax(rows.known[last])])
         return int(rows.end[i]), float(rows.value[i]), str(rows.source[i]), str(rows.version[i])
 
     def forecast_issue(self, region: str, now_ms: int) -> str | None:
@@ -143,49 +128,45 @@ class SignalLog:
 
 
 def parse_lines(lines: list[bytes], where: str = "signal log") -> SignalLog:
+    return _parse([(f"{where}:{n}", raw) for n, raw in enumerate(lines, start=1)], where)
+
+
+def _parse(lines: list[tuple[str, bytes]], where: str) -> SignalLog:
     obs: dict[str, list[dict[str, Any]]] = {}
     fc: dict[str, list[dict[str, Any]]] = {}
     kinds = set()
-    for n, raw in enumerate(lines, start=1):
+    for at, raw in lines:
         if not raw.strip():
             continue
-        at = f"{where}:{n}"
         try:
             r = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise SignalError(f"{at}: not JSON: {exc}") from None
-        if not isinstance(r, dict):
-            raise SignalError(f"{at}: expected a JSON object with {', '.join(FIELDS)}")
-        for f in ("region", "start", "end", "value"):
-            if r.get(f) is None:
-                raise SignalError(f"{at}: field `{f}` is required")
-        v = r["value"]
-        if not isinstance(v, int | float) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
-            raise SignalError(f"{at}: field `value` {v!r} must be a finite number >= 0 (gCO2e/kWh); "
-                              "leave the interval out if it is unknown")
-        r["_start"], r["_end"] = to_ms(r["start"], f"{at} field `start`"), to_ms(r["end"], f"{at} field `end`")
-        if r["_end"] <= r["_start"]:
-            raise SignalError(f"{at}: field `end` must be after `start`")
-        if r.get("issued_at") is not None:
-            r["_known"] = to_ms(r["issued_at"], f"{at} field `issued_at`")
-            fc.setdefault(str(r["region"]), []).append(r)
-        else:
-            if r.get("observed_at") is None:
-                raise SignalError(f"{at}: field `observed_at` is required on an observation "
-                                  "(or give `issued_at` for a forecast)")
-            r["_known"] = to_ms(r["observed_at"], f"{at} field `observed_at`")
-            obs.setdefault(str(r["region"]), []).append(r)
-        kinds.add(str(r.get("signal_type") or "average"))
+        c = check_row(r, at)
+        r["_start"], r["_end"], r["_known"] = c.start, c.end, c.known
+        (fc if c.forecast else obs).setdefault(str(r["region"]), []).append(r)
+        kinds.add(c.signal_type)
     if len(kinds) > 1:
         raise SignalError(f"{where}: mixes signal types {sorted(kinds)}; keep average and marginal in separate logs")
     return SignalLog({k: _rows(v, "observed_at") for k, v in obs.items()},
                      {k: _rows(v, "issued_at") for k, v in fc.items()}, next(iter(kinds), "average"))
 
 
-def read_signal_log(path: str | Path) -> SignalLog:
+def signal_files(path: str | Path) -> list[Path]:
+    """The files of the log at ``path``: its rotated predecessor ``PATH.1`` first when there is
+    one (the agent's writer rotates there at its size bound, ``schema.signal_log``), then ``PATH``."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise SignalError(f"signal log {p}: cannot read: {exc.strerror}") from None
-    return parse_lines(data.splitlines(), p.name)
+    older = p.with_name(p.name + ".1")
+    return [older, p] if older.is_file() else [p]
+
+
+def read_signal_log(path: str | Path) -> SignalLog:
+    """The log at ``path``, with its rotated predecessor ``PATH.1`` when there is one."""
+    lines: list[tuple[str, bytes]] = []
+    for p in signal_files(path):
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise SignalError(f"signal log {p}: cannot read: {exc.strerror}") from None
+        lines += [(f"{p.name}:{n}", raw) for n, raw in enumerate(data.splitlines(), start=1)]
+    return _parse(lines, Path(path).name)

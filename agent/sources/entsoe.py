@@ -28,6 +28,11 @@ generation, B10, is left out of both sums). Rules, each a test:
   ends at that interval's end (so staleness counts from there). A minor type missing from
   that interval makes the reading ``estimated``; with no interval holding every major type,
   the latest interval is used, estimated.
+- **Signal log** (``[agent.signal_log]``): every interval of the answer in which every major
+  type is reported becomes an observation row (``schema.signal_log``; source ``entsoe-a75``,
+  known at the fetch), not only the latest: ENTSO-E often publishes several quarter hours at
+  once, and a log of only the latest would have gaps. A later answer that changes an
+  interval's value (a late minor type) adds a new observation of it.
 - An ``Acknowledgement_MarketDocument`` (e.g. 999 "No matching data found") is a
   ``SourceError`` with its reason; HTTP 401/403 a ``SourceAuthError`` saying to set the
   token. The token is never in an error message: the URL is shown with ``securityToken=***``.
@@ -55,9 +60,11 @@ from agent.sources.errors import (
     SourceHTTPError,
 )
 from agent.sources.http import http_get
+from agent.sources.liveutil import MAX_PLAUSIBLE_GCO2_KWH as MAX_PLAUSIBLE
 from agent.sources.liveutil import check_intensity, parse_time, read_secret
 from agent.sources.operators import OperatorReading
 from agent.sources.zones import DEFAULT_ZONES, zone_for
+from schema.signal_log import make_row
 
 ENTSOE_BASE_URL = "https://web-api.tp.entsoe.eu"
 LOOKBACK_S = 24 * 3600
@@ -65,6 +72,8 @@ MAX_XML_BYTES = 8 * 1024 * 1024  # a day of 15-minute values for 20 types is ~20
 MAJOR_SHARE = 0.01
 MAX_MW = 1e6
 STAT_KEYS = ("points_clamped", "points_refused", "series_consumption", "series_skipped")
+SIGNAL_SOURCE = "entsoe-a75"
+SIGNAL_VERSION = "A75-A16/ipcc-ar5-lifecycle"  # the document and the factors (entsoe_tables)
 
 _BY_EM_ZONE = {z.em_zone: z for z in BIDDING_ZONES}
 _BY_EIC = {z.eic: z for z in BIDDING_ZONES}
@@ -180,7 +189,7 @@ class EntsoE:
         if failure is None:
             counts = dict.fromkeys(STAT_KEYS, 0)
             try:
-                return parse_a75(body, where, (start, end), counts)
+                return parse_a75(body, where, (start, end), counts, now, zone)
             except SourceError as exc:
                 failure = exc
             finally:
@@ -296,9 +305,16 @@ def _segments(ts: ET.Element, psr: str, counts: dict[str, int]) -> list[Segment]
 
 
 def parse_a75(
-    body: bytes, where: str, window: tuple[int, int], counts: dict[str, int]
+    body: bytes,
+    where: str,
+    window: tuple[int, int],
+    counts: dict[str, int],
+    observed_s: float | None = None,
+    zone: str = "",
 ) -> OperatorReading:
-    """The reading of an A75 answer (see the module docstring); ``counts`` gets the counters."""
+    """The reading of an A75 answer (see the module docstring); ``counts`` gets the counters.
+    With ``observed_s`` (the fetch), the reading also carries a signal-log row per interval
+    in which every major type is reported (region ``zone``)."""
     root = _parse_xml(body, where)
     kind = _local(root.tag)
     if kind == "Acknowledgement_MarketDocument":
@@ -345,6 +361,20 @@ def parse_a75(
     megawatts = math.fsum(mix.values())
     if megawatts <= 0:
         raise SourceError(f"{where}: generation is 0 MW in the latest interval")
+    value = check_intensity(_intensity(mix), where)
+    rows = []
+    for t in complete if observed_s is not None else ():
+        cell = {p: cells[t] for p, cells in grid.items() if t in cells}
+        if math.fsum(cell.values()) <= 0:
+            continue
+        v = _intensity(cell)
+        if v <= MAX_PLAUSIBLE:
+            rows.append(make_row(zone, t * 1000, (t + step) * 1000, v, SIGNAL_SOURCE, SIGNAL_VERSION,
+                                 observed_ms=int(observed_s * 1000)))
+    return OperatorReading(value, float(chosen + step), not complete or len(mix) < len(grid), tuple(rows))
+
+
+def _intensity(mix: dict[str, float]) -> float:
+    """Σ MW × EF / Σ MW over one interval's mix (gCO2eq/kWh)."""
     grams = math.fsum(mw * (PRODUCTION_TYPES[p].gco2_kwh or 0.0) for p, mw in mix.items())
-    value = check_intensity(grams / megawatts, where)
-    return OperatorReading(value, float(chosen + step), not complete or len(mix) < len(grid))
+    return grams / math.fsum(mix.values())

@@ -38,7 +38,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 from agent.carbon.signals import LiveIntensity
 from agent.sources.config import ElectricityMapsConfig, GridOperatorConfig
@@ -60,6 +60,16 @@ from agent.sources.operators import (
     RteEco2mix,
 )
 from agent.sources.zones import zone_for
+from schema.signal_log import SignalLogError
+from schema.signal_sources import from_electricitymaps
+
+
+class Recorder(Protocol):
+    """Where a source's signal-log rows go (``agent.signal_recorder.SignalRecorder``)."""
+
+    def submit(self, rows: list[dict[str, Any]]) -> None: ...
+
+    def error(self, reason: str, n: int = 1, detail: str = "") -> None: ...
 
 __all__ = [
     "ESO_PERIOD_S",
@@ -96,6 +106,7 @@ class LiveSource:
         self._latest: dict[str, LiveIntensity] = {}
         self.stats: dict[str, int] = {}
         self.clock: Callable[[], float] = time.time  # the manager sets its own
+        self.recorder: Recorder | None = None  # the manager sets it with [agent.signal_log]
 
     def confirmed_at(self, period_end: float) -> float:
         """``taken_at`` of a value fetched now whose period ends at ``period_end``."""
@@ -105,23 +116,32 @@ class LiveSource:
         """Resolve secrets; raise ``ConfigError`` naming the source when one is missing."""
 
     def fetch(self, zone: str) -> LiveIntensity:
+        return self.read(zone)[0]
+
+    def read(self, zone: str) -> tuple[LiveIntensity, list[dict[str, Any]]]:
+        """The zone's reading, and (when recording) the answer's values as signal-log rows
+        filed under the zone."""
         raise NotImplementedError
 
     def poll(self) -> None:
-        """Fetch every zone once; keep what succeeded, then report what failed."""
+        """Fetch every zone once; keep what succeeded, record its rows, then report what failed."""
         errors: list[str] = []
+        rows: list[dict[str, Any]] = []
         for zone in sorted(set(self.region_zones.values())):
             try:
-                reading = self.fetch(zone)
+                reading, zone_rows = self.read(zone)
             except SourceAuthError:
                 raise
             except SourceError as exc:
                 errors.append(f"zone {zone}: {exc}")
                 continue
+            regions = sorted(r for r, z in self.region_zones.items() if z == zone)
             with self._lock:
-                for region, z in self.region_zones.items():
-                    if z == zone:
-                        self._latest[region] = reading
+                for region in regions:
+                    self._latest[region] = reading
+            rows += [{**row, "region": region} for region in regions for row in zone_rows]
+        if rows and self.recorder is not None:
+            self.recorder.submit(rows)
         if errors:
             raise SourceError("; ".join(errors))
 
@@ -160,7 +180,7 @@ class ElectricityMapsSource(LiveSource):
                 f"sources.electricity_maps {self.name}: no regions to poll; set `regions`"
             )
 
-    def fetch(self, zone: str) -> LiveIntensity:
+    def read(self, zone: str) -> tuple[LiveIntensity, list[dict[str, Any]]]:
         url = f"{self.cfg.base_url.rstrip('/')}/v3/carbon-intensity/latest?zone={urllib.parse.quote(zone)}"
         where = f"electricity_maps {self.name} zone {zone}"
         doc = parse_json(
@@ -168,12 +188,19 @@ class ElectricityMapsSource(LiveSource):
         )
         if not isinstance(doc, dict) or "carbonIntensity" not in doc:
             raise SourceError(f"{where}: no carbonIntensity in the answer")
-        return LiveIntensity(
+        reading = LiveIntensity(
             gco2_kwh=check_intensity(doc["carbonIntensity"], where),
             tag=self.tag,
             taken_at=self.confirmed_at(parse_time(doc.get("datetime"), where) + EM_PERIOD_S),
             estimated=bool(doc.get("isEstimated", False)),
         )
+        rows: list[dict[str, Any]] = []
+        if self.recorder is not None:
+            try:  # known when the agent read it: what a decision then could have used
+                rows = from_electricitymaps(doc, zone, fetched_ms=int(self.clock() * 1000))[0]
+            except SignalLogError as exc:
+                self.recorder.error("unreadable_answer", detail=f"{self.name}: {exc}")
+        return reading, rows
 
 
 #: ``[[sources.grid_operator]] operator`` -> the operator, built with the source's name and table.
@@ -206,12 +233,25 @@ class GridOperatorSource(LiveSource):
         if not self.region_zones:
             raise ConfigError(f"sources.grid_operator {self.name}: no regions to poll; set `regions`")
 
-    def fetch(self, zone: str) -> LiveIntensity:
-        reading = self.operator.fetch(self.base_url, zone, self.cfg.timeout_s, self.clock())
-        return LiveIntensity(
+    def read(self, zone: str) -> tuple[LiveIntensity, list[dict[str, Any]]]:
+        now = self.clock()
+        reading = self.operator.fetch(self.base_url, zone, self.cfg.timeout_s, now)
+        live = LiveIntensity(
             reading.gco2_kwh,
             self.tag,
             self.confirmed_at(reading.period_end),
             reading.estimated,
             self.max_age_s,
         )
+        if self.recorder is None:
+            return live, []
+        rows = list(reading.rows)
+        if reading.rows_error:
+            self.recorder.error("unreadable_answer", detail=f"{self.name}: {reading.rows_error}")
+        forecast = getattr(self.operator, "forecast", None)
+        if forecast is not None:
+            try:
+                rows += forecast(self.base_url, zone, self.cfg.timeout_s, now)
+            except SourceError as exc:  # the reading stands; the missing forecast is counted
+                self.recorder.error("forecast_unavailable", detail=f"{self.name}: {exc}")
+        return live, rows

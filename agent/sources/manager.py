@@ -36,7 +36,7 @@ from agent.sources.alumet import AlumetSource
 from agent.sources.config import ENERGY_KINDS, SourcesConfig, parse_sources
 from agent.sources.energy import STALE_INTERVALS, EnergySource
 from agent.sources.errors import ConfigError, SourceStartError
-from agent.sources.intensity import ElectricityMapsSource, GridOperatorSource, LiveSource
+from agent.sources.intensity import ElectricityMapsSource, GridOperatorSource, LiveSource, Recorder
 from agent.sources.kepler import KeplerSource
 from agent.sources.opcounter import OpCounter
 from agent.sources.redfish import RedfishSource
@@ -62,6 +62,7 @@ class SourceManager:
         ops: OpCounter | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        recorder: Recorder | None = None,
     ) -> None:
         self.config = config
         self.green = green or GreenConfig()
@@ -82,6 +83,7 @@ class SourceManager:
             self.live.insert(0, ElectricityMapsSource(em.name or "electricity_maps", em, regions))
         for lsrc in self.live:
             lsrc.clock = clock
+            lsrc.recorder = recorder  # [agent.signal_log]: the values they read, as signal-log rows
         self.energy.sort(key=lambda s: ENERGY_KINDS.index(s.kind))
         self.host_sources = self._host_sources()
         self._stop = threading.Event()
@@ -108,9 +110,10 @@ class SourceManager:
         sources_table: Mapping[str, Any] | None,
         green: GreenConfig | None = None,
         ops: OpCounter | None = None,
+        recorder: Recorder | None = None,
     ) -> SourceManager:
         """Parse ``[sources]`` and build the manager; ``ConfigError`` names the key that is wrong."""
-        return cls(parse_sources(sources_table), green, ops)
+        return cls(parse_sources(sources_table), green, ops, recorder=recorder)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self, first_poll_timeout_s: float | None = None) -> None:

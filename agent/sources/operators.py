@@ -16,13 +16,16 @@ operators, ``OPERATORS``, is in ``intensity.py``; ENTSO-E is in ``entsoe.py``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
-from typing import ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from agent.sources.config import GridOperatorConfig
 from agent.sources.errors import SourceError
 from agent.sources.http import http_get
 from agent.sources.liveutil import check_intensity, parse_json, parse_time
+from schema.signal_log import SignalLogError
+from schema.signal_sources import from_gb, from_rte
 
 ESO_PERIOD_S = 1800.0  # the GB ESO API's settlement periods are half hours
 ECO2MIX_PERIOD_S = 900.0  # éCO2mix real-time values are quarter-hourly
@@ -33,6 +36,19 @@ class OperatorReading(NamedTuple):
     gco2_kwh: float
     period_end: float  # unix seconds at which the period the value is for ends
     estimated: bool  # the operator marked it estimated, or carbonspan found it partial
+    #: the answer's values as signal-log rows (``schema.signal_log``, region = the zone), for
+    #: ``[agent.signal_log]``: what the operator published, not only the value the scorer uses
+    rows: tuple[dict[str, Any], ...] = ()
+    rows_error: str = ""  # why the answer gave no rows although it gave a reading (counted)
+
+
+def answer_rows(convert: Any, doc: Any, now: float, zone: str) -> tuple[tuple[dict[str, Any], ...], str]:
+    """``convert(doc, fetched_ms, zone)``'s rows, or none and why: the reading itself was
+    checked, and its record failing is counted (``unreadable_answer``), never a failed poll."""
+    try:
+        return tuple(convert(doc, int(now * 1000), zone)[0]), ""
+    except SignalLogError as exc:
+        return (), str(exc)
 
 
 class GridOperator(Protocol):
@@ -107,7 +123,20 @@ class GbEso(OneZoneOperator):
             ends = parse_time(period["to"], where)
         else:
             ends = parse_time(period.get("from"), where) + ESO_PERIOD_S
-        return OperatorReading(check_intensity(value, where), ends, actual is None)
+        rows, error = answer_rows(from_gb, {"data": [period]}, now, zone)  # the actual only:
+        return OperatorReading(check_intensity(value, where), ends, actual is None, rows, error)  # not a forecast
+
+    def forecast(self, base_url: str, zone: str, timeout_s: float, now: float) -> list[dict[str, Any]]:
+        """The 48 h forecast from now (``/intensity/{from}/fw48h``) as signal-log rows: forecasts
+        issued now for the half hours ahead, and the actuals the answer holds. Fetched only
+        when ``[agent.signal_log]`` records (one more request per poll)."""
+        url = f"{base_url.rstrip('/')}/intensity/{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime(now))}/fw48h"
+        where = f"grid_operator gb_eso ({url})"
+        doc = parse_json(http_get(url, timeout_s=timeout_s, headers={"Accept": "application/json"}), where)
+        try:
+            return from_gb(doc, int(now * 1000), zone)[0]
+        except SignalLogError as exc:
+            raise SourceError(f"{where}: {exc}") from None
 
 
 class RteEco2mix(OneZoneOperator):
@@ -136,4 +165,5 @@ class RteEco2mix(OneZoneOperator):
         value = check_intensity(record.get("taux_co2"), f"{where} taux_co2")
         start = parse_time(record.get("date_heure"), f"{where} date_heure")
         # real-time values, provisional until RTE consolidates them; not model estimates
-        return OperatorReading(value, start + ECO2MIX_PERIOD_S, False)
+        return OperatorReading(value, start + ECO2MIX_PERIOD_S, False,
+                               *answer_rows(from_rte, {"results": [record]}, now, zone))

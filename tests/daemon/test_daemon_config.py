@@ -160,7 +160,7 @@ def test_every_setting_has_a_carbonspan_environment_variable() -> None:
     expected: dict[str, object] = {}
     for key, default in _leaves(AgentSettings()):
         if key in ("tls_cert_file", "tls_key_file", "auth_token_file", "archive_dir",
-                   "signing_key_file", "archive_wal_stall_file"):
+                   "signing_key_file", "archive_wal_stall_file", "signal_log_path"):
             env[f"CARBONSPAN_{key.upper()}"] = f"/x/{key}"
             expected[key] = Path(f"/x/{key}")
             continue

@@ -1,5 +1,6 @@
 """The design's boundary (DESIGN.md, "The house"): the agent and the aggregator never import
-each other; both import schema, and schema imports neither. A reader of an archive (the
+each other; both import schema, and schema imports neither. The agent does not import
+``scheduling`` either: the signal log both write and read is ``schema.signal_log``. A reader of an archive (the
 aggregator, an auditor's copy of it) must not depend on the code that wrote it."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN = {"agent": {"aggregator"}, "aggregator": {"agent"}, "schema": {"agent", "aggregator", "placement"},
+FORBIDDEN = {"agent": {"aggregator", "scheduling"}, "aggregator": {"agent"},
+             "schema": {"agent", "aggregator", "placement", "scheduling"},
              "witness": {"agent", "aggregator", "placement", "admission", "scheduling"}}
 
 

@@ -213,13 +213,13 @@ def test_metrics_text_file_from_the_shadow_log(day) -> None:
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for fam in text_string_to_metric_families(prom.read_text()) for s in fam.samples}
     assert samples[("carbonspan_contract_decisions_total",
-                    (("job", "reindex"), ("layer", "soft_objective"), ("reason", "lowest_score")))] == 1
-    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("job", "reindex"), ("le", "60.0")))] == 0
-    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("job", "reindex"), ("le", "120.0")))] == 1
-    assert samples[("carbonspan_contract_deadline_slack_minutes", (("job", "reindex"),))] == 120
+                    (("contract", "reindex"), ("layer", "soft_objective"), ("reason", "lowest_score")))] == 1
+    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("contract", "reindex"), ("le", "60.0")))] == 0
+    assert samples[("carbonspan_contract_deferral_minutes_bucket", (("contract", "reindex"), ("le", "120.0")))] == 1
+    assert samples[("carbonspan_contract_deadline_slack_minutes", (("contract", "reindex"),))] == 120
     # at 01:00 the latest known interval is 00:30-00:45 (00:45-01:00 is known at 01:01): 15 minutes old
     assert samples[("carbonspan_contract_signal_staleness_minutes", (("region", "r1"),))] == 15
-    assert samples[("carbonspan_contract_kill_switch", (("job", "reindex"),))] == 0
+    assert samples[("carbonspan_contract_kill_switch", (("contract", "reindex"),))] == 0
 
 
 def test_signals_from_saved_gb_and_electricitymaps_answers(tmp_path: Path) -> None:
@@ -247,6 +247,19 @@ def test_signals_from_saved_gb_and_electricitymaps_answers(tmp_path: Path) -> No
     assert sig.latest("DE")[1:3] == (302.0, "electricitymaps")
     r = cli("shadow", "signals", "--gb", str(tmp_path / "gb.json"), "--out", str(out))
     assert r.returncode == 2 and "--fetched-at" in r.stderr
+    before = out.read_bytes()
+    r = cli("shadow", "signals", "--gb", str(tmp_path / "gb.json"), "--fetched-at", "2026-03-01T00:40:00Z", "--out", str(out))
+    assert r.returncode == 0 and "appended 0 rows" in r.stdout and "(2 already in it)" in r.stdout
+    assert out.read_bytes() == before  # the same answer imported twice adds nothing
+    rte = {"total_count": 2, "results": [{"date_heure": "2026-03-01T00:15:00+00:00", "taux_co2": 21},
+                                         {"date_heure": "2026-03-01T00:00:00+00:00", "taux_co2": 24}]}
+    (tmp_path / "rte.json").write_text(json.dumps(rte))
+    r = cli("shadow", "signals", "--rte", str(tmp_path / "rte.json"), "--fetched-at", "2026-03-01T00:35:00Z",
+            "--region", "eu-west-3", "--out", str(out))
+    assert r.returncode == 0 and "appended 2 rows" in r.stdout and "observations 2" in r.stdout, r.stderr
+    sig = parse_lines(out.read_bytes().splitlines())
+    assert sig.latest("eu-west-3") == (ms_of("2026-03-01T00:30:00Z"), 21.0, "rte-eco2mix",
+                                       "eco2mix-national-tr/taux_co2-direct")
 
 
 def ms_of(text: str) -> int:
