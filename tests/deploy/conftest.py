@@ -3,9 +3,15 @@
 ``kit`` parses every manifest; ``live`` is one real ``carbonspan agent`` process on 127.0.0.1
 (kernel-picked ports) started with the ConfigMap's carbonspan.toml (ports, bind, archive dir and
 window length overridden by flags) plus the ConfigMap's commented ``[sources]`` example pointed
-at a stand-in Electricity Maps API, fed through the SDK settings of deploy/otel-collector/*.env,
-and scraped once it has archived windows with spans. The agent process is the one every
-process-level test uses (``AgentProcess``, tests/_shared/agent_process.py).
+at a stand-in Electricity Maps API, with the signal log on (``CARBONSPAN_SIGNAL_LOG_PATH``), fed
+through the SDK settings of deploy/otel-collector/*.env, and scraped once it has archived
+windows with spans and recorded a signal. The agent process is the one every process-level
+test uses (``AgentProcess``, tests/_shared/agent_process.py).
+
+``contract_metrics`` is what the workload-contract commands really write with ``--metrics``
+(the Grafana row's source, through node_exporter's textfile collector): ``carbonspan run``
+deciding on the signal log that live agent wrote, and ``carbonspan shadow run`` over a day of
+runs and signals.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -144,6 +151,15 @@ class Live:
     metrics_text: str
     sample_labels: dict[str, set[str]]  # sample name -> label names seen on it
     acked_spans: int
+    signal_log: Path  # what the agent's [agent.signal_log] wrote
+
+
+def sample_labels(text: str) -> dict[str, set[str]]:
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels.setdefault(sample.name, set()).update(sample.labels)
+    return labels
 
 
 def scrape(agent: Any) -> str:
@@ -225,8 +241,9 @@ def live(kit: Kit, tmp_path_factory) -> Iterator[Live]:
     config = (kit.toml_text + "\n" + source
               + f'base_url = "http://127.0.0.1:{server.server_address[1]}"\n')
     root = tmp_path_factory.mktemp("live-archives")
+    signal_log = root.parent / "live-signals.jsonl"
     agent = AgentProcess(root, ["--bind", "127.0.0.1", "--window-seconds", "1"],
-                         {table[name]["api_key_env"]: "k"}, config)
+                         {table[name]["api_key_env"]: "k", "CARBONSPAN_SIGNAL_LOG_PATH": str(signal_log)}, config)
     try:
         agent.wait_ready(timeout=30)
         acked = _send_with_sdk_env(COLLECTOR / "sdk-grpc.env", agent, "checkout", 5)
@@ -237,17 +254,64 @@ def live(kit: Kit, tmp_path_factory) -> Iterator[Live]:
                  and agent.metric("carbonspan_windows_written_total") >= 1,
                  timeout=15, what="the spans to be archived")
         wait_for(lambda: agent.metric("carbonspan_source_up") >= 1
-                 and "carbonspan_source_signal_age_seconds{" in scrape(agent),
-                 timeout=15, what="the Electricity Maps source to report")
+                 and "carbonspan_source_signal_age_seconds{" in scrape(agent)
+                 and agent.metric("carbonspan_signal_log_rows_total", kind="observation") >= 1,
+                 timeout=15, what="the Electricity Maps source to report and its value to be recorded")
         text = scrape(agent)
-        labels: dict[str, set[str]] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                labels.setdefault(sample.name, set()).update(sample.labels)
-        yield Live(agent, text, labels, acked)
+        yield Live(agent, text, sample_labels(text), acked, signal_log)
     finally:
         if agent.proc.poll() is None:
             agent.proc.kill()
             agent.proc.wait(timeout=10)
         server.shutdown()
         server.server_close()
+
+
+CONTRACT = {"name": "nightly-reindex", "class": "flexible", "deadline": "06:00", "timezone": "UTC",
+            "max_deferral_minutes": 240, "runtime": {"p50_minutes": 30, "p95_minutes": 60}, "energy_kwh": 10,
+            "residency": [REGION], "home_region": REGION, "checkpoint": "required", "cancellation": "safe"}
+
+
+def _shadow_day(d: Path) -> tuple[Path, Path]:
+    """A day of 15-minute observations and a forecast for REGION, and one run at 01:00."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    rows = []
+    for i in range(32):
+        s, e = t0.timestamp() + (i - 4) * 900, t0.timestamp() + (i - 3) * 900
+        iso = [datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for x in (s, e, e + 60)]
+        value = 100.0 if 3 * 3600 <= s - t0.timestamp() < 3.5 * 3600 else 300.0
+        rows.append({"region": REGION, "start": iso[0], "end": iso[1], "value": value, "observed_at": iso[2],
+                     "source": "test", "signal_type": "average", "version": "v1"})
+        if s >= t0.timestamp():
+            rows.append({**rows[-1], "observed_at": None, "issued_at": "2026-03-01T00:50:00Z"})
+    sig = d / "shadow-signals.jsonl"
+    sig.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = d / "runs.jsonl"
+    runs.write_text(json.dumps({"job": CONTRACT["name"], "run_id": "a", "submitted": "2026-03-01T01:00:00Z",
+                                "started": "2026-03-01T01:00:00Z", "finished": "2026-03-01T01:30:00Z",
+                                "region": REGION}) + "\n")
+    return sig, runs
+
+
+@pytest.fixture(scope="session")
+def contract_metrics(live: Live, tmp_path_factory) -> dict[str, set[str]]:
+    """Sample name -> labels of the text files `carbonspan run --metrics` (on the live agent's
+    signal log) and `carbonspan shadow run --metrics` really write."""
+    d = tmp_path_factory.mktemp("contract-metrics")
+    contract = d / "contract.yaml"
+    contract.write_text(json.dumps({"workload_contract": CONTRACT}))
+    cli = [sys.executable, "-m", "carbonspan"]
+    run = subprocess.run([*cli, "run", "--contract", str(contract), "--signal", str(live.signal_log), "--log",
+                          str(d / "run.log"), "--metrics", str(d / "run.prom"), "--", sys.executable, "-c", "pass"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    sig, runs = _shadow_day(d)
+    shadow = subprocess.run([*cli, "shadow", "run", "--contracts", str(contract), "--runs", str(runs), "--signal",
+                             str(sig), "--log", str(d / "shadow.log"), "--metrics", str(d / "shadow.prom")],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert shadow.returncode == 0, shadow.stderr
+    labels: dict[str, set[str]] = {}
+    for prom in (d / "run.prom", d / "shadow.prom"):
+        for name, found in sample_labels(prom.read_text()).items():
+            labels.setdefault(name, set()).update(found)
+    return labels

@@ -1,5 +1,7 @@
 """deploy/grafana/carbonspan-dashboard.json: every metric and label its PromQL names is one a
-real agent exposes (after archiving windows with spans, with a [sources] table)."""
+real agent exposes (after archiving windows with spans, with a [sources] table and the signal
+log on), or, for the workload-contract row (``carbonspan_contract_*``), one that `carbonspan run
+--metrics` and `carbonspan shadow run --metrics` really write."""
 
 from __future__ import annotations
 
@@ -20,7 +22,15 @@ REQUIRED = {
     "carbonspan_wal_fsyncs_total", "carbonspan_windows_written_total",
     "carbonspan_last_window_end_seconds",
     "carbonspan_source_up", "carbonspan_source_signal_age_seconds",
+    "carbonspan_signal_log_rows_total", "carbonspan_signal_log_errors_total",
 }
+#: The workload-contract row (docs/contracts.md, "Metrics"): every metric the commands write.
+REQUIRED_CONTRACT = {
+    "carbonspan_contract_decisions_total", "carbonspan_contract_deferral_minutes_bucket",
+    "carbonspan_contract_deadline_slack_minutes", "carbonspan_contract_signal_staleness_minutes",
+    "carbonspan_contract_kill_switch",
+}
+CONTRACT_PREFIX = "carbonspan_contract_"
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _RANGE = re.compile(r"\[[^\]]*\]")
@@ -121,8 +131,7 @@ def test_the_dashboard_is_a_grafana_dashboard_on_a_prometheus_variable() -> None
             assert v["datasource"] == ref
 
 
-def test_every_metric_and_label_in_the_dashboard_is_exposed_by_a_real_agent(live) -> None:
-    exposed = live.sample_labels  # sample name -> label names, from the live /metrics
+def test_every_metric_and_label_in_the_dashboard_is_exposed_by_a_real_agent(live, contract_metrics) -> None:
     seen: set[str] = set()
     problems = []
     for where, expr, legend in queries(dashboard()):
@@ -131,8 +140,13 @@ def test_every_metric_and_label_in_the_dashboard_is_exposed_by_a_real_agent(live
         available = set(TARGET_LABELS)
         for name, labels in metrics.items():
             seen.add(name)
+            # sample name -> label names: the live agent's /metrics, or the contract commands' files
+            contract = name.startswith(CONTRACT_PREFIX)
+            exposed = contract_metrics if contract else live.sample_labels
             if name not in exposed:
-                problems.append(f"{where}: {name} is not a sample name of the agent's /metrics")
+                problems.append(f"{where}: {name} is not a sample name of "
+                                + ("the --metrics files of carbonspan run / shadow run" if contract
+                                   else "the agent's /metrics"))
                 continue
             available |= exposed[name]
             for label in labels - exposed[name] - TARGET_LABELS:
@@ -145,4 +159,18 @@ def test_every_metric_and_label_in_the_dashboard_is_exposed_by_a_real_agent(live
                 problems.append(f"{where}: legend {{{{{label}}}}} is aggregated away")
     assert problems == [], "\n".join(problems)
     assert REQUIRED <= seen, f"panels missing for {sorted(REQUIRED - seen)}"
+    assert REQUIRED_CONTRACT <= seen, f"contract panels missing for {sorted(REQUIRED_CONTRACT - seen)}"
+
+
+def test_the_contract_row_reads_only_the_contract_files_and_the_agent_rows_only_the_agent() -> None:
+    """The contract metrics come through node_exporter, whose `instance` is not an agent's: a
+    panel mixing them with agent metrics, or filtering them by the Agent variable, shows nothing."""
+    for where, expr, _ in queries(dashboard()):
+        names = set(parse_promql(expr)[0])
+        contract = {n for n in names if n.startswith(CONTRACT_PREFIX)}
+        assert not contract or contract == names, f"{where} mixes contract and agent metrics: {expr}"
+        if contract:
+            assert "$instance" not in expr, f"{where}: contract metrics are not the agent's; drop the $instance filter"
+            _, grouping = parse_promql(expr)
+            assert "job" not in grouping, f"{where}: `job` is the scrape job; the contract is the label `contract`"
 
