@@ -1,8 +1,16 @@
 """Aggregate throughput: local engine vs raw ``orjson.loads`` over the same lines; Dask speed-up.
 
-Generates 100,000 realistic sealed window lines (10 services each over four regions, one in
-ten a v1.0 line) as 4 agents x 25 rotated files in a temporary directory, then reports
-windows/s and MB/s. Target (issue 4): local engine >= 0.5 of the raw parse rate.
+The lines are the agent's own (``bench/agent_lines.py``: windows made by the agent's decode,
+score, merge and report code, replicated with fresh window times in the agent's 27-character
+format and re-sealed as the agent seals; a test holds their shape to a real agent process's
+lines). Two scenarios, each as 4 agents x 25 rotated files in a temporary directory:
+
+- ``10 services``: 30,000 windows (``BENCH_AGGREGATE_WINDOWS``), the same ten services in each;
+- ``1,000 services, changing``: 600 windows (``BENCH_AGGREGATE_WIDE_WINDOWS``), each a different
+  draw of about 1,000 services from 1,500 (the service set changes every window).
+
+Reported per scenario: windows/s and MB/s, the ratio to raw ``orjson.loads`` of the same bytes
+(target, issue 4: >= 0.5), and microseconds per line and per service entry.
 
 The two rates are measured interleaved, file by file (raw ``orjson.loads`` over the file's
 lines, already in memory, then the local engine's fold and merge of that file, which also
@@ -18,53 +26,21 @@ import os
 import tempfile
 import time
 import tracemalloc
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import orjson
 
-from aggregator import synth
 from aggregator.engines import fold_file, merge_next, run_dask, run_local
 from aggregator.files import discover
 from aggregator.fold import AggregateState
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
-from schema.chain import seal
+from bench.agent_lines import window_bodies, write_archive
 
-N_WINDOWS = int(os.environ.get("BENCH_AGGREGATE_WINDOWS", "100000"))
+N_WINDOWS = int(os.environ.get("BENCH_AGGREGATE_WINDOWS", "30000"))
+N_WIDE = int(os.environ.get("BENCH_AGGREGATE_WIDE_WINDOWS", "600"))
 AGENTS = 4
 FILES_PER_AGENT = 25
-FIRST = datetime(2026, 11, 1)  # one window a minute per agent from here; the period ends 2026-12-31
-
-
-def _generate(root: Path) -> int:
-    """Write the archive set; returns its size in bytes."""
-    templates = [
-        r if isinstance(r, dict) else r.model_dump(mode="json")
-        for r in synth.realistic(400, seed=11, v1_every=10)
-    ]
-    per_agent = N_WINDOWS // AGENTS
-    if per_agent > 61 * 1440:
-        raise SystemExit(f"BENCH_AGGREGATE_WINDOWS={N_WINDOWS}: at most {AGENTS * 61 * 1440:,} "
-                         "(one window a minute per agent inside the bench period)")
-    per_file = per_agent // FILES_PER_AGENT
-    size = 0
-    for a in range(AGENTS):
-        agent = f"agent-{a}"
-        (root / agent).mkdir(parents=True)
-        prev, seq = None, 0
-        for f in range(FILES_PER_AGENT):
-            out = bytearray()
-            for _ in range(per_file):
-                body = templates[(seq + a) % len(templates)]
-                body["window"]["start"] = (FIRST + timedelta(minutes=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
-                body["agent_id"] = agent
-                rec = seal(prev, seq, body["window"]["start"], "report", body)
-                out += orjson.dumps(rec) + b"\n"
-                prev, seq = rec["hash"], seq + 1
-            (root / agent / f"windows-20261130-{f:06d}.jsonl").write_bytes(out)
-            size += len(out)
-    return size
 
 
 def _interleaved(files, period: Period) -> tuple[AggregateState, dict[str, float]]:
@@ -98,30 +74,50 @@ def _memory(files, period: Period) -> None:
           f"folding all {len(files)} (grows with services, not lines)")
 
 
+def _ratios(name: str, files, period: Period, windows: int, size: int, entries: int):
+    """The interleaved measurement of one scenario, printed; returns the state and local wall s."""
+    runs = [_interleaved(files, period) for _ in range(3)]
+    state = runs[-1][0]
+    assert state.windows == windows, (state.windows, windows)
+    print(f"{name}: {windows:,} windows, {size / 1e6:.1f} MB in {len(files)} files, "
+          f"{entries / windows:,.0f} service entries per window")
+    for kind in ("wall", "cpu"):
+        ratios = sorted(s[f"raw_{kind}"] / s[f"local_{kind}"] for _, s in runs)
+        raw_s = min(s[f"raw_{kind}"] for _, s in runs)
+        best = min(s[f"local_{kind}"] for _, s in runs)
+        print(f"  raw orjson.loads ({kind}): {windows / raw_s:>10,.0f} windows/s  {size / raw_s / 1e6:7.1f} MB/s"
+              f"  {raw_s / windows * 1e6:8.1f} us/line")
+        print(f"  local engine ({kind}):     {windows / best:>10,.0f} windows/s  {size / best / 1e6:7.1f} MB/s"
+              f"  {best / windows * 1e6:8.1f} us/line  {best / entries * 1e6:6.2f} us/service entry  "
+              f"ratio {ratios[1]:.2f} of raw (median of 3 interleaved runs: "
+              f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.5)")
+    return state, min(s["local_wall"] for _, s in runs)
+
+
 def main() -> None:
     logging.getLogger("carbonspan.aggregate").setLevel(logging.ERROR)  # one fallback warning per file
     period = Period.parse("2026-11-01", "2026-12-31")
+    per_agent = max(N_WINDOWS, N_WIDE) // AGENTS
+    if per_agent > 61 * 1440:
+        raise SystemExit(f"at most {AGENTS * 61 * 1440:,} windows (one a minute per agent inside "
+                         "the bench period)")
     with tempfile.TemporaryDirectory(prefix="bench-aggregate-") as tmp:
-        root = Path(tmp)
         t0 = time.perf_counter()
-        size = _generate(root)
-        files = discover([str(root)])
-        print(f"generated {N_WINDOWS:,} windows, {size / 1e6:.1f} MB in {len(files)} files "
+        narrow, wide = window_bodies(10, 8), window_bodies(1000, 4, changing=True)
+        print(f"agent windows built by the agent's code: 8 of 10 services, 4 of ~1,000 "
               f"({time.perf_counter() - t0:.1f} s)")
-        runs = [_interleaved(files, period) for _ in range(3)]
-        state = runs[-1][0]
-        assert state.windows == N_WINDOWS, state.windows
+        results = {}
+        for name, bodies, count in (("10 services", narrow, N_WINDOWS),
+                                    ("1,000 services, changing", wide, N_WIDE)):
+            root = Path(tmp) / name.split()[0].replace(",", "")
+            size = write_archive(root, bodies, count, AGENTS, FILES_PER_AGENT)
+            files = discover([str(root)])
+            windows = (count // AGENTS) * AGENTS
+            per_line = [len(b["green_summary"]["per_service_energy_kwh"]) for b in bodies]
+            entries = sum(per_line[i % len(per_line)] for i in range(count // AGENTS)) * AGENTS
+            results[name] = (files, *_ratios(name, files, period, windows, size, entries))
+        files, state, local_wall = results["10 services"]
         local_bytes = report_bytes(build_report(state, period))
-        for kind in ("wall", "cpu"):
-            ratios = sorted(s[f"raw_{kind}"] / s[f"local_{kind}"] for _, s in runs)
-            raw_s = min(s[f"raw_{kind}"] for _, s in runs)
-            best = min(s[f"local_{kind}"] for _, s in runs)
-            raw = N_WINDOWS / raw_s
-            print(f"raw orjson.loads ({kind}): {raw:>10,.0f} windows/s  {size / raw_s / 1e6:7.1f} MB/s")
-            print(f"local engine ({kind}):     {N_WINDOWS / best:>10,.0f} windows/s  {size / best / 1e6:7.1f} MB/s  "
-                  f"ratio {ratios[1]:.2f} of raw (median of 3 interleaved runs: "
-                  f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.5)")
-        local_wall = min(s["local_wall"] for _, s in runs)
         _memory(files, period)
         from distributed import Client, LocalCluster
 
@@ -132,7 +128,7 @@ def main() -> None:
             dstate = run_dask(files, period, client=client)
             dask_s = time.perf_counter() - t0
         same = report_bytes(build_report(dstate, period)) == local_bytes
-        print(f"dask engine, 2 workers: {N_WINDOWS / dask_s:>8,.0f} windows/s  {size / dask_s / 1e6:7.1f} MB/s  "
+        print(f"dask engine, 2 workers (10 services): {state.windows / dask_s:>8,.0f} windows/s  "
               f"speed-up {local_wall / dask_s:.2f}x over local on {os.cpu_count()} cores; "
               f"report identical to local: {same}")
 
