@@ -336,11 +336,15 @@ class ArchiveWriter:
             if too_big or (self.rotate_daily and today > self._day):
                 self._close_current()
         if self._path is None:
-            self._counter += 1
-            self._day = max(today, self._day)  # a clock going back never breaks lexical order
-            self._path = self.directory / f"windows-{self._day}-{self._counter:06d}.jsonl"
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            self._size = 0
+            day = max(today, self._day)  # a clock going back never breaks lexical order
+            path = self.directory / f"windows-{day}-{self._counter + 1:06d}.jsonl"
+            # nothing changes until the file exists: when it cannot be made (a read-only or
+            # full directory) the next append tries the same name again. Naming it first left
+            # a path that was never created, reopened without O_CREAT at every retry (ENOENT),
+            # so the agent archived nothing more even once the directory was fixed
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._counter, self._day, self._path, self._fd, self._size = (
+                self._counter + 1, day, path, fd, 0)
             _fsync_dir(self.directory)
         if self._fd is None:
             self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)

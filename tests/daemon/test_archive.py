@@ -73,6 +73,40 @@ def test_rotation_by_size_keeps_lexical_order_and_chain(tmp_path: Path) -> None:
     assert findings == [] and count == 30
 
 
+def test_a_window_file_that_cannot_be_made_is_tried_again_under_its_name(tmp_path: Path) -> None:
+    """Rotation into a directory where the next file cannot be made (read-only or full; here a
+    directory squats its name: EISDIR) fails that append only; once the cause is gone the next
+    append makes the file, and the counter has no gap. Before, the writer kept the path it had
+    named and reopened it without O_CREAT at every retry (ENOENT) until the agent restarted
+    (found by ``python -m bench.diskfault``, fault ``archive_readonly``)."""
+    w = ArchiveWriter(tmp_path, max_size_mb=0.001)
+    w.open()
+    w.append(_report(0))
+    first = w.current_path
+    assert first is not None and first.name.endswith("-000001.jsonl")
+    squat = first.with_name(first.name.replace("-000001.", "-000002."))
+    squat.mkdir()
+    written = 1
+    for i in range(1, 20):  # bounded: ~1 KiB files rotate within a few lines
+        try:
+            w.append(_report(i))
+        except IsADirectoryError:
+            break
+        written += 1
+    else:
+        pytest.fail("the writer never rotated")
+    with pytest.raises(IsADirectoryError):
+        w.append(_report(written))  # still failing, and still the same name
+    squat.rmdir()
+    w.append(_report(written))
+    w.close()
+    assert [f.name for f in window_files(tmp_path)] == [first.name, squat.name]
+    recs = read_records(tmp_path)
+    findings, _, count = verify_chain(recs)
+    assert findings == [] and count == written + 1
+    assert [r["seq"] for _, r in recs] == list(range(written + 1))
+
+
 def test_gzip_of_closed_files(tmp_path: Path) -> None:
     w = _write(tmp_path, 20, max_size_mb=0.001, compress=True)
     w.close()
