@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -144,12 +145,15 @@ class ExportHandler:
     def is_ready(self) -> bool:
         """Ready: recovered, not draining, the WAL can still make acknowledgements true, and no
         commit has waited STALL_READY_S or more (a stalled disk acknowledges nothing: the
-        load balancer should send the traffic elsewhere, and new exports get "unavailable")."""
+        load balancer should send the traffic elsewhere, and new exports get "unavailable"),
+        and the last window close was archived (a chain directory that cannot be written
+        leaves every span in the WAL, which then grows until the archive is writable again)."""
         return (
             self.ready
             and not self.pipeline.draining
             and not self.pipeline.wal.failed
             and self.pipeline.stalled_s < STALL_READY_S
+            and self.pipeline.archive_failing is None
         )
 
     def is_alive(self) -> bool:
@@ -170,6 +174,12 @@ class ExportHandler:
         if stalled >= STALL_READY_S:
             return (f"stalled: a write-ahead-log commit has waited {stalled:.1f} s (is the disk "
                     "frozen?)")
+        failing = self.pipeline.archive_failing
+        if failing is not None:
+            return (f"failing to archive its windows for {time.monotonic() - failing[0]:.0f} s "
+                    f"({failing[1]}); acknowledged spans are kept in the write-ahead log, which "
+                    "grows until a window line can be written: fix the archive directory (space, "
+                    "permissions; see the agent's log)")
         return "ready" if self.ready else "starting"
 
     def authorized(self, header: str | None) -> bool:

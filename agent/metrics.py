@@ -55,6 +55,12 @@ class AgentMetrics:
         self.archive_bytes = Counter(
             "carbonspan_archive_bytes", "Bytes appended to window files", registry=r
         )
+        self.archive_write_errors = Counter(
+            "carbonspan_archive_write_errors",
+            "Window closes whose line could not be archived (the window stays open, its spans "
+            "safe in the WAL, and is tried again); /readyz is 503 until one succeeds",
+            registry=r,
+        )
         self.wal_fsyncs = Counter(
             "carbonspan_wal_fsyncs", "Group commits (one fdatasync each) of the WAL", registry=r
         )

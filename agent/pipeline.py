@@ -137,6 +137,9 @@ class Pipeline:
         self._window = self._new_window(now_ns())
         self._archived_end_ns: int | None = None  # window.end of the archive head
         self._clock_warned = False
+        # the last window close that could not be archived: (monotonic time of the first
+        # failure in a row, what failed); None once a line is archived again
+        self.archive_failing: tuple[float, str] | None = None
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_WINDOWS)  # for GET /
@@ -357,13 +360,17 @@ class Pipeline:
         try:
             report = self.scoring.report(w.partial, w.start_ns, end_ns, w.counters)
             record = self.archive.append(report, utc_rfc3339())
-        except Exception:
+        except Exception as exc:
             self._window = w  # keep the spans (they are still in the WAL) and retry later
+            since = self.archive_failing[0] if self.archive_failing else time.monotonic()
+            self.archive_failing = (since, f"{type(exc).__name__}: {exc}"[:300])
+            self.metrics.archive_write_errors.inc()
             log.exception(
                 "could not archive the window started %s; will retry", utc_rfc3339(w.start_ns)
             )
             raise
         self._archived_end_ns = end_ns
+        self.archive_failing = None
         self.recent.append(report)
         self._window.seq = record["seq"] + 1
         log.info("archived window seq=%d spans=%d (%s)", record["seq"], w.spans, reason)

@@ -269,13 +269,18 @@ class Campaign:
         try:
             if _until(lambda: agent.logged("could not archive the window"), 10):
                 run.seen.append("window close failed")
-            run.seen.append(f"/readyz {agent.probe('/readyz')}")
+            if _until(lambda: agent.probe("/readyz") == 503, 5):
+                run.seen.append("/readyz 503 while the archive fails")
+            else:
+                run.seen.append(f"/readyz {agent.probe('/readyz')}")
             self.hold(1.0, 3.0)
         finally:
             chain.chmod(0o755)
         files = len(list(chain.glob("windows-*.jsonl")))
         if _until(lambda: len(list(chain.glob("windows-*.jsonl"))) > files, 20):
             run.seen.append("archived again by the retry")
+        if _until(lambda: agent.probe("/readyz") == 200, 20):
+            run.seen.append("then /readyz 200")
         clients.up.clear()
         run.ended(agent.stop(), {0})
 

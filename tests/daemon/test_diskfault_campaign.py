@@ -31,6 +31,18 @@ def test_a_short_campaign_loses_no_acknowledged_span() -> None:
     assert run.stdout.splitlines()[-1].endswith("acknowledged lost: 0 -> OK")
 
 
+def test_an_archive_that_cannot_be_written_turns_readiness_off_until_it_can() -> None:
+    """The chain directory turns read-only: window lines cannot be written, so every span
+    stays in the WAL; /readyz says so (503, exports refused as retryable) instead of 200 while
+    the log grows, and is 200 again once a line is archived. Nothing acknowledged is lost."""
+    run = _campaign("--faults", "archive_readonly", "--scale", "0.3", "--seed", "2")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "window close failed" in run.stdout
+    assert "/readyz 503 while the archive fails" in run.stdout, run.stdout
+    assert "archived again by the retry" in run.stdout and "then /readyz 200" in run.stdout
+    assert run.stdout.splitlines()[-1].endswith("acknowledged lost: 0 -> OK")
+
+
 def test_an_unknown_fault_is_refused_with_the_list() -> None:
     run = _campaign("--faults", "wal_ful")
     assert run.returncode == 2
