@@ -32,7 +32,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 4
+#define FOLD_VERSION 5
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -169,7 +169,7 @@ enum {
     S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
     S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
     S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START, S_PER_ENDPOINT, S_SERVICE, S_ENERGY_MODEL,
-    S_MODEL, S_UNKNOWN, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS, S_END,
+    S_MODEL, S_UNKNOWN, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS, S_END, S_MEASURED_MAP,
     /* attributes of the state and its layout */
     A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
     A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
@@ -185,6 +185,7 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
     "region", "io_ops", "co2_gco2", "start", "per_endpoint_io_ops", "service", "energy_model",
     "model", "unknown", "root_spans", "energy_without_carbon_kwh", "status", "end",
+    "per_service_measured_ratio",
     "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
     "runtime_windows", "models", "rejected_models", "tally", "energy",
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
@@ -503,12 +504,38 @@ typedef struct {
     PyObject *layout, *key, *targets;     /* owned: state._last_layout, ._last_key, layout.targets */
 } Plain;
 
+/* A per_service_measured_ratio map with nothing to add: absent, null, or a dict whose values
+ * are all an exact 0 (float or int). Any other map is folded by the general path, which adds
+ * each service's measured energy (energy x ratio) and sanitises the ratios (FOLD_VERSION 5). */
+static int no_measured(PyObject *m) {
+    if (m == NULL || m == Py_None)
+        return 1;
+    if (!PyDict_CheckExact(m))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(m, &pos, &k, &v)) {
+        if (PyFloat_CheckExact(v)) {
+            if (PyFloat_AS_DOUBLE(v) != 0.0)
+                return 0;
+        } else {
+            int overflow = 0;
+            if (!PyLong_CheckExact(v) || PyLong_AsLongLongAndOverflow(v, &overflow) != 0 || overflow)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* 1: a plain runtime line of the previous window's layout (p filled); 0: decline; -1: error. */
 static int check_plain(PyObject *state, PyObject *gs, Plain *p) {
     PyObject *carbon = get(gs, S_CARBON_MAP), *requests = get(gs, S_REQUESTS_MAP);
     PyObject *regmap = get(gs, S_REGION_MAP), *models = get(gs, S_MODEL_MAP);
+    PyObject *measured = get(gs, S_MEASURED_MAP);
     if (PyErr_Occurred())
         return -1;
+    if (!no_measured(measured))
+        return 0;
     if (!PyDict_CheckExact(p->energy) || PyDict_GET_SIZE(p->energy) == 0 || carbon == NULL
         || !PyDict_CheckExact(carbon) || (requests && !PyDict_CheckExact(requests))
         || (regmap && !PyDict_CheckExact(regmap)) || (models && !PyDict_CheckExact(models)))

@@ -33,9 +33,11 @@ else:  # no C build: the same fields as Python slots
             self.rows = 0
 
 
-def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int) -> ServiceAcc:
+def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int,
+                 measured: float = 0.0) -> ServiceAcc:
     acc = ServiceAcc(region)
     acc.models, acc.energy, acc.carbon, acc.requests, acc.windows = models, energy, carbon, requests, windows
+    acc.measured = measured
     return acc
 
 
@@ -47,17 +49,20 @@ def _region_acc(fixed: tuple, energy: float, carbon: float, io_ops: int, rows: i
 
 class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
     """Running totals of one service (or of the ``_unattributed`` bucket): energy (kWh),
-    carbon (kg), requests, windows from the base; the first known region and the tags here."""
+    carbon (kg), requests, windows from the base; the first known region, the tags and the
+    measured energy (kWh: Σ window energy x the line's per_service_measured_ratio) here."""
 
-    __slots__ = ("region", "models")
+    __slots__ = ("region", "models", "measured")
 
     def __init__(self, region: str) -> None:
         super().__init__()
         self.region = region
         self.models: dict[str, None] = {}
+        self.measured = 0.0
 
     def __reduce__(self) -> tuple:  # the C fields are not slots: pickle (Dask) names them
-        return _service_acc, (self.region, self.models, self.energy, self.carbon, self.requests, self.windows)
+        return _service_acc, (self.region, self.models, self.energy, self.carbon, self.requests, self.windows,
+                              self.measured)
 
     def add(self, other: ServiceAcc, models: dict[str, int]) -> None:
         if self.region == "unknown":
@@ -66,6 +71,7 @@ class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
         self.carbon += other.carbon
         self.requests += other.requests
         self.windows += other.windows
+        self.measured += other.measured
         for tag in other.models:
             if tag in models:
                 self.models[tag] = None

@@ -50,6 +50,7 @@ MAX_ENERGY_MODELS = 64
 MAX_REGIONS = 1024
 MAX_SAMPLES = 100
 MAX_LAYOUTS = 4096
+_UNCOUNTED = Tally()  # a sink: a value sanitised a second time is counted once, where it is added
 
 
 @dataclass
@@ -258,9 +259,23 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
             app_energy, app_carbon, app_requests = self._credit_mixed(layout, w)
         if layout.unknown:
             layout.unknown = self._upgrade_regions(layout, w)
+        if w.measured is not None:
+            self._credit_measured(layout, w)
         self.energy += app_energy + w.host_energy
         self.operational_kg += app_carbon
         self.requests += app_requests if app_requests else w.traces
+
+    def _credit_measured(self, layout: _Layout, w: Window) -> None:
+        """Each service's measured energy: its energy in the window x its measured ratio (the
+        energies as credited: a raw value is sanitised again, uncounted, as _credit_raw did)."""
+        ratios = w.measured or {}
+        for name, acc, e in zip(w.names or (), layout.targets, w.energies, strict=False):
+            r = ratios.get(name)
+            if r is None or acc is None:
+                continue
+            if type(e) is not float or not 0.0 <= e <= MAX_FIGURE:
+                e = clean_float(e, _UNCOUNTED)
+            acc.measured += e * r
 
     def _credit_raw(self, layout: _Layout, energies: Iterable, carbons: Iterable,
                     requests: Iterable | None) -> tuple[float, float, int]:

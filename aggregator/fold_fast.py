@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
 
 #: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
-FOLD_VERSION = 4
+FOLD_VERSION = 5
 
 
 def _c_fold() -> ModuleType | None:
@@ -99,6 +99,16 @@ def clean_figures(report: dict, gs: dict) -> Figures | None:  # noqa: C901 - one
                    root, without)
 
 
+def no_measured(ratios: object) -> bool:
+    """A ``per_service_measured_ratio`` map with nothing to add (absent, null, or every value an
+    exact 0): any other goes to the general path, which adds measured energy (energy x ratio)."""
+    if ratios is None:
+        return True
+    if type(ratios) is not dict:
+        return False
+    return all((type(v) is float or type(v) is int) and v == 0 for v in ratios.values())
+
+
 def finish_window(state: Any, start: float, f: Figures, meta: object, line_hash: object) -> str:
     """The additions both fast paths end a recognised window with, in process_window's order;
     returns the line's hash (``""`` when unusable, as on the general path)."""
@@ -144,6 +154,8 @@ class PlainRuntime:
             return None
         names = tuple(energy)
         if tuple(carbon) != names or requests and tuple(requests) != names:
+            return None
+        if not no_measured(gs.get("per_service_measured_ratio")):
             return None
         tags = tuple(models.values()) if tuple(models) == names else tuple(models.get(n) for n in names)
         layout, last = self._last_layout, self._last_key  # last = (names, tags, host names)

@@ -117,6 +117,7 @@ class Window:
     one_sided: bool = False  # only one per-service map is non-empty: the proxy path folds it
     root_spans: int | None = None  # window.root_spans (None: not recorded)
     energy_without_carbon: float | None = None  # green_summary.energy_without_carbon_kwh (None: absent)
+    measured: dict[str, float] | None = None  # runtime path: per_service_measured_ratio, non-zero ones
 
 
 _EMPTY: dict = {}
@@ -330,4 +331,27 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     _runtime_maps(gs, w, tally)
     if w.names is None:
         w.io_split = _io_split(report, tally)
+    elif "per_service_measured_ratio" in gs:
+        w.measured = measured_ratios(gs["per_service_measured_ratio"], tally)
     return w
+
+
+def measured_ratios(raw: object, tally: Tally) -> dict[str, float] | None:
+    """The non-zero ratios of a runtime line's ``per_service_measured_ratio`` (each 0..1: the
+    share of the service's I/O spans a meter measured), or None when none. A ratio that is not
+    a number is missing (counted), one outside [0, 1] or NaN is sanitised to 0 (counted); a map
+    that is not an object counts one missing value."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        tally.missing += 1
+        return None
+    out = {}
+    for name, value in raw.items():
+        if type(value) is not float and type(value) is not int:
+            tally.missing += 1
+        elif not 0.0 <= value <= 1.0:
+            tally.sanitised += 1
+        elif value:
+            out[name] = float(value)
+    return out or None

@@ -33,6 +33,19 @@ def column_format(values: list[float], units: tuple[str, str, str]):
     return lambda v: f"{v * scale:,.3f} {name}"
 
 
+def per_request_format(values: list[float | None]):
+    """One unit (g, mg or µg of CO2e per request) for a whole column, by its largest value;
+    None (no requests) prints "-"."""
+    top = max((v for v in values if v is not None), default=0.0)
+    scale, name = (1.0, "g") if top >= 1.0 else (1e3, "mg") if top >= 1e-3 else (1e6, "\u00b5g")
+    return lambda v: "-" if v is None else f"{v * scale:,.3f} {name}"
+
+
+def fmt_share(share: float | None) -> str:
+    """The measured share of a service's energy; "-" without energy."""
+    return "-" if share is None else f"{share:.0%}"
+
+
 def fmt_kg(kg: float) -> str:
     return _scaled(kg, ("g", "kg", "t"))
 
@@ -116,24 +129,44 @@ def temporal_line(report: DisclosureReport) -> str:
             + (f" ({agents})" if agents else ""))
 
 
-def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS) -> Table:
-    """The summary; ``max_rows`` caps the rows on a terminal (``None``: every service). Names
-    wrap (fold), never cut."""
+#: Columns a narrow terminal drops first (never the names or a figure cut in two).
+NARROW_DROPS = ("model", "region")
+
+
+def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, drop: tuple[str, ...] = (),
+                  two_line_headers: bool = True) -> Table:
+    """The summary; ``max_rows`` caps the rows on a terminal (``None``: every service); the
+    columns named in ``drop`` are left out (a narrow terminal); headers on one line each unless
+    ``two_line_headers``. Names wrap (fold), never cut; figures never wrap (a unit alone on a
+    line reads as another figure)."""
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
-    for column, justify in (("service", "left"), ("region", "left"), ("energy", "right"),
-                            ("carbon", "right"), ("share of total carbon", "right"), ("requests", "right"),
-                            ("model", "left")):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
     shown = report.applications if max_rows is None else report.applications[:max_rows]
     kwh = column_format([a.energy_kwh for a in shown], ("Wh", "kWh", "MWh"))
     kg = column_format([a.carbon_kgco2eq for a in shown], ("g", "kg", "t"))
+    op = per_request_format([a.operational_gco2e_per_request for a in shown])
+    sci = per_request_format([a.sci_gco2e_per_request for a in shown])
+    columns = [  # (name, header, justify, cell)
+        ("service", "service", "left", lambda a: a.service_name),
+        ("region", "region", "left", lambda a: a.region),
+        ("energy", "energy", "right", lambda a: kwh(a.energy_kwh)),
+        ("carbon", "carbon", "right", lambda a: kg(a.carbon_kgco2eq)),
+        ("share", "share of\ntotal carbon", "right", lambda a: f"{a.share_of_total:.1%}"),
+        ("requests", "requests", "right", lambda a: f"{a.requests:,}"),
+        ("per_request", "CO2e per\nrequest", "right", lambda a: op(a.operational_gco2e_per_request)),
+        ("sci", "SCI per\nrequest", "right", lambda a: sci(a.sci_gco2e_per_request)),
+        ("measured", "measured\nenergy", "right", lambda a: fmt_share(a.measured_share)),
+        ("model", "model", "left", lambda a: a.energy_model),
+    ]
+    columns = [c for c in columns if c[0] not in drop]
+    for name, header, justify, _ in columns:
+        table.add_column(header if two_line_headers else header.replace("\n", " "), justify=justify, overflow="fold",  # type: ignore[arg-type]
+                         no_wrap=justify == "right", min_width=12 if name == "service" else None)
     for app in shown:
-        table.add_row(app.service_name, app.region, kwh(app.energy_kwh), kg(app.carbon_kgco2eq),
-                      f"{app.share_of_total:.1%}", f"{app.requests:,}", app.energy_model)
+        table.add_row(*(cell(app) for *_, cell in columns))
     hidden = len(report.applications) - len(shown)
     if hidden > 0:
-        table.add_row(f"... {hidden} more", "", "", "", "", "", "")
+        table.add_row(f"... {hidden} more", *([""] * (len(columns) - 1)))
     table.caption = (
         f"total {fmt_kwh(agg.total_energy_kwh)}, {with_band(agg.total_carbon_kgco2eq)} CO2e over "
         f"{agg.windows:,} windows; {temporal_line(report)}; attributed by the agent {agg.period_coverage:.1%} "
@@ -142,7 +175,12 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS) -> 
         f"dropped service entries {agg.dropped_services:,}"
         + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
         + "\n" + breakdown(report)
+        + "\ncarbon: operational; CO2e per request: operational; SCI per request: (operational + embodied "
+        "allocated by requests) / requests; measured energy: the share of the service's energy a meter measured "
+        "(the rest is modelled)"
         + ("\n" + scope2_line(report) if report.aggregate.scope2 is not None else "")
+        + (f"\ncolumns left out to fit this terminal: {', '.join(drop)} (every column: a wider terminal, "
+           "--format csv, or --csv DIR)" if drop else "")
         + "".join(f"\nWARNING: {w}" for w in warnings(report))
     )
     return table
@@ -157,9 +195,41 @@ def print_summary(report: DisclosureReport, console: Console | None = None) -> N
     every service, laid out wide enough that no name is wrapped or cut."""
     console = console or Console()
     if console.is_terminal:
-        console.print(summary_table(report))
+        table, width = fitting_table(report, console)
+        if width is None:
+            console.print(table)
+            return
+        narrow = console.width  # too narrow even then: lay it out wider, the terminal wraps it
+        console.width = width
+        try:
+            console.print(table)
+        finally:
+            console.width = narrow
         return
-    table = summary_table(report, max_rows=None)
+    table = summary_table(report, max_rows=None, two_line_headers=False)
     longest = max((len(a.service_name) for a in report.applications), default=0)
     console.width = max(console.width, min(PLAIN_WIDTH, longest + 160))
     console.print(table)
+
+
+def needed_width(table: Table) -> int:
+    """The width ``table`` needs to show every figure whole (figure columns never wrap) with at
+    least 12 characters for a name or a region: its cells' widths, plus padding and rules."""
+    total = 1
+    for column in table.columns:
+        texts = [str(c) for c in (column.header, *column._cells)]
+        widest = max((len(line) for t in texts for line in t.splitlines()), default=0)
+        total += (widest if column.no_wrap else min(widest, 12)) + 3
+    return total
+
+
+def fitting_table(report: DisclosureReport, console: Console) -> tuple[Table, int | None]:
+    """The terminal's summary and the width to print it at: every column if the terminal is wide
+    enough, else without model, then without region; if even that does not fit, at the width it
+    needs (the terminal wraps the long lines: nothing is cut)."""
+    for n in range(len(NARROW_DROPS) + 1):
+        table = summary_table(report, drop=NARROW_DROPS[:n])
+        need = needed_width(table)
+        if need <= console.width:
+            return table, None
+    return table, need

@@ -21,7 +21,9 @@ SERVICES_CSV = "services.csv"
 REGIONS_CSV = "regions.csv"
 
 SERVICE_HEADERS = ("service", "region", "energy_kwh", "operational_carbon_kgco2e", "requests", "windows",
-                   "share_of_total_carbon_fraction", "operational_gco2e_per_request", "energy_model")
+                   "share_of_total_carbon_fraction", "operational_gco2e_per_request", "energy_model",
+                   "embodied_kgco2e_allocated", "sci_gco2e_per_request", "measured_energy_kwh",
+                   "measured_share_fraction")
 REGION_HEADERS = ("region", "status", "grid_intensity_gco2e_per_kwh", "pue_ratio", "intensity_source",
                   "io_ops", "energy_kwh", "carbon_kgco2e")
 
@@ -30,9 +32,9 @@ def _num(value: float) -> str:
     return repr(float(value))
 
 
-def per_request_g(kg: float, requests: int) -> str:
-    """gCO2e per request, or ``""`` when there were no requests (never a made-up zero)."""
-    return _num(kg * 1000.0 / requests) if requests > 0 else ""
+def _opt(value: float | None) -> str:
+    """A figure the report may leave null (no requests, no energy): empty, never a made-up 0."""
+    return "" if value is None else _num(value)
 
 
 def _csv(headers: tuple[str, ...], rows: list[list[str]]) -> str:
@@ -46,7 +48,9 @@ def _csv(headers: tuple[str, ...], rows: list[list[str]]) -> str:
 def services_csv(report: DisclosureReport) -> str:
     return _csv(SERVICE_HEADERS, [
         [a.service_name, a.region, _num(a.energy_kwh), _num(a.carbon_kgco2eq), str(a.requests), str(a.windows),
-         _num(a.share_of_total), per_request_g(a.carbon_kgco2eq, a.requests), a.energy_model]
+         _num(a.share_of_total), _opt(a.operational_gco2e_per_request), a.energy_model,
+         _num(a.embodied_kgco2eq), _opt(a.sci_gco2e_per_request), _num(a.measured_energy_kwh),
+         _opt(a.measured_share)]
         for a in report.applications])
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import fmt_kg, fmt_kwh
+from aggregator.render import fmt_kg, fmt_kwh, fmt_share
 from schema.report import Application, DisclosureReport
 
 CHART_BARS = 25
@@ -31,7 +31,13 @@ def fmt_per_request(kg: float, requests: int) -> str:
     """gCO2e per request in a readable unit, or "-" when there were no requests."""
     if requests <= 0:
         return "-"
-    g = kg * 1000.0 / requests
+    return fmt_g(kg * 1000.0 / requests)
+
+
+def fmt_g(g: float | None) -> str:
+    """gCO2e (per request) in g, mg or µg; "-" for None (no requests)."""
+    if g is None:
+        return "-"
     if g >= 1.0:
         return f"{g:,.3f} g"
     if g >= 1e-3:
@@ -79,8 +85,9 @@ def _row(app: Application) -> str:
     name = escape(app.service_name)
     cells = [escape(app.region), escape(fmt_kwh(app.energy_kwh)), escape(fmt_kg(app.carbon_kgco2eq)),
              f"{app.share_of_total:.1%}", f"{app.requests:,}",
-             escape(fmt_per_request(app.carbon_kgco2eq, app.requests)), escape(app.energy_model or "-")]
-    numeric = {1, 2, 3, 4, 5}
+             escape(fmt_g(app.operational_gco2e_per_request)), escape(fmt_g(app.sci_gco2e_per_request)),
+             escape(fmt_share(app.measured_share)), escape(app.energy_model or "-")]
+    numeric = {1, 2, 3, 4, 5, 6, 7}
     return (f'<tr><td class="name" title="{name}">{name}</td>'
             + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(cells))
             + "</tr>")
@@ -93,18 +100,24 @@ def services_table(report: DisclosureReport) -> str:
         return "<p>No services in this period.</p>"
     agg, b = report.aggregate, report.aggregate.carbon_breakdown
     heads = ["service", "region", "energy", "operational carbon", "share of total carbon", "requests",
-             "operational CO2e per request", "energy model"]
-    head = "".join(f'<th class="n">{escape(h)}</th>' if 2 <= i <= 6 else f"<th>{escape(h)}</th>"
+             "operational CO2e per request", "SCI per request (O+M)/R", "measured share of energy", "energy model"]
+    head = "".join(f'<th class="n">{escape(h)}</th>' if 2 <= i <= 8 else f"<th>{escape(h)}</th>"
                    for i, h in enumerate(heads))
     op = sum(a.carbon_kgco2eq for a in apps)
+    energy = sum(a.energy_kwh for a in apps)
+    measured = min(1.0, sum(a.measured_energy_kwh for a in apps) / energy) if energy > 0 else None
     sci = fmt_per_request(b.operational_kgco2eq + b.embodied_kgco2eq, agg.total_requests)
     foot = (f'<tr><th>all {len(apps):,} services</th><td></td><td class="n">{escape(fmt_kwh(sum(a.energy_kwh for a in apps)))}</td>'
             f'<td class="n">{escape(fmt_kg(op))}</td><td class="n">{_share(op, agg.total_carbon_kgco2eq)}</td>'
             f'<td class="n">{agg.total_requests:,}</td>'
-            f'<td class="n">{escape(fmt_per_request(op, agg.total_requests))}</td><td></td></tr>')
+            f'<td class="n">{escape(fmt_per_request(op, agg.total_requests))}</td>'
+            f'<td class="n">{escape(sci)}</td><td class="n">{escape(fmt_share(measured))}</td><td></td></tr>')
     note = (f'<p class="note">Operational carbon is the electricity of running each service. SCI per request '
-            f"(operational + embodied) / requests for the whole period: {escape(sci)} "
-            f"(embodied carbon is known for the period, not per service). Share of total carbon: of "
+            f"(operational + embodied) / requests for the whole period: {escape(sci)}. A service's SCI per "
+            "request adds to its operational carbon its part of the period's embodied carbon, allocated by "
+            "its share of the requests (the archives record embodied carbon per window, not per service). "
+            "Measured share of energy: the part of the service's energy a meter measured; the rest is "
+            "modelled (estimated from I/O operations or cloud power curves). Share of total carbon: of "
             f"{escape(fmt_kg(agg.total_carbon_kgco2eq))}, which also holds embodied and host carbon.</p>")
     return (f'<table class="services"><thead><tr>{head}</tr></thead><tbody>'
             + "".join(_row(a) for a in apps) + f"</tbody><tfoot>{foot}</tfoot></table>" + note)

@@ -46,8 +46,11 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
     rows: list[tuple[str, ServiceAcc]] = list(state.services.items())
     if state.unattributed.windows:
         rows.append((UNATTRIBUTED, state.unattributed))
-    apps = [
-        Application(
+    all_requests = sum(acc.requests for _, acc in rows)
+    apps = []
+    for name, acc in rows:
+        embodied = state.embodied_kg * acc.requests / all_requests if all_requests else 0.0
+        apps.append(Application(
             service_name=name,
             region=acc.region,
             energy_kwh=acc.energy,
@@ -56,9 +59,12 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
             windows=acc.windows,
             share_of_total=_share(acc.carbon, total_kg),
             energy_model=pick_window_tag(acc.models),
-        )
-        for name, acc in rows
-    ]
+            embodied_kgco2eq=embodied,
+            operational_gco2e_per_request=acc.carbon * 1000.0 / acc.requests if acc.requests else None,
+            sci_gco2e_per_request=(acc.carbon + embodied) * 1000.0 / acc.requests if acc.requests else None,
+            measured_energy_kwh=acc.measured,
+            measured_share=min(1.0, acc.measured / acc.energy) if acc.energy > 0.0 else None,
+        ))
     apps.sort(key=lambda a: (-a.carbon_kgco2eq, -a.energy_kwh, a.service_name))
     return apps
 

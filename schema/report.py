@@ -232,6 +232,21 @@ class Application(_Model):
     windows: int = 0
     share_of_total: float = Field(0.0, description="carbon_kgco2eq / aggregate.total_carbon_kgco2eq")
     energy_model: str = Field("", description="highest-fidelity tag seen for the service")
+    embodied_kgco2eq: float = Field(
+        0.0, description="the period's embodied carbon allocated by requests: embodied x requests / sum of requests"
+    )
+    operational_gco2e_per_request: float | None = Field(
+        None, description="carbon_kgco2eq x 1000 / requests; null without requests"
+    )
+    sci_gco2e_per_request: float | None = Field(
+        None, description="SCI (O + M) / R: (carbon_kgco2eq + embodied_kgco2eq) x 1000 / requests; null without requests"
+    )
+    measured_energy_kwh: float = Field(
+        0.0, description="sum over windows of the service's energy x its per_service_measured_ratio"
+    )
+    measured_share: float | None = Field(
+        None, description="measured_energy_kwh / energy_kwh (the rest is modelled); null without energy"
+    )
 
 
 class RegionTotal(_Model):

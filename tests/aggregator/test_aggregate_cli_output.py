@@ -76,11 +76,11 @@ def test_off_a_terminal_every_name_whole_and_no_json_dump(wide):
     assert f"carbonspan verify {wide} (or aggregate --verify)" in run.stderr
 
 
-def _on_a_tty(*args: str | Path) -> str:
-    """Run the CLI with standard output on a pseudo-terminal (100 columns); what it printed."""
+def _on_a_tty(*args: str | Path, columns: int = 160) -> str:
+    """Run the CLI with standard output on a pseudo-terminal (``columns`` wide); what it printed."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "carbonspan", *map(str, args)], cwd=ROOT, stdout=slave,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "100", "TERM": "xterm"})
+                            stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": str(columns), "TERM": "xterm"})
     os.close(slave)
     chunks, deadline = [], time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -108,6 +108,13 @@ def test_on_a_terminal_the_first_rows_with_names_wrapped_never_cut(tmp_path):
     first_cells = [line.split("\u2502")[1].strip() for line in text.splitlines() if line.startswith("\u2502")]
     assert LONG in "".join(first_cells)  # ... so the name wraps in its cell, every character kept
     assert "svc-28" in text and "svc-00" not in text  # the largest shown, the smallest not
+    assert "6.000 kWh" in text and "columns left out" not in text
+    # a narrow terminal: model and region are left out (and said), figures stay whole
+    text = _on_a_tty("aggregate", _archive(tmp_path / "narrow", 1.0), *DAY, columns=80)
+    assert "columns left out to fit this terminal: model, region" in " ".join(text.split())
+    assert "6.000 kWh" in text and "286.350 g" in text and "4.772 g" in text
+    first_cells = [line.split("\u2502")[1].strip() for line in text.splitlines() if line.startswith("\u2502")]
+    assert LONG in "".join(first_cells)
 
 
 def test_repeated_warnings_print_once_with_a_count(mixed_archive):

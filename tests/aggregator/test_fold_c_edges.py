@@ -168,6 +168,13 @@ def edge_menu() -> list[tuple[str, Edge]]:
     menu += [("two region rows", _set(("green_summary", "regions"),
                                       '[{"region":"pl","io_ops":1,"energy_kwh":0.5,"co2_gco2":1.0},'
                                       '{"region":"new","io_ops":1,"energy_kwh":0.5,"co2_gco2":1.0}]'))]
+    # per_service_measured_ratio (FOLD_VERSION 5): all zeros, absent or null fold in C; any other
+    # map (a ratio, a hostile value, not an object) is declined and the general path adds it
+    ratios = ("per_service_measured_ratio",)
+    menu += [(f"measured ratios={t[:16]}", _set(("green_summary", *ratios), t))
+             for t in ("null", "[]", "5", "{}", '{"a":0.0,"b":0}', '{"a":-0.0,"b":-0}', '{"a":0.5,"b":0.0}',
+                       '{"a":1,"b":1.0}', '{"zz":1.0}', '{"a":true}', '{"a":"0.5"}', '{"a":2.0}', '{"a":-1}',
+                       '{"a":1e400}', '{"a":NaN}', '{"a":5e-324}', '{"a":18446744073709551616}')]
     io = ("per_endpoint_io_ops", 0)
     menu += [(f"io row io_ops={t}", _set((*io, "io_ops"), t)) for t in [*EDGES, None]]
     menu += [(f"io row service={str(t)[:12]}", _set((*io, "service"), t))
@@ -222,9 +229,9 @@ def snapshot(state: AggregateState, engine: bool = True) -> dict:
             continue
         v = getattr(state, f.name)
         if f.name == "services":
-            v = [(n, _sums(a, "region")) for n, a in v.items()]
+            v = [(n, _sums(a, "region", "measured")) for n, a in v.items()]
         elif f.name == "unattributed":
-            v = _sums(v, "region")
+            v = _sums(v, "region", "measured")
         elif f.name == "regions":
             v = [(n, _sums(a, "status", "intensity", "pue", "source")) for n, a in v.items()]
         elif f.name == "tally":

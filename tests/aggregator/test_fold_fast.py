@@ -45,6 +45,7 @@ PATHS = [
     ("methodology",), ("hash",), ("green_summary",), ("per_endpoint_io_ops",),
     ("green_summary", "energy_model"), ("green_summary", "co2", "total", "model"),
     ("window", "root_spans"), ("window", "end"), ("green_summary", "energy_without_carbon_kwh"),
+    ("green_summary", "per_service_measured_ratio", "a"), ("green_summary", "per_service_measured_ratio"),
 ]
 SENTINEL = "@@HOSTILE@@"
 START_FORMATS = st.sampled_from(["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%S+00:00"])
@@ -90,6 +91,9 @@ def archive(draw) -> list[bytes]:
         }
         if draw(st.booleans()):  # lines since 2026-12-01 record it
             gs["energy_without_carbon_kwh"] = draw(FIGURE)
+        if draw(st.booleans()):  # mostly zeros (the C fold takes them), sometimes a meter's share
+            gs["per_service_measured_ratio"] = {n: draw(st.sampled_from([0.0, 0.0, 0, 0.5, 1.0, 1, 0.25]))
+                                                for n in own}
         v1 = not own or not draw(st.integers(0, 4))
         if not v1:
             gs["per_service_energy_kwh"] = {n: draw(FIGURE) for n in own}
