@@ -161,3 +161,24 @@ def test_without_requests_or_energy_no_made_up_figure(tmp_path, fold):
     assert row.count('<td class="n">-</td>') == 2  # both per-request figures
     cron_line = next(line for line in run.stdout.splitlines() if " cron " in line)
     assert cron_line.count(" - ") >= 2
+
+
+def test_a_per_request_column_keeps_one_unit(tmp_path, fold):
+    import io
+
+    from rich.console import Console
+
+    from aggregator.render import print_summary
+
+    services = [Svc(f"s{i}", energy_kwh=1e-4 * (i + 1), requests=50) for i in range(4)]
+    lines = synth.sealed_lines([synth.window_report(T0 + timedelta(minutes=i), services) for i in range(2)])
+    synth.write_agent(tmp_path / "archives", "agent-a", [lines], day="20261110")
+    report = build_report(fold(tmp_path / "archives"), Period.everything())
+    assert all(a.operational_gco2e_per_request < 1e-3 for a in report.applications)  # µg each
+    report.applications[0].operational_gco2e_per_request = 2.5  # g, while the others are µg
+    buf = io.StringIO()
+    print_summary(report, Console(file=buf, width=80))
+    rows = [line for line in buf.getvalue().splitlines() if any(f" {a.service_name} " in line for a in report.applications)]
+    assert len(rows) == 4 and "2.500 g" in rows[0]
+    # the column is in g on every row, as is carbon (the SCI column beside it keeps its own unit, µg)
+    assert all(" mg " not in r and r.count(" \u00b5g ") == 1 and r.count(" g ") == 2 for r in rows), rows
