@@ -36,6 +36,7 @@ from schema.report import (
 )
 from schema.report import Period as PeriodModel
 from schema.tags import pick_window_tag
+from schema.version import __version__
 
 
 def _share(part: float, whole: float) -> float:
@@ -173,6 +174,7 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
     aggregate = _aggregate(state, period, apps, market)
     methodology = _methodology(state, market)
     report = DisclosureReport(
+        produced_by=f"carbonspan {__version__}",
         organisation=organisation,
         period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
                            last_window=_iso(state.last_start)),

@@ -262,10 +262,20 @@ def verify_report(files: Sequence[ArchiveFile], report: dict[str, Any],
             now = chains.get(c.get("agent")) if isinstance(c, dict) else None
             if now is None or (now["first_hash"], now["last_hash"]) != (c.get("first_hash"), c.get("last_hash")):
                 differ.append(f"integrity.chains[{c.get('agent') if isinstance(c, dict) else '?'}]")
-        findings.append(Finding("report", "rederivation_mismatch",
-                                f"re-deriving from the archives gives {derived_hash}, "
-                                f"not {recomputed}; sections that differ: "
-                                f"{', '.join(differ) or 'integrity'}"))
+        made = (report.get("schema_version"), report.get("produced_by") or "an earlier carbonspan")
+        here = (fresh["schema_version"], fresh["produced_by"])
+        if made[0] != here[0]:  # other rules made it: say so, never "it does not follow"
+            findings.append(Finding("report", "rederivation_other_rules",
+                                    f"the report was made by {made[1]} with report schema {made[0]}; "
+                                    f"this is {here[1]} with schema {here[0]}, whose rules derive "
+                                    f"{', '.join(differ) or 'integrity'} differently: re-derive it "
+                                    f"with {made[1]} to check its figures (re-deriving here gives "
+                                    f"{derived_hash}, not {recomputed})"))
+        else:
+            findings.append(Finding("report", "rederivation_mismatch",
+                                    f"re-deriving from the archives gives {derived_hash}, "
+                                    f"not {recomputed}; sections that differ: "
+                                    f"{', '.join(differ) or 'integrity'}"))
     return findings
 
 

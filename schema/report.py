@@ -12,7 +12,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-REPORT_SCHEMA_VERSION = "1.0"
+#: Bumped whenever the report's fields or their derivation change, so a report says which rules
+#: made it and ``verify`` can tell "made by other rules" from "does not follow from the
+#: archives" (``tests/schema/test_report_version.py`` pins each version's JSON schema).
+#: 1.0: the first; 1.1: comparison, per-service SCI and measured share, produced_by.
+REPORT_SCHEMA_VERSION = "1.1"
 #: The SCI uncertainty band of a carbon figure (the window line's co2.total low / high): x0.5 .. x2.
 SCI_LOW_FACTOR = 0.5
 SCI_HIGH_FACTOR = 2.0
@@ -368,6 +372,7 @@ class DisclosureReport(_OmitNone):
     _omit_when_none: ClassVar[tuple[str, ...]] = ("comparison",)
 
     schema_version: str = REPORT_SCHEMA_VERSION
+    produced_by: str = Field("", description="the tool and version that derived it, e.g. 'carbonspan 0.1.0'")
     organisation: str = ""
     period: Period
     methodology: Methodology

@@ -179,6 +179,33 @@ def _aggregate(archive, out, *extra):
                  "--org", "ACME", "--out", str(out), *extra])
 
 
+def test_a_report_made_by_other_rules_is_said_to_be_so_not_to_be_false(archive, tmp_path, capsys):
+    """A report of an earlier schema version (fewer fields, as carbonspan wrote before the
+    comparison and per-service SCI) does not re-derive byte for byte here; verify says it was
+    made by other rules and with which tool to re-derive it, never that its figures do not
+    follow from the archives. An edit of the same report under this version still does."""
+    from aggregator.report import content_hash
+
+    out = tmp_path / "report.json"
+    assert _aggregate(archive, out) == 0
+    report = json.loads(out.read_bytes())
+    assert report["schema_version"] == "1.1" and report["produced_by"].startswith("carbonspan ")
+    old = dict(report, schema_version="1.0")
+    del old["produced_by"]
+    for app in old["applications"]:  # the fields 1.1 added
+        for key in ("sci_gco2e_per_request", "operational_gco2e_per_request", "measured_share"):
+            app.pop(key, None)
+    old["integrity"] = dict(old["integrity"], content_hash="")
+    old["integrity"]["content_hash"] = content_hash(old)
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(old))
+    assert main(["verify", str(archive), "--report", str(older)]) == 1
+    text = capsys.readouterr().out
+    assert "rederivation_other_rules" in text and "rederivation_mismatch" not in text
+    assert "made by an earlier carbonspan with report schema 1.0" in text and "re-derive it with" in text
+    assert "report_hash_mismatch" not in text
+
+
 def test_verify_report_rederives_and_catches_edits_and_truncation(archive, tmp_path, capsys):
     out = tmp_path / "report.json"
     assert _aggregate(archive, out) == 0
