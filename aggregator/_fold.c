@@ -20,6 +20,11 @@
  * tests/aggregator/test_fold_fast.py folds hostile archives through this, through the Python
  * fast path and through the general path, and asserts byte-identical reports.
  *
+ * Time buckets (aggregate.series, aggregator/series.py): whatever a window adds to the totals it
+ * adds to its bucket (BucketSums) too, and each service entry to the service's cell in that
+ * bucket (a ServiceSums); the bucket is the state's cached one (_bcache) when the window starts
+ * inside it, else state._enter_bucket(start) picks it - only once the line has been checked.
+ *
  * Counts (requests, I/O ops) are exact: they are summed as unsigned 128-bit integers (each
  * accepted count is at most 2**53, so no sum a real or hostile archive can reach overflows)
  * and converted to Python ints on access.
@@ -32,7 +37,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 5
+#define FOLD_VERSION 6
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -162,6 +167,60 @@ static PyTypeObject RegionSumsType = {
     .tp_getset = region_getset,
 };
 
+/* The window-level sums of one time bucket (accumulators.Bucket is its Python subclass). */
+typedef struct {
+    PyObject_HEAD
+    double energy, host_energy;                         /* kWh */
+    double operational, embodied, database, messaging;  /* kg CO2e */
+    double dropped_energy, dropped_carbon;              /* entries past the service cap */
+    Count requests;
+    long long windows;
+} BucketSumsObj;
+
+static PyObject *bucket_requests_get(PyObject *self, void *closure) {
+    return u128_to_py(count_get(&((BucketSumsObj *)self)->requests));
+}
+
+static int bucket_requests_set(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
+        return -1;
+    }
+    u128 v;
+    if (py_to_u128(value, &v, "requests") < 0)
+        return -1;
+    count_set(&((BucketSumsObj *)self)->requests, v);
+    return 0;
+}
+
+static PyMemberDef bucket_members[] = {
+    {"energy", T_DOUBLE, offsetof(BucketSumsObj, energy), 0, "application + host energy (kWh)"},
+    {"host_energy", T_DOUBLE, offsetof(BucketSumsObj, host_energy), 0, "host energy in totals (kWh)"},
+    {"operational", T_DOUBLE, offsetof(BucketSumsObj, operational), 0, "operational carbon (kg CO2e)"},
+    {"embodied", T_DOUBLE, offsetof(BucketSumsObj, embodied), 0, "embodied carbon (kg CO2e)"},
+    {"database", T_DOUBLE, offsetof(BucketSumsObj, database), 0, "database host carbon (kg CO2e)"},
+    {"messaging", T_DOUBLE, offsetof(BucketSumsObj, messaging), 0, "broker host carbon (kg CO2e)"},
+    {"dropped_energy", T_DOUBLE, offsetof(BucketSumsObj, dropped_energy), 0, "energy past the service cap"},
+    {"dropped_carbon", T_DOUBLE, offsetof(BucketSumsObj, dropped_carbon), 0, "carbon past the service cap"},
+    {"windows", T_LONGLONG, offsetof(BucketSumsObj, windows), 0, "windows starting in the bucket"},
+    {NULL},
+};
+static PyGetSetDef bucket_getset[] = {
+    {"requests", bucket_requests_get, bucket_requests_set, "requests (exact int)", NULL},
+    {NULL},
+};
+
+static PyTypeObject BucketSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.BucketSums",
+    .tp_doc = "Running sums of one time bucket (aggregate.series): the totals' terms (C fields).",
+    .tp_basicsize = sizeof(BucketSumsObj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = bucket_members,
+    .tp_getset = bucket_getset,
+};
+
 /* ---------------------------------------------------------------------- names */
 
 enum {
@@ -176,7 +235,8 @@ enum {
     A_OPERATIONAL_KG, A_REQUESTS, A_WINDOWS, A_FIRST_START, A_LAST_START, A_HOST_ENERGY,
     A_EMBODIED_KG, A_DATABASE_KG, A_MESSAGING_KG, A_REGIONS_METHOD, A_NOTE_METHODOLOGY,
     A_LAST_META, A_CLEAN_FLOAT, A_CLEAN_COUNT, A_FALLBACK_WINDOWS, A_SERVICES, A_CREDIT,
-    A_TRACES_COUNTED, A_ROOT_SPANS, A_WITHOUT_CARBON, N_NAMES
+    A_TRACES_COUNTED, A_ROOT_SPANS, A_WITHOUT_CARBON, A_BCACHE, A_ENTER_BUCKET, A_LAYOUT_CELLS,
+    A_CELLS, A_CELLS_FOR, A_CELL, N_NAMES
 };
 static const char *const NAME_TEXT[N_NAMES] = {
     "report", "green_summary", "per_service_energy_kwh", "per_service_carbon_kgco2eq",
@@ -191,7 +251,8 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
     "embodied_kg", "database_kg", "messaging_kg", "_regions", "_note_methodology", "_last_meta",
     "clean_float", "clean_count", "fallback_windows", "services", "_credit",
-    "traces_counted", "root_spans", "energy_without_carbon",
+    "traces_counted", "root_spans", "energy_without_carbon", "_bcache", "_enter_bucket", "_layout_cells",
+    "cells", "cells_for", "cell",
 };
 static PyObject *N[N_NAMES];
 static PyObject *EMPTY_STR, *ZERO, *ONE;
@@ -399,7 +460,7 @@ typedef struct {
     PyObject *root_spans;          /* window.root_spans, borrowed, NULL when absent or null */
     int has_without;               /* green_summary.energy_without_carbon_kwh present (not null) */
     double without;
-    long long io_ops;
+    long long io_ops, traces_n;    /* traces_n: window.traces (0 when absent) */
     double kwh, operational, mid, embodied, database, messaging;
 } Figures;
 
@@ -415,9 +476,8 @@ static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures 
         return 0;
     if (hosts && !(PyList_CheckExact(hosts) && PyList_GET_SIZE(hosts) == 0))
         return 0;
-    long long traces;
     f->traces = get(window, S_TRACES);
-    if (!(clean_int(f->traces, &traces) && clean_int(get(gs, S_TOTAL_IO_OPS), &f->io_ops)
+    if (!(clean_int(f->traces, &f->traces_n) && clean_int(get(gs, S_TOTAL_IO_OPS), &f->io_ops)
           && clean_figure(get(gs, S_ENERGY_KWH), &f->kwh)
           && clean_figure(co2 ? get(co2, S_OPERATIONAL) : NULL, &f->operational)
           && clean_figure(co2 ? get(co2, S_EMBODIED) : NULL, &f->embodied)
@@ -449,9 +509,11 @@ static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures 
 
 /* fold_fast.finish_window: the additions both fast paths end a window with, in
  * process_window's order; returns the line's hash ("" when unusable). */
-static PyObject *finish_window(PyObject *state, double start, PyObject *start_obj, Figures *f) {
+static PyObject *finish_window(PyObject *state, double start, PyObject *start_obj, Figures *f,
+                               BucketSumsObj *b) {
     if (add_one(state, A_WINDOWS) < 0)
         return NULL;
+    b->windows += 1;
     for (int which = A_FIRST_START; which <= A_LAST_START; which++) {
         PyObject *edge = PyObject_GetAttr(state, N[which]);
         if (edge == NULL)
@@ -467,6 +529,10 @@ static PyObject *finish_window(PyObject *state, double start, PyObject *start_ob
         || add_float(state, A_DATABASE_KG, f->database / 1000.0) < 0
         || add_float(state, A_MESSAGING_KG, f->messaging / 1000.0) < 0)
         return NULL;
+    b->host_energy += 0.0;
+    b->embodied += f->embodied / 1000.0;
+    b->database += f->database / 1000.0;
+    b->messaging += f->messaging / 1000.0;
     double derived = 0.0;
     if (f->rows && PyList_GET_SIZE(f->rows) && fold_regions(state, f->rows, &derived) < 0)
         return NULL;
@@ -495,6 +561,57 @@ static PyObject *finish_window(PyObject *state, double start, PyObject *start_ob
     if (f->hash && PyUnicode_CheckExact(f->hash) && PyUnicode_GET_LENGTH(f->hash) <= 128)
         return Py_NewRef(f->hash);
     return Py_NewRef(EMPTY_STR);
+}
+
+/* ---------------------------------------------------------------------- time buckets */
+
+/* The bucket of a window starting at `start` (a new reference): the cached one, state._bcache
+ * = (lo, hi, bucket), when lo <= start < hi, else state._enter_bucket(start). Called only
+ * once the line has been checked (it may create the bucket). */
+static BucketSumsObj *enter_bucket(PyObject *state, double start, PyObject *start_obj) {
+    PyObject *cache = PyObject_GetAttr(state, N[A_BCACHE]), *b = NULL;
+    if (cache == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(cache) && PyTuple_GET_SIZE(cache) == 3) {
+        PyObject *lo = PyTuple_GET_ITEM(cache, 0), *hi = PyTuple_GET_ITEM(cache, 1), *cached = PyTuple_GET_ITEM(cache, 2);
+        if (PyFloat_CheckExact(lo) && PyFloat_CheckExact(hi) && PyFloat_AS_DOUBLE(lo) <= start
+            && start < PyFloat_AS_DOUBLE(hi) && PyObject_TypeCheck(cached, &BucketSumsType))
+            b = Py_NewRef(cached);
+    }
+    Py_DECREF(cache);
+    if (b == NULL) {
+        b = PyObject_CallMethodOneArg(state, N[A_ENTER_BUCKET], start_obj);
+        if (b == NULL)
+            return NULL;
+        if (!PyObject_TypeCheck(b, &BucketSumsType)) {
+            Py_DECREF(b);
+            PyErr_SetString(PyExc_TypeError, "AggregateState._enter_bucket returned a non-Bucket");
+            return NULL;
+        }
+    }
+    return (BucketSumsObj *)b;
+}
+
+/* The layout's targets' cells in bucket `b` (a new reference to a list of n ServiceSums):
+ * layout.cells when layout.cells_for is b, else state._layout_cells(layout). */
+static PyObject *layout_cells(PyObject *state, PyObject *layout, BucketSumsObj *b, Py_ssize_t n) {
+    PyObject *cells_for = PyObject_GetAttr(layout, N[A_CELLS_FOR]);
+    if (cells_for == NULL)
+        return NULL;
+    PyObject *cells = cells_for == (PyObject *)b ? PyObject_GetAttr(layout, N[A_CELLS])
+                                                 : PyObject_CallMethodOneArg(state, N[A_LAYOUT_CELLS], layout);
+    Py_DECREF(cells_for);
+    if (cells == NULL)
+        return NULL;
+    int ok = PyList_CheckExact(cells) && PyList_GET_SIZE(cells) == n;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = PyObject_TypeCheck(PyList_GET_ITEM(cells, i), &ServiceSumsType);
+    if (!ok) {
+        Py_DECREF(cells);
+        PyErr_SetString(PyExc_TypeError, "layout.cells is not one ServiceSums per target");
+        return NULL;
+    }
+    return cells;
 }
 
 /* ---------------------------------------------------------------------- fold_plain */
@@ -600,8 +717,8 @@ static int check_plain(PyObject *state, PyObject *gs, Plain *p) {
     return 1;
 }
 
-/* The additions of fold_plain + _credit_raw, in their order. */
-static int apply_plain(PyObject *state, Plain *p, Figures *f) {
+/* The additions of fold_plain + _credit_raw, in their order (and into bucket b). */
+static int apply_plain(PyObject *state, Plain *p, Figures *f, BucketSumsObj *b) {
     if (add_one(state, A_RUNTIME_WINDOWS) < 0)
         return -1;
     PyObject *tag_counts = PyObject_GetAttr(p->layout, N[A_TAG_COUNTS]);
@@ -634,30 +751,46 @@ static int apply_plain(PyObject *state, Plain *p, Figures *f) {
     u128 app_requests = 0;
     Py_ssize_t pe = 0, pc = 0, pr = 0, n = PyList_GET_SIZE(p->targets);
     PyObject *k, *e_v, *c_v, *r_v;
+    PyObject *cells = layout_cells(state, p->layout, b, n);
+    if (cells == NULL)
+        return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Sums *acc = (Sums *)PyList_GET_ITEM(p->targets, i);
+        Sums *acc = (Sums *)PyList_GET_ITEM(p->targets, i), *cell = (Sums *)PyList_GET_ITEM(cells, i);
         double e, c;
         long long r = 0;
         if (!PyDict_Next(p->energy, &pe, &k, &e_v) || !PyDict_Next(p->carbon, &pc, &k, &c_v))
             break; /* sizes were checked; unreachable */
-        if (leaf_float(e_v, state, &e) < 0 || leaf_float(c_v, state, &c) < 0)
+        if (leaf_float(e_v, state, &e) < 0 || leaf_float(c_v, state, &c) < 0) {
+            Py_DECREF(cells);
             return -1;
+        }
         if (p->requests) {
             if (!PyDict_Next(p->requests, &pr, &k, &r_v))
                 break;
-            if (leaf_count(r_v, state, &r) < 0)
+            if (leaf_count(r_v, state, &r) < 0) {
+                Py_DECREF(cells);
                 return -1;
+            }
         }
         acc->energy += e;
         acc->carbon += c;
         count_set(&acc->count, count_get(&acc->count) + (u128)r);
         acc->n += 1;
+        cell->energy += e;
+        cell->carbon += c;
+        count_set(&cell->count, count_get(&cell->count) + (u128)r);
         app_energy += e;
         app_carbon += c;
         app_requests += (u128)r;
     }
+    Py_DECREF(cells);
     if (add_float(state, A_ENERGY, app_energy + 0.0) < 0 || add_float(state, A_OPERATIONAL_KG, app_carbon) < 0)
         return -1;
+    b->energy += app_energy + 0.0;
+    b->operational += app_carbon;
+    /* requests: the entries' sum, or window.get("traces", 0) when that is 0 */
+    u128 window_requests = app_requests ? app_requests : (u128)f->traces_n;
+    count_set(&b->requests, count_get(&b->requests) + window_requests);
     if (app_requests) {
         PyObject *req = u128_to_py(app_requests);
         rc = req ? add_obj(state, A_REQUESTS, req) : -1;
@@ -743,7 +876,8 @@ static int check_proxy(PyObject *report, PyObject **split_out, unsigned long lon
 }
 
 /* The additions of fold_proxy + _split_proxy, in their order. */
-static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *split, unsigned long long io_total) {
+static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *split, unsigned long long io_total,
+                       BucketSumsObj *b) {
     if (load_energy_per_io_op() < 0 || add_one(state, A_FALLBACK_WINDOWS) < 0)
         return -1;
     PyObject *model = tag_of(get(gs, S_ENERGY_MODEL));
@@ -769,12 +903,24 @@ static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *spli
               || add_obj(state, A_REQUESTS, f->traces ? f->traces : ZERO) < 0) ? -1 : 0;
     if (rc < 0)
         return -1;
+    b->energy += app_energy + 0.0;
+    b->operational += app_kg;
+    count_set(&b->requests, count_get(&b->requests) + (u128)f->traces_n);
+    PyObject *cells = PyObject_GetAttr((PyObject *)b, N[A_SERVICES]); /* the bucket's cells: name -> cell */
+    if (cells == NULL)
+        return -1;
+    if (!PyDict_CheckExact(cells)) {
+        Py_DECREF(cells);
+        PyErr_SetString(PyExc_TypeError, "Bucket.services is not a dict");
+        return -1;
+    }
     /* _split_proxy: each service its share of I/O ops; the first entry and any service not yet
      * known go through state._credit (the tag set's answer, the caps), the rest are added here */
     PyObject *services = PyObject_GetAttr(state, N[A_SERVICES]);
     PyObject *models = services ? PyObject_GetAttr(state, N[A_MODELS]) : NULL;
     if (models == NULL) {
         Py_XDECREF(services);
+        Py_DECREF(cells);
         return -1;
     }
     PyObject *tag = NULL; /* owned; NULL = unset, Py_None = rejected or no model */
@@ -810,6 +956,26 @@ static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *spli
         s->energy += app_energy * share;
         s->carbon += app_kg * share;
         s->n += 1;
+        PyObject *cell = PyDict_GetItemWithError(cells, name); /* borrowed */
+        if (cell == NULL && PyErr_Occurred()) {
+            rc = -1;
+            break;
+        }
+        PyObject *made = cell ? NULL : PyObject_CallMethodOneArg((PyObject *)b, N[A_CELL], name); /* bucket.cell(name) */
+        if (cell == NULL && made == NULL) {
+            rc = -1;
+            break;
+        }
+        if (!PyObject_TypeCheck(cell ? cell : made, &ServiceSumsType)) {
+            Py_XDECREF(made);
+            PyErr_SetString(PyExc_TypeError, "a bucket cell is not a ServiceSums");
+            rc = -1;
+            break;
+        }
+        Sums *sc = (Sums *)(cell ? cell : made);
+        sc->energy += app_energy * share;
+        sc->carbon += app_kg * share;
+        Py_XDECREF(made); /* the bucket's dict holds it */
         if (tag != Py_None) {
             PyObject *old = PyObject_GetItem(models, tag);
             PyObject *sum = old ? PyNumber_Add(old, ONE) : NULL;
@@ -823,6 +989,7 @@ static int apply_proxy(PyObject *state, PyObject *gs, Figures *f, PyObject *spli
     Py_XDECREF(tag);
     Py_DECREF(services);
     Py_DECREF(models);
+    Py_DECREF(cells);
     return rc;
 }
 
@@ -861,9 +1028,12 @@ static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t 
             ok = check_proxy(report, &split, &io_total);
         if (ok <= 0)
             return ok < 0 ? NULL : Py_NewRef(Py_None);
-        ok = apply_proxy(state, gs, &f, split, io_total);
+        BucketSumsObj *b = enter_bucket(state, start, args[2]);
+        ok = b ? apply_proxy(state, gs, &f, split, io_total, b) : -1;
         Py_DECREF(split);
-        return ok < 0 ? NULL : finish_window(state, start, args[2], &f);
+        PyObject *out = ok < 0 ? NULL : finish_window(state, start, args[2], &f, b);
+        Py_XDECREF(b);
+        return out;
     }
     Plain p = {.energy = energy};
     int ok = check_plain(state, gs, &p);
@@ -872,8 +1042,12 @@ static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *out = NULL;
     if (ok == 0)
         out = Py_NewRef(Py_None);
-    else if (ok == 1 && apply_plain(state, &p, &f) == 0)
-        out = finish_window(state, start, args[2], &f);
+    else if (ok == 1) {
+        BucketSumsObj *b = enter_bucket(state, start, args[2]);
+        if (b && apply_plain(state, &p, &f, b) == 0)
+            out = finish_window(state, start, args[2], &f, b);
+        Py_XDECREF(b);
+    }
     Py_XDECREF(p.layout);
     Py_XDECREF(p.key);
     Py_XDECREF(p.targets);
@@ -987,7 +1161,7 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fold(void) {
-    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0)
+    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0 || PyType_Ready(&BucketSumsType) < 0)
         return NULL;
     for (int i = 0; i < N_NAMES; i++)
         if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
@@ -1000,7 +1174,8 @@ PyMODINIT_FUNC PyInit__fold(void) {
         return NULL;
     if (PyModule_AddIntConstant(m, "FOLD_VERSION", FOLD_VERSION) < 0
         || PyModule_AddObjectRef(m, "ServiceSums", (PyObject *)&ServiceSumsType) < 0
-        || PyModule_AddObjectRef(m, "RegionSums", (PyObject *)&RegionSumsType) < 0) {
+        || PyModule_AddObjectRef(m, "RegionSums", (PyObject *)&RegionSumsType) < 0
+        || PyModule_AddObjectRef(m, "BucketSums", (PyObject *)&BucketSumsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

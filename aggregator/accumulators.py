@@ -11,7 +11,7 @@ MAX_METHOD_VALUES = 8
 MAX_METHOD_VALUE_BYTES = 2048
 
 if FAST is not None:  # the running sums live in C structs that aggregator._fold adds to directly
-    ServiceSums, RegionSums = FAST.ServiceSums, FAST.RegionSums
+    ServiceSums, RegionSums, BucketSums = FAST.ServiceSums, FAST.RegionSums, FAST.BucketSums
 else:  # no C build: the same fields as Python slots
 
     class ServiceSums:  # type: ignore[no-redef]
@@ -31,6 +31,17 @@ else:  # no C build: the same fields as Python slots
             self.carbon = 0.0
             self.io_ops = 0
             self.rows = 0
+
+    class BucketSums:  # type: ignore[no-redef]
+        __slots__ = ("energy", "host_energy", "operational", "embodied", "database", "messaging",
+                     "dropped_energy", "dropped_carbon", "requests", "windows")
+
+        def __init__(self) -> None:
+            self.energy = self.host_energy = 0.0
+            self.operational = self.embodied = self.database = self.messaging = 0.0
+            self.dropped_energy = self.dropped_carbon = 0.0
+            self.requests = 0
+            self.windows = 0
 
 
 def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int,
@@ -77,13 +88,78 @@ class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
                 self.models[tag] = None
 
 
-class _Layout:
-    """How one (service names, tags, hosts) combination folds; see AggregateState._runtime."""
+def _cell(energy: float, carbon: float, requests: int) -> Cell:
+    cell = Cell()
+    cell.energy, cell.carbon, cell.requests = energy, carbon, requests
+    return cell
 
-    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple", "host_named")
+
+class Cell(ServiceSums):  # type: ignore[misc,valid-type]
+    """One service's sums in one time bucket (aggregate.series): energy (kWh), operational
+    carbon (kg), requests; ``windows`` stays 0 (the report does not give it per bucket)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple:
+        return _cell, (self.energy, self.carbon, self.requests)
+
+
+_BUCKET_FIELDS = ("energy", "host_energy", "operational", "embodied", "database", "messaging",
+                  "dropped_energy", "dropped_carbon", "requests", "windows")
+
+
+def _bucket(sums: tuple, services: dict) -> Bucket:
+    bucket = Bucket()
+    for name, value in zip(_BUCKET_FIELDS, sums, strict=True):
+        setattr(bucket, name, value)
+    bucket.services = services
+    return bucket
+
+
+class Bucket(BucketSums):  # type: ignore[misc,valid-type]
+    """One time bucket of aggregate.series: the window-level sums of the windows starting in
+    it (the same terms as the state's totals: energy, host energy, operational, embodied,
+    database and messaging carbon, entries dropped past the service cap, requests, windows)
+    from the base, and each service's :class:`Cell` here (name -> cell, first credited first)."""
+
+    __slots__ = ("services",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.services: dict[str, Cell] = {}
+
+    def __reduce__(self) -> tuple:
+        return _bucket, (tuple(getattr(self, f) for f in _BUCKET_FIELDS), self.services)
+
+    def sums(self) -> tuple:
+        """The window-level sums, in a fixed order (for comparisons)."""
+        return tuple(getattr(self, f) for f in _BUCKET_FIELDS)
+
+    def cell(self, name: str) -> Cell:
+        """The service's cell in this bucket (created empty on first use)."""
+        cell = self.services.get(name)
+        if cell is None:
+            cell = self.services[name] = Cell()
+        return cell
+
+    def add(self, other: Bucket) -> None:
+        """Add ``other``'s window-level sums (the merge; cells are merged by the caller)."""
+        for name in _BUCKET_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class _Layout:
+    """How one (service names, tags, hosts) combination folds; see AggregateState._runtime.
+    ``cells`` are the targets' cells in the bucket ``cells_for`` (rebuilt when it changes)."""
+
+    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple", "host_named", "names", "cells",
+                 "cells_for")
 
     def __init__(self) -> None:
         self.targets: list[ServiceAcc | None] = []  # None: past the cap
+        self.names: tuple[str, ...] = ()
+        self.cells: list[Cell | None] = []
+        self.cells_for: Bucket | None = None
         self.tag_counts: dict[str, int] = {}
         self.rejected = 0
         self.unknown = False

@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "--out the JSON is not written, only the summary is printed)")
     p.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
     p.add_argument("--csv", type=Path, metavar="DIR",
-                   help="also write services.csv and regions.csv (units in the headers) into DIR")
+                   help="also write services.csv, regions.csv and series.csv (units in the headers) into DIR")
     p.add_argument("--org", default="", help="organisation named in the report")
     p.add_argument("--compare", type=Path, metavar="PREVIOUS_JSON",
                    help="compare with the report of an earlier period (a JSON report aggregate wrote): the "

@@ -49,6 +49,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     through the general parser, the reference the property tests compare both with.
     """
     state = AggregateState() if state is None else state
+    state.set_grid(period)  # the time buckets of aggregate.series (aggregator.series)
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
     lo, hi = period.start, period.end
     tally, process, loads = state.tally, state.process_window, orjson.loads

@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from aggregator.accumulators import FileStat, RegionAcc, ServiceAcc, _Layout, add_methodology
+from aggregator.accumulators import (
+    Bucket,
+    FileStat,
+    RegionAcc,
+    ServiceAcc,
+    _Layout,
+    add_methodology,
+)
 from aggregator.coverage import add_run
 from aggregator.fold_fast import PlainRuntime
 from aggregator.fold_proxy import UNATTRIBUTED, AttributionError, ProxyFast  # noqa: F401 - re-exported
@@ -40,6 +47,7 @@ from aggregator.sanitize import (
     clean_name,
     clean_tag,
 )
+from aggregator.series import DAY, NO_BUCKET, SeriesFold
 from schema.tags import CAL_SUFFIX
 
 if TYPE_CHECKING:
@@ -54,7 +62,7 @@ _UNCOUNTED = Tally()  # a sink: a value sanitised a second time is counted once,
 
 
 @dataclass
-class AggregateState(RegionRows, PlainRuntime, ProxyFast):
+class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
     """Everything a disclosure report needs; grows with services, never with lines."""
 
     services: dict[str, ServiceAcc] = field(default_factory=dict)
@@ -100,6 +108,9 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     files: list[FileStat] = field(default_factory=list)
     fallback_files: list[str] = field(default_factory=list)
     chains: dict[str, list] = field(default_factory=dict)  # agent -> [first, last, windows]
+    series: dict[int, Bucket] = field(default_factory=dict)  # bucket start (epoch s) -> sums (aggregator.series)
+    series_origin: int = 0  # the bucket grid (set_grid: from the period)
+    series_width: int = DAY
     max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
     max_models: int = MAX_ENERGY_MODELS
     max_regions: int = MAX_REGIONS
@@ -111,6 +122,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
     _last_meta: dict = field(default_factory=dict, repr=False)
     _last_key: tuple = field(default=(), repr=False)  # the key and layout of the last cached window
     _last_layout: object = field(default=None, repr=False)
+    _bcache: tuple = field(default=NO_BUCKET, repr=False)  # (lo, hi, bucket) being folded into
 
     # -- per window -----------------------------------------------------------------------
 
@@ -120,6 +132,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         self._seen_meta.clear()
         self._last_meta = {}
         self._last_key, self._last_layout = (), None
+        self._bcache = NO_BUCKET
 
     def note_malformed(self, location: str, reason: str) -> None:
         self.malformed += 1
@@ -161,10 +174,13 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
                 model: str | None) -> str | None:
         """Credit one entry; returns what the tag set made of ``model`` (see accept_model)."""
         acc = self.unattributed if name == UNATTRIBUTED else self._service(name, region)
+        bucket = self._bcache[2]
         if acc is None:
             self.dropped_services += 1
             self.dropped_energy += energy
             self.dropped_carbon += carbon
+            bucket.dropped_energy += energy
+            bucket.dropped_carbon += carbon
             return self.accept_model(model)
         if acc.region == "unknown":
             acc.region = region  # first *known* region wins: proxy windows know none
@@ -172,13 +188,21 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         acc.carbon += carbon
         acc.requests += requests
         acc.windows += 1
+        cell = bucket.cell(name)
+        cell.energy += energy
+        cell.carbon += carbon
+        cell.requests += requests
         tag = self.accept_model(model)
         if tag is not None:
             acc.models[tag] = None
         return tag
 
     def process_window(self, w: Window, location: str, strict: bool = False) -> None:
-        """Fold one window in; ``location`` (``agent/file:line``) names it in errors."""
+        """Fold one window in; ``location`` (``agent/file:line``) names it in errors. What it
+        adds to the totals it adds to the window's time bucket too (aggregator.series)."""
+        lo, hi, bucket = self._bcache
+        if not lo <= w.start < hi:
+            bucket = self._enter_bucket(w.start)
         if w.names is not None:
             self._runtime(w)
         else:
@@ -186,16 +210,21 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
                 self.one_sided_windows += 1
             self._proxy(w, location, strict)
         self.windows += 1
+        bucket.windows += 1
         if w.start < self.first_start:
             self.first_start = w.start
         if w.start > self.last_start:
             self.last_start = w.start
         self.host_energy += w.host_energy
+        bucket.host_energy += w.host_energy
         if w.host_rows:
             self._host_regions(w.host_rows)
         self.embodied_kg += w.embodied_g / 1000.0
         self.database_kg += w.database_g / 1000.0
         self.messaging_kg += w.messaging_g / 1000.0
+        bucket.embodied += w.embodied_g / 1000.0
+        bucket.database += w.database_g / 1000.0
+        bucket.messaging += w.messaging_g / 1000.0
         without = self._regions(w.regions) if w.regions else 0.0
         for region, kwh, co2, _ in w.host_rows:  # a host charged 0 g with energy: no intensity known
             if kwh > 0.0 and co2 == 0.0:
@@ -264,6 +293,10 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         self.energy += app_energy + w.host_energy
         self.operational_kg += app_carbon
         self.requests += app_requests if app_requests else w.traces
+        bucket = self._bcache[2]
+        bucket.energy += app_energy + w.host_energy
+        bucket.operational += app_carbon
+        bucket.requests += app_requests if app_requests else w.traces
 
     def _credit_measured(self, layout: _Layout, w: Window) -> None:
         """Each service's measured energy: its energy in the window x its measured ratio (the
@@ -283,8 +316,9 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         tally = self.tally
         app_energy = app_carbon = 0.0
         app_requests = 0
-        for acc, e, c, r in zip(layout.targets, energies, carbons,  # repeat(0) is endless
-                                requests if requests is not None else repeat(0), strict=False):
+        cells = layout.cells if layout.cells_for is self._bcache[2] else self._layout_cells(layout)
+        for acc, cell, e, c, r in zip(layout.targets, cells, energies, carbons,  # repeat(0) is endless
+                                      requests if requests is not None else repeat(0), strict=False):
             if type(e) is not float or not 0.0 <= e <= MAX_FIGURE:
                 e = clean_float(e, tally)
             if type(c) is not float or not 0.0 <= c <= MAX_FIGURE:
@@ -295,6 +329,9 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
             acc.carbon += c  # type: ignore[union-attr]
             acc.requests += r  # type: ignore[union-attr]
             acc.windows += 1  # type: ignore[union-attr]
+            cell.energy += e  # type: ignore[union-attr]
+            cell.carbon += c  # type: ignore[union-attr]
+            cell.requests += r  # type: ignore[union-attr]
             app_energy += e
             app_carbon += c
             app_requests += r
@@ -306,7 +343,9 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
         app_energy = app_carbon = 0.0
         app_requests = 0
         requests = w.requests or [0] * len(w.energies)
-        for acc, e, c, r in zip(layout.targets, w.energies, w.carbons, requests, strict=True):
+        bucket = self._bcache[2]
+        cells = layout.cells if layout.cells_for is bucket else self._layout_cells(layout)
+        for acc, cell, e, c, r in zip(layout.targets, cells, w.energies, w.carbons, requests, strict=True):
             app_energy += e
             app_carbon += c
             app_requests += r
@@ -314,11 +353,16 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
                 self.dropped_services += 1
                 self.dropped_energy += e
                 self.dropped_carbon += c
+                bucket.dropped_energy += e
+                bucket.dropped_carbon += c
                 continue
             acc.energy += e  # type: ignore[union-attr]
             acc.carbon += c  # type: ignore[union-attr]
             acc.requests += r  # type: ignore[union-attr]
             acc.windows += 1  # type: ignore[union-attr]
+            cell.energy += e  # type: ignore[union-attr]
+            cell.carbon += c  # type: ignore[union-attr]
+            cell.requests += r  # type: ignore[union-attr]
         return app_energy, app_carbon, app_requests
 
     def _upgrade_regions(self, layout: _Layout, w: Window) -> bool:
@@ -357,6 +401,7 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast):
 
     def _new_layout(self, w: Window, names: tuple[str, ...], tags: tuple) -> _Layout:
         layout = _Layout()
+        layout.names = names
         for name, raw_tag in zip(names, tags, strict=True):
             if name in w.host_names:
                 layout.host_named += 1  # still a service: hosts are only their rows

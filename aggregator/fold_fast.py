@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
 
 #: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
-FOLD_VERSION = 5
+FOLD_VERSION = 6
 
 
 def _c_fold() -> ModuleType | None:
@@ -112,15 +112,21 @@ def no_measured(ratios: object) -> bool:
 def finish_window(state: Any, start: float, f: Figures, meta: object, line_hash: object) -> str:
     """The additions both fast paths end a recognised window with, in process_window's order;
     returns the line's hash (``""`` when unusable, as on the general path)."""
+    bucket = state._bcache[2]  # the window's time bucket (aggregator.series), entered by the caller
     state.windows += 1
+    bucket.windows += 1
     if start < state.first_start:
         state.first_start = start
     if start > state.last_start:
         state.last_start = start
     state.host_energy += 0.0  # no host rows on a fast path
+    bucket.host_energy += 0.0
     state.embodied_kg += f.embodied / 1000.0
     state.database_kg += f.database / 1000.0
     state.messaging_kg += f.messaging / 1000.0
+    bucket.embodied += f.embodied / 1000.0
+    bucket.database += f.database / 1000.0
+    bucket.messaging += f.messaging / 1000.0
     derived = state._regions(f.rows) if f.rows else 0.0
     state.add_window_counts(f.traces, f.root_spans, f.without_carbon, derived)
     if type(meta) is dict and meta:
@@ -167,6 +173,7 @@ class PlainRuntime:
         meta = report.get("methodology", _EMPTY)
         line_hash = rec.get("hash")
         # -- recognised: fold it (the order of process_window and _runtime) -------------------
+        bucket = self._bucket_for(start)  # type: ignore[attr-defined]
         self.runtime_windows += 1  # type: ignore[attr-defined]
         for tag, count in layout.tag_counts.items():
             self.models[tag] += count  # type: ignore[attr-defined]
@@ -176,4 +183,7 @@ class PlainRuntime:
         self.energy += app_energy + 0.0  # type: ignore[attr-defined]  # + host energy, none here
         self.operational_kg += app_carbon  # type: ignore[attr-defined]
         self.requests += app_requests if app_requests else figures.traces  # type: ignore[attr-defined]
+        bucket.energy += app_energy + 0.0
+        bucket.operational += app_carbon
+        bucket.requests += app_requests if app_requests else figures.traces
         return finish_window(self, start, figures, meta, line_hash)

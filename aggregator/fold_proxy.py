@@ -51,6 +51,10 @@ class ProxyFast:
         self.energy += app_energy + w.host_energy
         self.operational_kg += app_kg
         self.requests += w.traces
+        bucket = self._bcache[2]  # type: ignore[attr-defined]  # the window's (aggregator.series)
+        bucket.energy += app_energy + w.host_energy
+        bucket.operational += app_kg
+        bucket.requests += w.traces
         if io_total == 0 and app_energy == 0.0 and app_kg == 0.0 and not w.one_sided:
             self.idle_windows += 1  # a host-only window: nothing to attribute, not a fallback
             return
@@ -74,6 +78,7 @@ class ProxyFast:
         # Every entry carries the window's one model, so after the first credit the tag set's
         # answer is known: accepted (count one more) or rejected (count one more rejection).
         services, tag = self.services, _UNSET
+        bucket = self._bcache[2]  # type: ignore[attr-defined]
         for name, ops in io_split.items():
             share = ops / io_total
             acc = services.get(name)
@@ -84,6 +89,9 @@ class ProxyFast:
             acc.energy += app_energy * share  # a known service (proxy windows know no region)
             acc.carbon += app_kg * share
             acc.windows += 1
+            cell = bucket.cell(name)
+            cell.energy += app_energy * share
+            cell.carbon += app_kg * share
             if tag is not None:
                 self.models[tag] += 1  # type: ignore[index]
                 acc.models[tag] = None  # type: ignore[index]
@@ -117,6 +125,7 @@ class ProxyFast:
         line_hash = rec.get("hash")
         model = _tag(gs.get("energy_model")) or _tag(f.total.get("model"))
         # -- recognised: fold it (the order of process_window and _proxy; no host energy) -----
+        bucket = self._bucket_for(start)  # type: ignore[attr-defined]
         self.fallback_windows += 1  # type: ignore[attr-defined]
         if f.kwh > 0.0:
             app_energy = max(0.0, f.kwh - 0.0)
@@ -126,5 +135,8 @@ class ProxyFast:
         self.energy += app_energy + 0.0  # type: ignore[attr-defined]
         self.operational_kg += app_kg  # type: ignore[attr-defined]
         self.requests += f.traces  # type: ignore[attr-defined]
+        bucket.energy += app_energy + 0.0
+        bucket.operational += app_kg
+        bucket.requests += f.traces
         self._split_proxy(split, io_total, app_energy, app_kg, model)  # type: ignore[attr-defined]
         return finish_window(self, start, f, meta, line_hash)

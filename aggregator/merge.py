@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from aggregator.accumulators import HostRegionAcc, RegionAcc, ServiceAcc
 from aggregator.coverage import merge_runs
 from aggregator.fold import MAX_SAMPLES, AggregateState
+from aggregator.series import merge_series
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
             mine = left.services[name] = ServiceAcc(acc.region)
         mine.add(acc, left.models)
     left.unattributed.add(right.unattributed, left.models)
+    merge_series(left, right)
     for name, racc in right.regions.items():
         mine_r = left.regions.get(name)
         if mine_r is None:

@@ -7,6 +7,8 @@ and rows keep the report's order, so the same archives give the same bytes.
 
 - ``services.csv``: one row per ``applications[]`` entry, every service, no cap.
 - ``regions.csv``: one row per ``regions[]`` entry.
+- ``series.csv``: ``aggregate.series``, per time bucket one ``total`` row and one ``service``
+  row per service (every bucket, empty ones as zeros).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from schema.report import DisclosureReport
 
 SERVICES_CSV = "services.csv"
 REGIONS_CSV = "regions.csv"
+SERIES_CSV = "series.csv"
 
 SERVICE_HEADERS = ("service", "region", "energy_kwh", "operational_carbon_kgco2e", "requests", "windows",
                    "share_of_total_carbon_fraction", "operational_gco2e_per_request", "energy_model",
@@ -26,6 +29,9 @@ SERVICE_HEADERS = ("service", "region", "energy_kwh", "operational_carbon_kgco2e
                    "measured_share_fraction")
 REGION_HEADERS = ("region", "status", "grid_intensity_gco2e_per_kwh", "pue_ratio", "intensity_source",
                   "io_ops", "energy_kwh", "carbon_kgco2e")
+SERIES_HEADERS = ("bucket_start_utc", "bucket_end_utc", "row", "service", "windows", "requests", "energy_kwh",
+                  "operational_carbon_kgco2e", "carbon_kgco2e", "host_energy_kwh", "embodied_carbon_kgco2e",
+                  "host_carbon_kgco2e", "dropped_energy_kwh", "dropped_carbon_kgco2e")
 
 
 def _num(value: float) -> str:
@@ -61,13 +67,30 @@ def regions_csv(report: DisclosureReport) -> str:
         for r in report.regions])
 
 
+def series_csv(report: DisclosureReport) -> str:
+    """Per bucket, in time order: its ``total`` row (every figure of the bucket), then one
+    ``service`` row per service in ``applications[]`` order (energy, operational carbon,
+    requests; the bucket-only columns empty). Filter on ``row`` before summing a column."""
+    series = report.aggregate.series
+    rows: list[list[str]] = []
+    for i, b in enumerate(series.buckets):
+        rows.append([b.start, b.end, "total", "", str(b.windows), str(b.requests), _num(b.energy_kwh),
+                     _num(b.operational_kgco2eq), _num(b.carbon_kgco2eq), _num(b.host_energy_kwh),
+                     _num(b.embodied_kgco2eq), _num(b.host_carbon_kgco2eq), _num(b.dropped_energy_kwh),
+                     _num(b.dropped_carbon_kgco2eq)])
+        rows += [[b.start, b.end, "service", s.service_name, "", str(s.requests[i]), _num(s.energy_kwh[i]),
+                  _num(s.carbon_kgco2eq[i]), "", "", "", "", "", ""] for s in series.services]
+    return _csv(SERIES_HEADERS, rows)
+
+
 def write_csv(report: DisclosureReport, directory: Path) -> list[Path]:
     """Write the CSV files into ``directory`` (created if missing); returns their paths."""
     from aggregator.render_compare import comparison_csvs  # it builds on this module
 
     directory.mkdir(parents=True, exist_ok=True)
     out = []
-    files = {SERVICES_CSV: services_csv(report), REGIONS_CSV: regions_csv(report), **comparison_csvs(report)}
+    files = {SERVICES_CSV: services_csv(report), REGIONS_CSV: regions_csv(report), SERIES_CSV: series_csv(report),
+             **comparison_csvs(report)}
     for name, text in files.items():
         path = directory / name
         path.write_text(text, encoding="utf-8", newline="")

@@ -17,6 +17,7 @@ from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
 from aggregator.render_compare import html_section
 from aggregator.render_html_regions import chains, region_chart
+from aggregator.render_html_series import time_charts
 from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
 from schema.report import DisclosureReport
 from schema.version import __version__
@@ -204,6 +205,7 @@ def render_html(report: DisclosureReport, generated: str = "") -> str:
         f"<h2>Carbon per service</h2>{bars(report)}"
         f"<h2>Every service</h2>{services_table(report)}"
         f"{html_section(report)}"
+        f"<h2>Over time</h2>{time_charts(report)}"
         f"<h2>Per region</h2>{region_chart(report)}{_regions(report)}"
         f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
         f"<h2>Methodology</h2>{_methodology(report)}"

@@ -18,6 +18,7 @@ from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
 from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
 from aggregator.scope2 import methodology_block, scope2
+from aggregator.series import build_series
 from schema.canonical import canonical_json, sha256_tag
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
@@ -129,6 +130,7 @@ def _aggregate(state: AggregateState, period: Period, apps: list[Application],
         scope2=scope2(state, market) if market is not None else None,
         traces_counted=state.traces_counted,
         root_spans_counted=state.root_spans,
+        series=build_series(state, period, apps),
         **temporal(state, period),
         **without_carbon(state, apps),
     )

@@ -163,6 +163,43 @@ class ReportWarning(_Model):
     message: str
 
 
+class SeriesBucket(_Model):
+    """One time bucket: the windows that start in it (window.start decides; never split)."""
+
+    start: str = Field(description="RFC 3339 UTC, inclusive (the period's start for a first bucket it cuts)")
+    end: str = Field(description="RFC 3339 UTC, exclusive (the period's end for a last bucket it cuts)")
+    windows: int = 0
+    requests: int = 0
+    energy_kwh: float = Field(0.0, description="application + host energy, as total_energy_kwh")
+    host_energy_kwh: float = 0.0
+    carbon_kgco2eq: float = Field(0.0, description="operational + embodied + host carbon, as total_carbon_kgco2eq")
+    operational_kgco2eq: float = 0.0
+    embodied_kgco2eq: float = 0.0
+    host_carbon_kgco2eq: float = Field(0.0, description="database + messaging host carbon")
+    dropped_energy_kwh: float = Field(0.0, description="entries of services past the service cap")
+    dropped_carbon_kgco2eq: float = 0.0
+
+
+class SeriesService(_Model):
+    """One service over time: one value per bucket, aligned with ``series.buckets``."""
+
+    service_name: str
+    energy_kwh: list[float] = Field(default_factory=list)
+    carbon_kgco2eq: list[float] = Field(default_factory=list, description="operational, as applications[]")
+    requests: list[int] = Field(default_factory=list)
+
+
+class Series(_Model):
+    """The period over time: hourly when it is at most two days, else daily (UTC)."""
+
+    bucket: str = Field("day", description='"hour", "day", or "N days" for periods past 400 days')
+    bucket_seconds: int = 86400
+    buckets: list[SeriesBucket] = Field(default_factory=list, description="every bucket of the period, in time order")
+    services: list[SeriesService] = Field(
+        default_factory=list, description="every applications[] entry, in its order"
+    )
+
+
 class Aggregate(_OmitNone):
     _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2",)
 
@@ -225,6 +262,7 @@ class Aggregate(_OmitNone):
     scope2: Scope2 | None = Field(
         None, description="location- and market-based Scope 2; absent without --market-factors"
     )
+    series: Series = Field(default_factory=Series, description="the period over time (docs: Over time)")
 
 
 class Application(_Model):

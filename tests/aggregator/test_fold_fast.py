@@ -24,6 +24,7 @@ from schema.chain import seal
 
 T0 = datetime(2026, 11, 10, tzinfo=UTC)
 EVERYTHING = Period.everything()
+HOURS = Period.parse("2026-11-10", "2026-11-11")  # hourly time buckets (aggregate.series)
 POOL = ["a", "b", "c", "pg", "_unattributed", "x" * 300]
 TAGS = st.sampled_from(["io_proxy_v1", "scaphandre_rapl+cal", "scaphandre_rapl", "t" * 70, ""])
 FIGURE = st.one_of(st.integers(0, 4096).map(lambda n: n / 1024), st.floats(0, 1e3, allow_nan=False))
@@ -78,6 +79,7 @@ def archive(draw) -> list[bytes]:
                           min_size=1, max_size=4, unique=True))
     tags = {n: draw(TAGS) for n in names}
     lines, prev = [], None
+    spread = draw(st.sampled_from([1, 29, 61]))  # minutes between windows: the time bucket changes or not
     for i in range(draw(st.integers(1, 12))):
         own = names if draw(st.integers(0, 7)) else draw(st.lists(st.sampled_from(POOL), max_size=3, unique=True))
         gs: dict = {
@@ -109,7 +111,7 @@ def archive(draw) -> list[bytes]:
             if draw(st.integers(0, 3)) == 0:
                 gs["energy_model"] = draw(TAGS)
             gs["co2"]["total"]["model"] = draw(TAGS)
-        at = T0 + timedelta(minutes=i, microseconds=draw(st.sampled_from([0, 1, 999999, 123456])))
+        at = T0 + timedelta(minutes=i * spread, microseconds=draw(st.sampled_from([0, 1, 999999, 123456])))
         report = {"window": {"start": at.strftime(draw(START_FORMATS)),
                              "end": (at + timedelta(minutes=draw(st.integers(0, 2)))).strftime(draw(START_FORMATS)),
                              "traces": draw(st.integers(0, 9))},
@@ -133,9 +135,9 @@ def archive(draw) -> list[bytes]:
 
 def _fold(lines: list[bytes], plain: bool, c_fold: bool = True, **caps: int) -> tuple[bytes, AggregateState]:
     state = AggregateState(**caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", HOURS, state=state, plain=plain, c_fold=c_fold)
     state.files.append(stat)
-    return report_bytes(build_report(state, EVERYTHING)), state
+    return report_bytes(build_report(state, HOURS)), state
 
 
 def test_the_c_fold_is_built_and_by_the_current_rules():

@@ -29,6 +29,7 @@ from aggregator import synth
 from aggregator.compare import from_report
 from aggregator.read import Period
 from aggregator.render_html import render_html
+from aggregator.render_html_series import SERIES_SERVICES
 from aggregator.report import build_report
 from tests.aggregator.conftest import T0, fold_paths
 
@@ -68,7 +69,8 @@ def page(tmp_path: Path) -> tuple[Path, list[str]]:
     previous.applications[0].service_name = "retired-service"  # gone by 2026-11-10
     lines = synth.sealed_lines(synth.realistic(20, seed=5, n_services=N_SERVICES, start=T0))
     synth.write_agent(tmp_path / "archives", "agent-a", synth.split(lines, 2), gzip_files=[], day="20261110")
-    report = build_report(fold_paths(tmp_path / "archives"), Period.parse("2026-11-10", "2026-11-10"), "ACME",
+    period = Period.parse("2026-11-10", "2026-11-10")  # one day: hourly time buckets
+    report = build_report(fold_paths(tmp_path / "archives", period=period), period, "ACME",
                           previous=from_report(previous))
     report.applications[-1].service_name = LONG
     path = tmp_path / "report.html"
@@ -127,8 +129,40 @@ def test_a_screenshot_is_not_blank_and_has_the_size_asked(page, tmp_path):
     assert len(png) > 3 * len(blank.read_bytes()), "the screenshot is as empty as a blank page"
 
 
+def test_the_rendered_dom_lists_the_charts_over_time_with_the_tail_as_other(page, tmp_path):
+    path, names = page
+    proc = chromium(tmp_path, "--dump-dom", path.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    for label in ("carbon over time, per hour", "energy over time, per hour"):
+        assert f'aria-label="{label}"' in dom
+    # one column a bucket: the period is one day, 24 hours, with data in the first hour only
+    chart = dom.split('aria-label="carbon over time, per hour"')[1].split("</svg>")[0]
+    assert chart.count("<title>") == 24 and chart.count("(no data: no window started in it)") == 23
+    assert f"other ({len(names) - SERIES_SERVICES} services)" in dom  # the tail, with its figure
+    assert "embodied and host carbon" in dom
+
+
+def test_a_screenshot_of_the_charts_over_time_is_not_blank(page, tmp_path):
+    # the charts alone, as the report draws them, so the screenshot is of them and not the top
+    path, _ = page
+    html = path.read_text(encoding="utf-8")
+    body = html.split("<h2>Over time</h2>")[1].split("<h2>")[0]
+    style = html.split("<style>")[1].split("</style>")[0]
+    only = tmp_path / "series.html"
+    only.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{style}</style></head>'
+                    f"<body>{body}</body></html>", encoding="utf-8")
+    shot, blank = tmp_path / "series.png", tmp_path / "blank.png"
+    for out, url in ((shot, only.as_uri()), (blank, "about:blank")):
+        proc = chromium(tmp_path, f"--screenshot={out}", "--window-size=900,700", url)
+        assert proc.returncode == 0 and out.is_file(), proc.stderr[-2000:]
+    png = shot.read_bytes()
+    assert png[16:24] == (900).to_bytes(4, "big") + (700).to_bytes(4, "big")
+    assert len(png) > 3 * len(blank.read_bytes()), "the chart's screenshot is as empty as a blank page"
+
+
 HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Against the previous period",
-            "Per region", "Coverage", "Methodology", "Integrity")
+            "Over time", "Per region", "Coverage", "Methodology", "Integrity")
 
 
 @needs_pdftotext

@@ -18,6 +18,7 @@ from aggregator.report import build_report, content_hash, load_report, report_by
 from schema.canonical import canonical_json
 from schema.generate import OUT_DIR, render
 from schema.report import DisclosureReport
+from tests.aggregator.test_series import spread_archives
 
 PERIOD = Period.parse("2026-11-01", "2026-11-30")
 PERIOD_T0 = datetime(2026, 11, 10, tzinfo=UTC)
@@ -110,6 +111,13 @@ def test_dask_engine_gives_the_local_report_byte_for_byte(mixed_archive, tmp_pat
         # a file overflowing MAX_SERVICES on its own is folded again, seeded, on a worker too
         overflow = _overflow_archive(tmp_path)
         state = run_dask(discover([str(overflow)]), PERIOD, client=client)
+        # the time buckets (aggregate.series) merge to the same bytes: hourly and daily periods
+        # over two agents' rotated files with windows every 97 minutes and a day missing
+        spread = discover([str(spread_archives(tmp_path / "spread"))])
+        for period in (Period.parse("2026-11-10", "2026-11-11"), Period.parse("2026-11-10", "2026-11-13")):
+            on_dask = build_report(run_dask(spread, period, client=client), period)
+            assert report_bytes(on_dask) == report_bytes(build_report(run_local(spread, period), period))
+            assert sum(1 for b in on_dask.aggregate.series.buckets if b.windows) >= 3
     assert distributed == local
     assert seen == [(i, 5) for i in range(1, 6)]
     assert report_bytes(build_report(state, PERIOD, "ACME")) == report_bytes(_report(overflow))
