@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ContractError, SignalError, OSError, ValueError) as exc:
         _say(f"{exc}; running the command at once, undecided")
         _record(log, {"type": "run-decision", "mode": "error", "error": str(exc), "command": command[0]})
-        return _execute(command)
+        return _run_and_record(log, args.job, command)
     event = {"type": "run-decision", "mode": "enforce" if args.enforce else "shadow", "decision": d.to_json(),
              "command": command[0], "policy_identity": policy_identity(guards)}
     wait = False
@@ -164,8 +164,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "signal": "SIGTERM", "ran": False})
             _say("SIGTERM while waiting: nothing ran")
             return 143
+    return _run_and_record(log, c.name, command)
+
+
+def _run_and_record(log: Path, job: str | None, command: list[str]) -> int:
+    """Run the command and append its ``run-outcome`` (also when no decision could be made)."""
     started = int(time.time() * 1000)
     code = _execute(command)
-    _record(log, {"type": "run-outcome", "job": c.name, "outcome": "ran", "exit_status": code,
+    _record(log, {"type": "run-outcome", "job": job, "outcome": "ran", "exit_status": code,
                   "started": iso(started), "finished": iso(int(time.time() * 1000)), "ran": True})
     return code

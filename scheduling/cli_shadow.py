@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -15,6 +16,9 @@ import yaml
 from scheduling.contracts import ContractError, load_contracts
 from scheduling.decide import Guards, decide
 from scheduling.signals import SignalError, read_signal_log, to_ms
+
+#: guard settings that count something (failures, jobs, minutes of the slot grid)
+WHOLE_GUARDS = ("restore_failures", "release_cap", "slot_minutes")
 
 EPILOG = """\
 examples:
@@ -38,14 +42,23 @@ def load_guards(path: Path | None) -> Guards:
     if path is None:
         return Guards()
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ContractError(f"{path}: expected a mapping of guard settings (docs/contracts.md, \"Guards\")")
     known = {f.name: f.type for f in fields(Guards)}
-    unknown = sorted(set(data) - set(known))
+    unknown = sorted(set(data) - set(known), key=str)
     if unknown:
         raise ContractError(f"{path}: unknown guard setting(s) {unknown}; known: {', '.join(known)}")
-    bad = [k for k, v in data.items() if not isinstance(v, int | float) or isinstance(v, bool) or v < 0]
+    bad = [k for k, v in data.items() if not isinstance(v, int | float) or isinstance(v, bool)
+           or not math.isfinite(v) or v < 0]
     if bad:
-        raise ContractError(f"{path}: guard setting(s) {bad} must be numbers >= 0")
-    return Guards(**data)
+        raise ContractError(f"{path}: guard setting(s) {bad} must be finite numbers >= 0")
+    whole = [k for k in WHOLE_GUARDS if k in data and data[k] != int(data[k])]
+    if whole:
+        raise ContractError(f"{path}: guard setting(s) {whole} must be whole numbers")
+    if data.get("slot_minutes", 1) < 1:
+        raise ContractError(f"{path}: slot_minutes {data['slot_minutes']!r} must be at least 1 "
+                            "(the grid of candidate starts, in minutes)")
+    return Guards(**{k: int(v) if k in WHOLE_GUARDS else v for k, v in data.items()})
 
 
 def register(subparsers: Any) -> None:

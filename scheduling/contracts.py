@@ -20,17 +20,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ANNOTATION = "carbonspan.io/workload-contract"
 MINUTE_MS = 60_000
 DAY_MS = 24 * 60 * MINUTE_MS
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,251}[a-z0-9])?$")
+#: a region, service or class name: a non-empty string (never a number or a boolean)
+Text = Annotated[str, StringConstraints(min_length=1, strict=True)]
 
 
 class ContractError(ValueError):
@@ -38,9 +48,10 @@ class ContractError(ValueError):
 
 
 class Runtime(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    p50_minutes: float = Field(gt=0, description="median runtime, minutes")
-    p95_minutes: float = Field(gt=0, description="95th-percentile runtime, minutes")
+    # numbers are strict (``true`` or ``"90"`` is not a number) and finite (``.inf`` is refused)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    p50_minutes: float = Field(gt=0, strict=True, description="median runtime, minutes")
+    p95_minutes: float = Field(gt=0, strict=True, description="95th-percentile runtime, minutes")
 
     @model_validator(mode="after")
     def _ordered(self) -> Runtime:
@@ -70,30 +81,32 @@ def _when(value: str | None, field: str) -> str | None:
 class WorkloadContract(BaseModel):
     """One job's contract. Field meanings and defaults: docs/contracts.md, "Fields"."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # numbers and booleans are strict (YAML ``yes`` is not 1 minute, ``"yes"`` not true) and
+    # numbers finite; every name is a non-empty string
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     name: str
     job_class: Literal["immediate", "deadline", "flexible"] = Field(alias="class")
     earliest_start: str | None = None
     deadline: str | None = None
     timezone: str = "UTC"
-    max_deferral_minutes: int | None = Field(default=None, ge=0)
+    max_deferral_minutes: int | None = Field(default=None, ge=0, strict=True)
     runtime: Runtime
-    energy_kwh: float | None = Field(default=None, gt=0)
-    service: str | None = None
-    residency: list[str] = Field(min_length=1)
-    home_region: str
-    accelerator: str = "none"
-    security_class: str | None = None
-    max_cost: float | None = Field(default=None, ge=0)
+    energy_kwh: float | None = Field(default=None, gt=0, strict=True)
+    service: Text | None = None
+    residency: list[Text] = Field(min_length=1)
+    home_region: Text
+    accelerator: Text = "none"
+    security_class: Text | None = None
+    max_cost: float | None = Field(default=None, ge=0, strict=True)
     checkpoint: Literal["none", "optional", "required"] = "none"
     cancellation: Literal["safe", "unsafe"] = "unsafe"
     fallback: Literal["run_at_submit", "run_by_deadline", "home_region"] = "run_at_submit"
     carbon_policy: Literal["prefer_lower_intensity", "ignore"] = "prefer_lower_intensity"
-    allow_region_move: bool = False
-    input_data_regions: list[str] = Field(default_factory=list)
+    allow_region_move: bool = Field(default=False, strict=True)
+    input_data_regions: list[Text] = Field(default_factory=list)
     checkpoint_ids: Literal["region_bound", "region_independent"] = "region_bound"
-    recovery_to_home: bool = False
+    recovery_to_home: bool = Field(default=False, strict=True)
 
     @field_validator("name")
     @classmethod
@@ -119,7 +132,7 @@ class WorkloadContract(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadContract:
         if self.home_region not in self.residency:
-            raise ValueError(f"home_region {self.home_region!r} is not in residency {self.residency}; "
+            raise ValueError(f"home_region: {self.home_region!r} is not in residency {self.residency}; "
                              "a job must be allowed to run at home")
         if self.energy_kwh is None and self.service is None:
             raise ValueError("energy_kwh: give energy_kwh (kWh per run) or service (to take it from archives)")
@@ -203,11 +216,17 @@ def local_day(c: WorkloadContract, t_ms: int) -> str:
 # -- loading ------------------------------------------------------------------------------------
 
 
+_FIELD_NAMES = {f.alias or name for name, f in WorkloadContract.model_fields.items()}
+
+
 def _describe(exc: ValidationError, where: str) -> ContractError:
     parts = []
     for e in exc.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "contract"
+        loc = ".".join(str(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        if not loc:  # a check across fields (``_consistent``) names its field first: "home_region: ..."
+            field, sep, rest = msg.partition(": ")
+            loc, msg = (field, rest) if sep and field in _FIELD_NAMES else ("contract", msg)
         if e["type"] == "missing":
             msg = "required; add it (see docs/contracts.md, \"Fields\")"
         elif e["type"] == "extra_forbidden":

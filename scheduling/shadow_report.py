@@ -5,12 +5,13 @@ Per run (E: the run's ``energy_kwh`` (its own, or read from the archives of the 
 ``service``), else the contract's, banded ``[E, E x p95/p50]``; a run with neither is not
 measured, estimated or measured, and listed with the reason):
 
-- estimated avoided (before the fact, forecasts as of the decision), per duration d in {p50, p95}:
+- estimated avoided (before the fact, forecasts as of the decision; measured runs only, so the
+  two ranges cover the same runs), per duration d in {p50, p95}:
   ``E x (F_actual - F_recommended) -/+ E x mape x (F_actual + F_recommended)``, ``mape`` the
   forecasts' measured error over this log; range = min .. max over d and the energy band;
 - measured avoided (after the fact, observed intensities), per d in {p50, p95, actual}:
   ``E x (O_actual - O_recommended)``; range = min .. max. A run with any uncovered minute in
-  either interval is not measured: excluded from the totals, its missing intervals listed.
+  either interval is not measured: excluded from both totals, its missing intervals listed.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "recommended_delay_minutes": {"mean": sum(r["delay_minutes"] for r in rows) / len(rows) if rows else 0.0,
                                       "max": max((r["delay_minutes"] for r in rows), default=0.0)},
         "deadline_slack_minutes_min": min((r["slack_minutes"] for r in rows if r["slack_minutes"] is not None), default=None),
-        "avoided_kgco2e_estimated": _sum(rows, "estimated_g"),
+        # a run it could not measure claims nothing, before the fact either (issue 16)
+        "avoided_kgco2e_estimated": _sum(measured, "estimated_g"),
         "avoided_kgco2e_measured": _sum(measured, "measured_g"),
         "emissions_kgco2e_measured_runs": sum(r["actual_g"] for r in measured) / 1000,
         "runs_measured": len(measured), "coverage": len(measured) / len(rows) if rows else 0.0,

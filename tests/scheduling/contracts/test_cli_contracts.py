@@ -201,6 +201,9 @@ def test_bad_contract_still_runs_the_command(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"workload_contract": {**JOB, "class": "whenever"}}))
     r = cli("run", "--contract", str(bad), "--log", str(tmp_path / "l"), "--", sys.executable, "-c", "raise SystemExit(3)")
     assert r.returncode == 3 and "field `class`" in r.stderr and "running the command at once" in r.stderr
+    decision, outcome = events(tmp_path / "l")  # the outcome is recorded undecided too
+    assert decision["mode"] == "error" and "field `class`" in decision["error"]
+    assert (outcome["type"], outcome["outcome"], outcome["exit_status"]) == ("run-outcome", "ran", 3)
 
 
 def test_metrics_text_file_from_the_shadow_log(day) -> None:
@@ -264,3 +267,29 @@ def test_signals_from_saved_gb_and_electricitymaps_answers(tmp_path: Path) -> No
 
 def ms_of(text: str) -> int:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("slot_minutes: 0\n", "slot_minutes 0 must be at least 1"),  # was a ZeroDivisionError traceback
+    ("release_cap: 2.5\n", "['release_cap'] must be whole numbers"),
+    ("restore_failures: .inf\n", "must be finite numbers >= 0"),
+    ("stale_minutes: yes\n", "must be finite numbers >= 0"),
+    ("- stale_minutes\n", "expected a mapping of guard settings"),
+    ("stale_mintues: 30\n", "unknown guard setting(s) ['stale_mintues']"),
+])
+def test_a_bad_guard_file_is_a_message_naming_the_setting(day, text: str, words: str) -> None:
+    g = day["dir"] / "g.yaml"
+    g.write_text(text)
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "reindex", "--at", "2026-03-01T01:00:00Z",
+            "--signal", str(day["s"]), "--guards", str(g))
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_whole_number_guards_load_as_integers(tmp_path: Path) -> None:
+    from scheduling.cli_shadow import load_guards
+
+    g = tmp_path / "g.yaml"
+    g.write_text("slot_minutes: 30.0\nrelease_cap: 10\nstale_minutes: 45.5\n")
+    got = load_guards(g)
+    assert (got.slot_minutes, got.release_cap, got.stale_minutes) == (30, 10, 45.5)
+    assert isinstance(got.slot_minutes, int)

@@ -67,7 +67,20 @@ def test_the_issue_example_loads(tmp_path: Path) -> None:
     ({"runtime": {"p50_minutes": 0, "p95_minutes": 20}}, "runtime.p50_minutes", "greater than 0"),
     ({"energy_kwh": -1}, "energy_kwh", "greater than 0"),
     ({"residency": []}, "residency", "at least 1"),
-    ({"home_region": "r2"}, "contract", "home_region 'r2' is not in residency"),
+    ({"home_region": "r2"}, "home_region", "'r2' is not in residency"),
+    ({"home_region": ""}, "home_region", "at least 1 character"),
+    ({"residency": ["r1", ""]}, "residency.1", "at least 1 character"),
+    ({"max_deferral_minutes": True}, "max_deferral_minutes", "valid integer"),  # YAML `yes` is not 1 minute
+    ({"max_deferral_minutes": "240"}, "max_deferral_minutes", "valid integer"),
+    ({"energy_kwh": float("inf")}, "energy_kwh", "finite"),
+    ({"energy_kwh": True}, "energy_kwh", "valid number"),
+    ({"runtime": {"p50_minutes": 10, "p95_minutes": float("inf")}}, "runtime.p95_minutes", "finite"),
+    ({"max_cost": float("nan")}, "max_cost", "finite"),
+    ({"allow_region_move": "yes"}, "allow_region_move", "valid boolean"),
+    ({"recovery_to_home": 1}, "recovery_to_home", "valid boolean"),
+    ({"service": ""}, "service", "at least 1 character"),
+    ({"accelerator": ""}, "accelerator", "at least 1 character"),
+    ({"input_data_regions": [7]}, "input_data_regions.0", "valid string"),
     ({"checkpoint": "sometimes"}, "checkpoint", "required"),
     ({"cancellation": "maybe"}, "cancellation", "unsafe"),
     ({"fallback": "never"}, "fallback", "run_by_deadline"),
@@ -86,10 +99,10 @@ def test_missing_fields_are_named_and_energy_or_service_required() -> None:
     msg = str(pytest.raises(ContractError, parse_contract, data).value)
     assert "field `runtime`: required" in msg and "field `home_region`: required" in msg
     no_energy = {k: v for k, v in BASE.items() if k != "energy_kwh"}
-    assert "energy_kwh" in str(pytest.raises(ContractError, parse_contract, no_energy).value)
+    assert "field `energy_kwh`: give energy_kwh" in str(pytest.raises(ContractError, parse_contract, no_energy).value)
     assert parse_contract({**no_energy, "service": "reindexer"}).service == "reindexer"
-    assert "needs a deadline" in str(pytest.raises(ContractError, parse_contract,
-                                                   {**BASE, "deadline": None}).value)
+    assert "field `deadline`: a 'flexible' job needs a deadline" in str(
+        pytest.raises(ContractError, parse_contract, {**BASE, "deadline": None}).value)
 
 
 def test_without_max_deferral_a_contract_never_waits() -> None:

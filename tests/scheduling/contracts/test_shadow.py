@@ -80,7 +80,23 @@ def test_a_run_it_cannot_measure_claims_nothing(tmp_path: Path) -> None:
     assert t["avoided_kgco2e_measured"] is None and t["runs_measured"] == 0 and t["coverage"] == 0
     assert t["runs_not_measured"] == ["r-1"]
     assert ["r1", "2026-03-01T03:15:00Z", "2026-03-01T03:30:00Z"] in t["missing_intervals"]
-    assert t["avoided_kgco2e_estimated"] == pytest.approx([1.0, 2.0])  # the forecast existed
+    # the forecast existed, but a run it could not measure claims nothing, before the fact either
+    assert t["avoided_kgco2e_estimated"] is None
+
+
+def test_estimated_and_measured_cover_the_same_runs(tmp_path: Path) -> None:
+    # two runs on two nights; the second night's 03:15-03:30 observation is missing. Only the
+    # first is measured, and only its estimate counts: 1.0 .. 2.0 kg each way, not 2.0 .. 4.0
+    night = observed_day()
+    second = observed("r1", 24 * 60 - 60, [300.0] * 16 + [100.0, 100.0] + [300.0] * 14)
+    second = [r for i, r in enumerate(second) if i != 17]
+    sig = log(night, forecast("r1", 50, 0, FC), second, forecast("r1", 24 * 60 + 50, 24 * 60, FC))
+    run2 = {**RUN, "run_id": "r-2", "submitted": z(at(24 * 60 + 60)), "started": z(at(24 * 60 + 60)),
+            "finished": z(at(24 * 60 + 90))}
+    t = shadow(tmp_path, sig, [RUN, run2])["total"]
+    assert (t["runs"], t["runs_measured"], t["runs_not_measured"]) == (2, 1, ["r-2"])
+    assert t["avoided_kgco2e_measured"] == pytest.approx([1.0, 2.0])
+    assert t["avoided_kgco2e_estimated"] == pytest.approx([1.0, 2.0])
 
 
 def test_only_the_jobs_own_restore_failures_count_and_the_kill_switch(tmp_path: Path) -> None:
