@@ -6,6 +6,7 @@ docs/simulation.md's "Prefabs"; facts from OpenDC's ComputeSchedulers.kt).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,12 +78,15 @@ def _filters(where: str, specs: list[dict]) -> tuple[Filter, ...]:
         kind = _known(w, f, {"type", "filterName", "allocationRatio", "limit"}).get("type")
         if kind not in FILTERS:
             raise SpecError(f"{w}.type {kind!r}: use one of {', '.join(FILTERS)}")
-        ratio = float(f.get("allocationRatio", 1.0))
+        ratio = _number(f"{w}.allocationRatio", f.get("allocationRatio", 1.0))
         if ratio <= 0:
             raise SpecError(f"{w}.allocationRatio: must be > 0")
         if kind == "InstanceCount" and "limit" not in f:
             raise SpecError(f"{w}: InstanceCount needs a limit")
-        out.append(Filter(kind, ratio, int(f.get("limit", 0))))
+        limit = f.get("limit", 0)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise SpecError(f"{w}.limit: {limit!r} must be a whole number >= 0")
+        out.append(Filter(kind, ratio, limit))
     return tuple(out)
 
 
@@ -93,7 +97,8 @@ def _weighers(where: str, specs: list[dict]) -> tuple[Weigher, ...]:
         kind = _known(at, w, {"type", "multiplier", "allocationRatio"}).get("type")
         if kind not in WEIGHERS:
             raise SpecError(f"{at}.type {kind!r}: use one of {', '.join(WEIGHERS)}")
-        out.append(Weigher(kind, float(w.get("multiplier", 1.0)), float(w.get("allocationRatio", 1.0))))
+        out.append(Weigher(kind, _number(f"{at}.multiplier", w.get("multiplier", 1.0)),
+                           _number(f"{at}.allocationRatio", w.get("allocationRatio", 1.0))))
     return tuple(out)
 
 
@@ -109,6 +114,13 @@ def _known(where: str, obj: Any, keys: set[str]) -> dict:
 TIMESHIFT_KEYS = {"type", "filters", "weighers", "windowSize", "subsetSize", "forecast",
                   "shortForecastThreshold", "longForecastThreshold", "forecastSize", "taskStopper",
                   "memorize", "forecastProvider", "deadlineMargin", "decisionIntervalMinutes", "name"}
+
+
+def _number(where: str, v: Any) -> float:
+    """A finite JSON number (not a string, not true/false)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise SpecError(f"{where}: {v!r} must be a number")
+    return float(v)
 
 
 def _fraction(where: str, v: Any) -> float:

@@ -201,3 +201,19 @@ def test_the_summary_table_shows_each_timeshift_row_with_its_no_shift_reference(
     plain, shifted = summary_rows([base, {**base, "reference_carbon_g": 1000.0, "reduction_pct": 10.0}])
     assert plain["no_shift_kg"] is None and shifted["no_shift_kg"] == 1.0
     assert "no_shift_kg" in render_summary([base])
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    # a string multiplier was "could not convert string to float: 'x'", naming nothing
+    ({"weighers": [{"type": "Ram", "multiplier": "x"}]}, "weighers[0].multiplier"),
+    ({"weighers": [{"type": "Ram", "multiplier": True}]}, "weighers[0].multiplier"),  # was 1.0
+    ({"weighers": [{"type": "VCpu", "allocationRatio": "2"}]}, "weighers[0].allocationRatio"),
+    ({"filters": [{"type": "Ram", "allocationRatio": "1.5"}]}, "filters[0].allocationRatio"),
+    ({"filters": [{"type": "InstanceCount", "limit": 2.5}]}, "filters[0].limit"),
+    ({"filters": [{"type": "InstanceCount", "limit": "3"}]}, "filters[0].limit"),
+])
+def test_filter_and_weigher_numbers_are_checked_naming_the_field(spec: dict, field: str) -> None:
+    with pytest.raises(SpecError, match=r"allocationPolicies\[0\]\." + field.replace("[", r"\[").replace("]", r"\]")):
+        make_policy({"type": "filter", **spec})
+    assert make_policy({"type": "filter", "weighers": [{"type": "Ram", "multiplier": -2}],
+                        "filters": [{"type": "InstanceCount", "limit": 3}]}).weighers[0].multiplier == -2.0
