@@ -177,12 +177,51 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the HTML table's columns: every per-job figure of the report (docs/contracts.md, "Shadow report")
+HTML_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("runs", "runs"), ("runs_differed", "differed"), ("recommended_delay_minutes", "delay min (mean / max)"),
+    ("deadline_slack_minutes_min", "min slack min"), ("avoided_kgco2e_estimated", "estimated avoided kgCO2e"),
+    ("avoided_kgco2e_measured", "measured avoided kgCO2e"), ("emissions_kgco2e_measured_runs", "emitted kgCO2e (measured runs)"),
+    ("runs_measured", "runs measured"), ("coverage", "coverage"), ("runs_not_measured", "runs not measured"),
+    ("missing_intervals", "missing intervals (excluded)"), ("runs_energy_not_measured", "runs without energy"),
+    ("runs_energy_from_archives", "energy from archives"), ("runs_region_substituted", "region substituted"),
+    ("deadline_risk", "deadline risk"), ("would_miss_deadline", "would miss deadline"),
+    ("decisions", "decisions (layer/reason)"), ("vetoes", "vetoes (layer/reason)"),
+    ("signal_sources", "signal sources"), ("days", "days"), ("real_evidence", "real evidence"),
+)
+
+
+def _cell(key: str, v: Any) -> str:
+    if key.startswith("avoided_"):
+        return _range(v)
+    if key == "recommended_delay_minutes":
+        return f"{v['mean']:.0f} / {v['max']:.0f}"
+    if key == "coverage":
+        return f"{100 * v:.0f} %"
+    if key == "missing_intervals":
+        return "<br>".join(html.escape(f"{r} {a} .. {b}") for r, a, b in v) or "none"
+    if key == "runs_energy_not_measured":
+        return "<br>".join(html.escape(f"{r['run_id']}: {r['reason']}") for r in v) or "none"
+    if isinstance(v, dict):
+        return "<br>".join(html.escape(f"{k} {n}") for k, n in sorted(v.items())) or "none"
+    if isinstance(v, list):
+        return "<br>".join(html.escape(str(x)) for x in v) or "none"
+    if isinstance(v, float):
+        return f"{v:.3f}" if key == "emissions_kgco2e_measured_runs" else f"{v:.1f}"
+    return html.escape("n/a" if v is None else str(v))
+
+
 def render_html(doc: dict[str, Any]) -> str:
-    head = "<tr><th>job</th><th>runs</th><th>differed</th><th>coverage</th><th>estimated kgCO2e</th>" \
-           "<th>measured kgCO2e</th><th>deadline risk</th></tr>"
+    """Every per-job figure of the report, one row per job and the total."""
+    head = "<tr><th>job</th>" + "".join(f"<th>{html.escape(t)}</th>" for _, t in HTML_COLUMNS) + "</tr>"
     body = "".join(
-        f"<tr><td>{html.escape(n)}</td><td>{a['runs']}</td><td>{a['runs_differed']}</td><td>{100 * a['coverage']:.0f} %</td>"
-        f"<td>{_range(a['avoided_kgco2e_estimated'])}</td><td>{_range(a['avoided_kgco2e_measured'])}</td>"
-        f"<td>{a['deadline_risk']}</td></tr>" for n, a in [*doc["jobs"].items(), ("TOTAL", doc["total"])])
+        f"<tr><td>{html.escape(n)}</td>" + "".join(f"<td>{_cell(k, a[k])}</td>" for k, _ in HTML_COLUMNS) + "</tr>"
+        for n, a in [*doc["jobs"].items(), ("TOTAL", doc["total"])])
+    mape = "n/a" if doc["forecast_mape"] is None else f"{100 * doc['forecast_mape']:.1f} %"
+    notes = "".join(f"<li>skipped: {html.escape(x)}</li>" for x in doc["runs_skipped"])
+    notes += "".join(f"<li>no contract for job {html.escape(j)}: its runs are not in the report</li>"
+                     for j in doc["jobs_without_contract"])
     return (f"<!doctype html><meta charset=utf-8><title>carbonspan shadow report</title><h1>Shadow report</h1>"
-            f"<p>policy {html.escape(doc['policy_identity'])}</p><table>{head}{body}</table>\n")
+            f"<p>policy {html.escape(doc['policy_identity'])}; {html.escape(doc['signal_type'])} signal; "
+            f"runs from {html.escape(doc['runs_format'])}; forecast MAPE {mape}</p>"
+            f"<table>{head}{body}</table>" + (f"<ul>{notes}</ul>" if notes else "") + "\n")

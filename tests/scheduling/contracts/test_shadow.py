@@ -162,3 +162,15 @@ def test_a_run_without_a_known_region_is_measured_at_home_and_counted(tmp_path: 
     doc = shadow(tmp_path, log(observed_day(), forecast("r1", 50, 0, FC)), [{**RUN, "region": "eu-somewhere"}])
     assert doc["total"]["runs_region_substituted"] == 1
     assert doc["total"]["avoided_kgco2e_measured"] == pytest.approx([1.0, 2.0])
+
+
+def test_the_html_report_holds_every_figure_of_the_report(tmp_path: Path) -> None:
+    from scheduling.shadow_report import HTML_COLUMNS, render_html
+
+    doc = shadow(tmp_path, log(observed_day(drop=(17,)), forecast("r1", 50, 0, FC)), [RUN])
+    assert {k for k, _ in HTML_COLUMNS} == set(doc["total"])  # docs: "a table of the same figures"
+    page = render_html(doc)
+    for _, title in HTML_COLUMNS:
+        assert f"<th>{title}</th>" in page
+    assert "r1 2026-03-01T03:15:00Z .. 2026-03-01T03:30:00Z" in page  # the excluded interval, named
+    assert "soft_objective/lowest_score 1" in page and "test-grid v1" in page and "not measured" in page
