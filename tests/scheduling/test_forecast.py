@@ -158,3 +158,17 @@ def test_compat_moving_average_window_drops_the_oldest_update() -> None:
     for k in range(3):
         flags = compat.hold(0, trace, T0 + k * HOUR)
     assert flags == (True, True)
+
+
+def test_compat_forecast_is_the_next_size_minus_one_rows_and_its_quantile_rounds_half_up() -> None:
+    """forecastSize 10, threshold 0.5: OpenDC reads the next 9 rows (100, 110, ..., 180) and
+    takes sorted[round_half_up(9 x 0.5)] = sorted[5] = 150, so the current 145 is low. Python's
+    round(4.5) = 4 would give 140 (not low); reading a 10th row (the 0 after them) would make the
+    index round(10 x 0.5) = 5 of (0, 100, ..., 180) = 140 (not low); numpy's linear median of
+    the 9 rows is 140 (not low): each of OpenDC's choices is needed for this answer."""
+    values = np.array([145.0, *(100.0 + 10 * np.arange(9)), 0.0, 500.0])
+    trace = make_trace("q", T0 + HOUR * np.arange(values.size), values)
+    spec = {"type": "timeshift", "forecastSize": 10, "shortForecastThreshold": 0.5, "longForecastThreshold": 0.5}
+    compat = ShiftRules(make_policy(spec), Persistence(), compat=True)
+    assert compat.hold(0, trace, T0) == (False, False)
+    assert ShiftRules(make_policy(spec), Perfect()).hold(0, trace, T0) == (True, True)  # carbonspan's rule
