@@ -74,11 +74,11 @@ class Connection(asyncio.BufferedProtocol):
         self._write_paused = False  # the transport's write buffer is past its high-water mark
         self._write_paused_since: float | None = None
         # TLS: while the handshake runs, the TCP transport (closed to evict) and the time it
-        # began; bytes the TLS layer hands over before start_tls has returned wait in _early
+        # began; bytes the TLS layer hands over before start_tls has returned wait in _tls_early
         self.handshaking = False
         self.handshake_since = 0.0
         self._tcp: Any = None
-        self._early: list[bytes] | None = None
+        self._tls_early: list[bytes] | None = None
         self._gone = False  # the server has been told this connection is closed
         self._new_request()
 
@@ -115,10 +115,10 @@ class Connection(asyncio.BufferedProtocol):
             self._tcp = transport
             self.handshaking = True
             self.handshake_since = time.monotonic()
-            self._early = []
+            self._tls_early = []
             self.server.opened(self)  # may evict another connection, or close this one
             if self.closed:  # refused at the cap: nothing could be evicted
-                self.handshaking, self._early, self._tcp = False, None, None
+                self.handshaking, self._tls_early, self._tcp = False, None, None
             else:
                 self.server.loop.create_task(self._upgrade(ctx))
             return
@@ -166,7 +166,7 @@ class Connection(asyncio.BufferedProtocol):
         self._tcp = None
         self.transport = app
         self.idle_since = time.monotonic()  # idle from here: the handshake has its own clock
-        early, self._early = self._early or [], None
+        early, self._tls_early = self._tls_early or [], None
         for chunk in early:  # what the TLS layer handed over in the handshake's last read
             self._feed(chunk)
 
@@ -183,7 +183,7 @@ class Connection(asyncio.BufferedProtocol):
     def _handshake_failed(self, reason: str) -> None:
         evicted = self.closed  # closed by the server (an eviction or stop) before it failed
         self.handshaking = False
-        self._early = None
+        self._tls_early = None
         if self._tcp is not None:
             self._tcp.abort()
             self._tcp = None
@@ -219,8 +219,8 @@ class Connection(asyncio.BufferedProtocol):
         return self.server.scratch
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._early is not None:  # the handshake is done, start_tls has not returned yet
-            self._early.append(bytes(self.server.scratch[:nbytes]))
+        if self._tls_early is not None:  # the handshake is done, start_tls has not returned yet
+            self._tls_early.append(bytes(self.server.scratch[:nbytes]))
             return
         if not self._direct:
             self.data_received(self.server.scratch[:nbytes])

@@ -98,6 +98,23 @@ def test_an_early_refusal_keeps_the_connection(server: HttpServer) -> None:
     assert out[1].endswith(b"POST 1 z")
 
 
+def test_an_early_refusal_whose_body_comes_in_a_later_read_is_answered(server: HttpServer) -> None:
+    """The body of a request refused at its head (an OTLP export with the wrong Content-Type)
+    arrives after the head, in its own read: it is read and dropped, and the refusal answered.
+    The TLS handshake's early-bytes list shared this refusal's attribute name, so the second
+    read called .append on the refusal and the client got no answer (seen in CI as a flaky
+    415 test: only when the body came in a separate read)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /r HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nX-Refuse: 1\r\n\r\n")
+        time.sleep(0.2)  # the head is parsed alone
+        for _ in range(4):
+            s.sendall(b"y" * 250)
+            time.sleep(0.05)
+        answer = s.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 403"), answer
+    assert "refused_internal" not in server.events  # type: ignore[attr-defined]
+
+
 def test_a_head_too_large_is_431_and_a_handler_bug_is_500(server: HttpServer) -> None:
     big = b"GET /inline HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
     assert _answers(server.port, big, 1)[0].startswith(b"HTTP/1.1 431")
