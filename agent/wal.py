@@ -13,11 +13,17 @@ Group commit: request threads call :meth:`append` (cheap: it queues bytes and re
 and then :meth:`wait`; one writer thread writes everything queued with one ``write`` and one
 ``fdatasync`` and wakes every waiter it covered. Many concurrent requests thus share one
 fsync, which is what keeps the ingest rate up (one fsync per request would cap it at the
-disk's fsync rate). The log is truncated once its window is archived.
+disk's fsync rate). An append wakes the writer alone, and a commit wakes exactly the waiters
+whose tickets it made durable, each on a lock of its own: one shared condition woke every
+waiting request thread at every append and every commit, only for most to find their record
+not yet durable and sleep again (each wake a context switch and a turn at the GIL). The log
+is truncated once its window is archived.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import os
 import struct
@@ -130,7 +136,10 @@ class WriteAheadLog:
         self.on_sync = on_sync  # called with the records covered by each group commit
         self._waiting: deque[tuple[int, float]] = deque()  # (ticket, monotonic append time)
         self._fd: int | None = None
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards the state; the writer alone waits on it
+        # threads in wait(): (ticket, n, lock held until the commit that covers the ticket)
+        self._sleepers: list[tuple[int, int, threading.Lock]] = []
+        self._sleeper_n = itertools.count()
         self._pending: list[bytes] = []
         self._queued = 0  # tickets handed out
         self._durable = 0  # highest ticket on disk
@@ -166,7 +175,7 @@ class WriteAheadLog:
             self._pending.append(rec)
             self._queued += 1
             self._waiting.append((self._queued, time.monotonic()))
-            self._cond.notify_all()
+            self._cond.notify()  # the writer: nobody else waits on the condition
             return self._queued
 
     def oldest_wait_s(self) -> float:
@@ -176,26 +185,45 @@ class WriteAheadLog:
 
     def wait(self, ticket: int, timeout: float = 30.0) -> None:
         """Block until record ``ticket`` is on disk. Raises WalError if it cannot be."""
-        deadline = time.monotonic() + timeout
         with self._cond:
-            while self._durable < ticket:
-                if self._error is not None:
-                    raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WalError(
-                        f"the write-ahead log {self.path} did not sync within {timeout} s"
-                    )
-                self._cond.wait(left)
+            if self._durable >= ticket:
+                return
+            if self._error is not None:
+                raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
+            lock = threading.Lock()
+            lock.acquire()
+            entry = (ticket, next(self._sleeper_n), lock)
+            heapq.heappush(self._sleepers, entry)
+        woken = lock.acquire(timeout=max(0.0, timeout))
+        with self._cond:
+            if self._durable >= ticket:
+                return
+            if not woken and self._error is None:  # still listed: no commit reached it
+                self._sleepers.remove(entry)
+                heapq.heapify(self._sleepers)
+            if self._error is not None:
+                raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
+            raise WalError(f"the write-ahead log {self.path} did not sync within {timeout} s")
+
+    def _wake_locked(self, upto: int | None) -> None:
+        """Release the sleepers whose ticket is at most ``upto`` (None: all of them)."""
+        sleepers = self._sleepers
+        while sleepers and (upto is None or sleepers[0][0] <= upto):
+            heapq.heappop(sleepers)[2].release()
 
     def truncate(self) -> None:
         """Empty the log once its window is archived (waits for queued records first)."""
         with self._cond:
-            self.wait(self._queued)
-            assert self._fd is not None
-            os.ftruncate(self._fd, 0)
-            os.fsync(self._fd)
-            self._good_size = 0
+            upto = self._queued
+        self.wait(upto)  # not holding the lock: the writer takes it to say what is durable
+        with self._cond:
+            self._truncate_locked()
+
+    def _truncate_locked(self) -> None:
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.fsync(self._fd)
+        self._good_size = 0
 
     def truncate_if_idle(self) -> bool:
         """Empty the log if no record waits for its commit (never blocks); False otherwise.
@@ -207,7 +235,7 @@ class WriteAheadLog:
         with self._cond:
             if self._queued != self._durable or self._error is not None:
                 return False
-            self.truncate()
+            self._truncate_locked()
             return True
 
     def _run(self) -> None:
@@ -227,13 +255,13 @@ class WriteAheadLog:
                 self._cut_back()
                 with self._cond:
                     self._error = exc
-                    self._cond.notify_all()
+                    self._wake_locked(None)
                 return
             with self._cond:
                 self._durable = upto
                 while self._waiting and self._waiting[0][0] <= upto:
                     self._waiting.popleft()
-                self._cond.notify_all()
+                self._wake_locked(upto)
             if self.on_sync is not None:
                 self.on_sync(len(batch))
 

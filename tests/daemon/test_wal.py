@@ -142,3 +142,75 @@ def test_unarchived_ties_records_to_the_archive_seq_not_the_clock() -> None:
     got = unarchived(recs, 4, 900)
     assert {k: [r.payload for r in v] for k, v in got.items()} == {5: [b"b", b"c", b"v1-new"]}
     assert [r.payload for r in unarchived(recs, None, None)[4]] == [b"a"]  # empty archive
+
+
+def _voluntary_switches(native_id: int) -> int:
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("voluntary_ctxt_switches")))
+
+
+def test_an_append_wakes_the_writer_alone_and_a_commit_only_the_waiters_it_covers(
+        tmp_path: Path) -> None:
+    """Waiting request threads sleep through other requests' appends (one shared condition
+    woke every waiter at every append and every commit: a context switch and a turn at the
+    GIL each), and each returns once its own record is durable."""
+    import sys
+    import time
+
+    import pytest
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("counts context switches in /proc")
+    stall = tmp_path / "stall"
+    stall.touch()  # every commit waits: records queue up behind the first
+    wal = WriteAheadLog(tmp_path / "agent.wal", stall_file=stall)
+    wal.open()
+    ids: list[int] = []
+    seen: list[tuple[int, int]] = []  # (ticket, durable when wait returned)
+    ready = threading.Barrier(9)
+
+    def waiter() -> None:
+        ids.append(threading.get_native_id())
+        ticket = wal.append(0, 1, b"w")
+        ready.wait()
+        wal.wait(ticket, timeout=30)
+        seen.append((ticket, wal.durable))
+
+    threads = [threading.Thread(target=waiter) for _ in range(8)]
+    for th in threads:
+        th.start()
+    ready.wait()
+    time.sleep(0.2)  # every waiter is asleep in wait()
+    before = {i: _voluntary_switches(i) for i in ids}
+    for _ in range(50):  # spaced, so that a waiter woken by one has the time to run
+        wal.append(0, 1, b"other")
+        time.sleep(0.005)
+    time.sleep(0.1)
+    woken = {i: _voluntary_switches(i) - before[i] for i in ids}
+    stall.unlink()
+    for th in threads:
+        th.join(timeout=30)
+    wal.close()
+    assert max(woken.values()) <= 3, woken  # it was about 50 each
+    assert len(seen) == 8 and all(durable >= ticket for ticket, durable in seen)
+
+
+def test_a_wait_that_times_out_leaves_nothing_behind_and_later_waits_still_return(
+        tmp_path: Path) -> None:
+    import pytest
+
+    from agent.wal import WalError
+
+    stall = tmp_path / "stall"
+    stall.touch()
+    wal = WriteAheadLog(tmp_path / "agent.wal", stall_file=stall)
+    wal.open()
+    ticket = wal.append(0, 1, b"x")
+    with pytest.raises(WalError, match="did not sync within 0.2 s"):
+        wal.wait(ticket, timeout=0.2)
+    assert wal._sleepers == []  # the timed-out waiter is no longer listed
+    stall.unlink()
+    wal.wait(ticket, timeout=10)
+    wal.wait(wal.append(0, 1, b"y"), timeout=10)
+    wal.close()
