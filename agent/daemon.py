@@ -65,6 +65,7 @@ def build_scoring(cfg: Config, agent_id: str, sources: Any | None) -> Scoring:
         # measured sources turn watts into kWh per I/O op with the ops of accepted batches
         accepted=None if sources is None else sources.ops.add_partial,
         archive_idle=bool(cfg.green.hosts),  # hosts draw power with or without spans
+        context=context,
     )
 
 
@@ -177,6 +178,10 @@ class Agent:
                 s.max_request_bytes,
             )
             handler.sources_health = None if sources is None else sources.health
+            if s.debug_last_batch and scoring.context is not None:  # GET /debug/last-batch
+                from agent.debug_batch import LastBatch
+
+                handler.last_batch = LastBatch(scoring.context)
             http = HttpReceiver(handler, s)
             http.start()
             replayed = pipeline.restore(wal.open(), recovery)

@@ -107,6 +107,7 @@ class AgentSettings:
     http_idle_timeout_s: float = 30.0  # a keep-alive connection with no request is closed
     shutdown_timeout_s: float = 20.0
     retry_after_s: int = 1
+    debug_last_batch: bool = False  # GET /debug/last-batch: span names and attributes (opt-in)
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)

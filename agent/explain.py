@@ -49,17 +49,23 @@ class Seen:
 
 
 class RecordingBuilder(BatchBuilder):
-    """A BatchBuilder that keeps, for every span given a row, what the rules were given."""
+    """A BatchBuilder that keeps, for every span given a row, what the rules were given; with
+    ``limit``, for the first ``limit`` such spans only (``rows`` counts them all)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         super().__init__()
         self.seen: list[Seen] = []
+        self.limit = limit
+        self.rows = 0  # spans given a row, recorded or not
 
     def add_span(self, res: Resource, trace_id: bytes, parent_span_id: bytes | None, name: str,
                  kind: int, start: int, end: int, attrs: dict[str, AttrValue]) -> None:
         rows = len(self._rows)
         super().add_span(res, trace_id, parent_span_id, name, kind, start, end, attrs)
         if len(self._rows) > rows:  # a rejected span has no row and no figures
+            self.rows += 1
+            if self.limit is not None and len(self.seen) >= self.limit:
+                return
             self.seen.append(
                 Seen(res.service or "unknown_service", name, kind,
                      valid_region(attrs.get("cloud.region")), res.region is not None,
@@ -135,8 +141,10 @@ def explain(builder: RecordingBuilder, ctx: ScoringContext) -> list[SpanExplanat
     return rows
 
 
-def render(rows: list[SpanExplanation], as_json: bool) -> bytes:
-    """JSON (``{"spans": [...], "totals": {...}}``) or a table with a totals line."""
+def render(rows: list[SpanExplanation], as_json: bool, batch: dict | None = None,
+           notes: tuple[str, ...] = ()) -> bytes:
+    """JSON (``{"spans": [...], "totals": {...}}``, plus ``"batch": batch`` when given) or a
+    table with a totals line (``notes`` printed above it)."""
     totals = {
         "spans": len(rows),
         "io_spans": sum(1 for r in rows if r.io_class != "none"),
@@ -147,6 +155,8 @@ def render(rows: list[SpanExplanation], as_json: bool) -> bytes:
         import orjson
 
         doc = {"spans": [r.as_dict() for r in rows], "totals": totals}
+        if batch is not None:
+            doc = {"batch": batch, **doc}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
     import io
 
@@ -164,6 +174,7 @@ def render(rows: list[SpanExplanation], as_json: bool) -> bytes:
                       f"{r.weight:g}", f"{r.region} ({r.region_from})", f"{r.energy_kwh:.3e}",
                       f"{r.carbon_gco2:.3e}", r.energy_model or "-")
     out = io.StringIO()
+    out.write("".join(f"{note}\n" for note in notes))
     Console(file=out, width=200, force_terminal=False, color_system=None).print(table)
     out.write(
         f"{totals['spans']} spans, {totals['io_spans']} I/O: {totals['energy_kwh']:.6e} kWh, "

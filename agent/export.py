@@ -20,12 +20,15 @@ import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
 from agent.pipeline import STALL_READY_S, Pipeline, ShuttingDown
 from agent.wal import WalError
+
+if TYPE_CHECKING:
+    from agent.debug_batch import LastBatch
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -141,6 +144,8 @@ class ExportHandler:
         self.ready = False
         # the sources' freshness for the live page (SourceManager.health); None: no [sources]
         self.sources_health: Callable[[], dict] | None = None
+        # GET /debug/last-batch ([agent] debug_last_batch): None, so nothing is kept, when off
+        self.last_batch: LastBatch | None = None
 
     def is_ready(self) -> bool:
         """Ready: recovered, not draining, the WAL can still make acknowledgements true, and no
@@ -221,6 +226,8 @@ class ExportHandler:
         try:
             with work_slot:
                 outcome = self._export(body, fmt)
+            if self.last_batch is not None and outcome.code == "ok":
+                self.last_batch.keep(body, fmt, protocol)  # a reference, explained on request
             return self._done(protocol, outcome)
         finally:
             self.pipeline.release()

@@ -108,6 +108,8 @@ class Scoring:
     accepted: Callable[[Any], None] | None = None
     # archive windows without spans too: hosts ([[green.hosts]]) are charged for every second
     archive_idle: bool = False
+    # now_ns -> the ScoringContext ``score`` uses (for GET /debug/last-batch's explanation)
+    context: Callable[[int], Any] | None = None
 
 
 class Pipeline:

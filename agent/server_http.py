@@ -1,4 +1,5 @@
-"""OTLP/HTTP receiver on :4318: ``POST /v1/traces``, plus ``/metrics``, ``/healthz``, ``/readyz``.
+"""OTLP/HTTP receiver on :4318: ``POST /v1/traces``, plus ``/metrics``, ``/healthz``, ``/readyz``,
+``/`` (the live page) and, when enabled, ``/debug/last-batch`` (agent/debug_batch.py).
 
 Follows the OTLP/HTTP spec: protobuf (``application/x-protobuf``) or JSON
 (``application/json``) bodies, ``Content-Encoding: gzip|deflate``, the response in the
@@ -19,6 +20,7 @@ admission (``ExportHandler.export``) refuses past the queue.
 from __future__ import annotations
 
 import logging
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
@@ -47,6 +49,7 @@ _FORMATS = {
 }
 _TEXT = "text/plain; charset=utf-8"
 _INGEST = "/v1/traces"
+_DEBUG = "/debug/last-batch"  # agent/debug_batch.py, when [agent] debug_last_batch is on
 # the server's own refusals, as ExportHandler outcomes (for carbonspan_requests_total)
 _KIND_OUTCOME = {"malformed": "invalid", "too_large": "too_large", "timeout": "invalid",
                  "busy": "exhausted", "head_too_large": "invalid", "internal": "internal"}
@@ -66,7 +69,7 @@ class OtlpHttpApp:
     def route(self, head: Head) -> Route:
         if head.method == "POST" and head.path == _INGEST:
             return Route.WORK
-        return Route.CONTROL if head.path in ("/metrics", "/") else Route.INLINE
+        return Route.CONTROL if head.path in ("/metrics", "/", _DEBUG) else Route.INLINE
 
     def check(self, head: Head) -> Response | None:
         """Refusals known from the head: no body is read (or held) for them."""
@@ -93,8 +96,11 @@ class OtlpHttpApp:
             return self._get(head.path)
         if head.method == "GET" and head.path == "/":
             return self._page(head)
+        if head.method == "GET" and head.path == _DEBUG:
+            return self._last_batch(head)
         if head.path != _INGEST or head.method != "POST":
-            hint = "OTLP traces go to POST /v1/traces; also GET /, /metrics, /healthz, /readyz"
+            hint = ("OTLP traces go to POST /v1/traces; also GET /, /metrics, /healthz, /readyz"
+                    + (f", {_DEBUG}" if self.handler.last_batch is not None else ""))
             return self.error(head, 404, f"no such endpoint {head.method} {head.target!r}: {hint}")
         return self._export(request)
 
@@ -126,6 +132,32 @@ class OtlpHttpApp:
         page = render(self.settings.agent_id, "ready" if h.is_ready() else h.state(),
                       open_report, recent, health)
         return Response(200, page, "text/html; charset=utf-8",
+                        (("Cache-Control", "no-store"),))
+
+    def _last_batch(self, head: Head) -> Response:
+        """The explain view of the last acknowledged batch (agent/debug_batch.py): behind the
+        ingest token when auth is on; 404 saying how to enable it when it is off."""
+        h = self.handler
+        if not h.authorized(head.headers.get("authorization")):
+            return self.error(head, 401, "missing or wrong bearer token: send "
+                              "'Authorization: Bearer <token>'",
+                              extra=(("WWW-Authenticate", 'Bearer realm="carbonspan"'),))
+        if h.last_batch is None:
+            from agent.debug_batch import ENABLE_HINT
+
+            return self.error(head, 404, ENABLE_HINT)
+        query = parse_qs(urlsplit(head.target).query)
+        fmt = query.get("format", [""])[-1].lower()
+        accept = head.header("accept").lower()
+        if fmt not in ("", "json", "table"):
+            return self.error(head, 400, f"format={fmt!r}: use format=json (the default) or format=table")
+        as_table = fmt == "table" or (not fmt and "text/plain" in accept and "json" not in accept)
+        try:
+            body = h.last_batch.view(as_table)
+        except Exception as exc:  # the batch was acknowledged, so this is ours: say it, log it
+            log.exception("explaining the last batch failed")
+            return self.error(head, 500, f"the last batch could not be explained ({type(exc).__name__}: {exc})")
+        return Response(200, body, _TEXT if as_table else "application/json",
                         (("Cache-Control", "no-store"),))
 
     def _export(self, request: Request) -> Response:
