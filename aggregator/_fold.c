@@ -15,7 +15,9 @@
  * fold_plain + finish_window, in the same order, with the same IEEE doubles (no fast-math), so
  * the report is byte-identical. Per-service leaves that need the sanitiser, region rows that
  * are not plain, a new methodology block, and a proxy-split service not yet known are handed
- * to the same Python code the general path uses. A v1.0 line (no runtime maps) is folded as
+ * to the same Python code the general path uses. A backfilled line (methodology.backfill ==
+ * "true", written by `carbonspan backfill`) is declined whole: the general path folds it and
+ * keeps the report's backfill term (aggregator/fold_backfill.py), which this module does not. A v1.0 line (no runtime maps) is folded as
  * fold_proxy (aggregator/fold_proxy.py) folds it, with the same checks first.
  * tests/aggregator/test_fold_fast.py folds hostile archives through this, through the Python
  * fast path and through the general path, and asserts byte-identical reports.
@@ -37,7 +39,7 @@
 
 /* aggregator.fold_fast.FOLD_VERSION: bumped with every change of the fold's rules, so that
  * a stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 6
+#define FOLD_VERSION 7
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -228,7 +230,7 @@ enum {
     S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
     S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
     S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START, S_PER_ENDPOINT, S_SERVICE, S_ENERGY_MODEL,
-    S_MODEL, S_UNKNOWN, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS, S_END, S_MEASURED_MAP,
+    S_MODEL, S_UNKNOWN, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS, S_END, S_MEASURED_MAP, S_BACKFILL,
     /* attributes of the state and its layout */
     A_LAST_LAYOUT, A_LAST_KEY, A_TARGETS, A_TAG_COUNTS, A_REJECTED, A_UNKNOWN, A_SIMPLE,
     A_RUNTIME_WINDOWS, A_MODELS, A_REJECTED_MODELS, A_TALLY, A_ENERGY,
@@ -245,7 +247,7 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
     "region", "io_ops", "co2_gco2", "start", "per_endpoint_io_ops", "service", "energy_model",
     "model", "unknown", "root_spans", "energy_without_carbon_kwh", "status", "end",
-    "per_service_measured_ratio",
+    "per_service_measured_ratio", "backfill",
     "_last_layout", "_last_key", "targets", "tag_counts", "rejected", "unknown", "simple",
     "runtime_windows", "models", "rejected_models", "tally", "energy",
     "operational_kg", "requests", "windows", "first_start", "last_start", "host_energy",
@@ -504,6 +506,14 @@ static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures 
         return PyErr_Occurred() ? -1 : 0;
     f->meta = get(report, S_METHODOLOGY);
     f->hash = get(rec, S_HASH);
+    if (PyErr_Occurred())
+        return -1;
+    /* a backfilled line (methodology.backfill == "true", fold_backfill.is_backfill): declined,
+     * so the general path folds it and keeps the backfill term; the C fold keeps no such term */
+    PyObject *backfill = f->meta && PyDict_CheckExact(f->meta) ? get(f->meta, S_BACKFILL) : NULL;
+    if (backfill && PyUnicode_CheckExact(backfill) && PyUnicode_GET_LENGTH(backfill) == 4
+        && PyUnicode_CompareWithASCIIString(backfill, "true") == 0)
+        return 0;
     return PyErr_Occurred() ? -1 : 1;
 }
 

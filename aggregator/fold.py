@@ -34,6 +34,7 @@ from aggregator.accumulators import (
     add_methodology,
 )
 from aggregator.coverage import add_run
+from aggregator.fold_backfill import BackfillSums, BackfillTerm, BackfillTotals, is_backfill
 from aggregator.fold_fast import PlainRuntime
 from aggregator.fold_proxy import UNATTRIBUTED, AttributionError, ProxyFast  # noqa: F401 - re-exported
 from aggregator.fold_regions import RegionRows
@@ -62,7 +63,7 @@ _UNCOUNTED = Tally()  # a sink: a value sanitised a second time is counted once,
 
 
 @dataclass
-class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
+class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold, BackfillTerm):
     """Everything a disclosure report needs; grows with services, never with lines."""
 
     services: dict[str, ServiceAcc] = field(default_factory=dict)
@@ -111,6 +112,9 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
     series: dict[int, Bucket] = field(default_factory=dict)  # bucket start (epoch s) -> sums (aggregator.series)
     series_origin: int = 0  # the bucket grid (set_grid: from the period)
     series_width: int = DAY
+    # what backfilled lines added (aggregator.fold_backfill): in total, and per service
+    backfill: BackfillTotals = field(default_factory=BackfillTotals)
+    backfill_services: dict[str, BackfillSums] = field(default_factory=dict)
     max_services: int = MAX_SERVICES  # caps are fields so property tests can use small ones
     max_models: int = MAX_ENERGY_MODELS
     max_regions: int = MAX_REGIONS
@@ -199,16 +203,19 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
 
     def process_window(self, w: Window, location: str, strict: bool = False) -> None:
         """Fold one window in; ``location`` (``agent/file:line``) names it in errors. What it
-        adds to the totals it adds to the window's time bucket too (aggregator.series)."""
+        adds to the totals it adds to the window's time bucket too (aggregator.series), and a backfilled window's to the backfill term."""
         lo, hi, bucket = self._bcache
         if not lo <= w.start < hi:
             bucket = self._enter_bucket(w.start)
+        backfill = is_backfill(w.methodology)
         if w.names is not None:
-            self._runtime(w)
+            added = self._runtime(w, backfill)
         else:
             if w.one_sided:
                 self.one_sided_windows += 1
-            self._proxy(w, location, strict)
+            added = self._proxy(w, location, strict, backfill)
+        if backfill:
+            self._backfill_window(w, *added)
         self.windows += 1
         bucket.windows += 1
         if w.start < self.first_start:
@@ -271,14 +278,16 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
             pass
         self._methodology(meta)
 
-    def _runtime(self, w: Window) -> None:
+    def _runtime(self, w: Window, backfill: bool = False) -> tuple[float, float, int]:
         """Sum the per-service maps. Which service each entry goes to, and what its tag does
         to the tag set, depends only on (names, tags, hosts): that layout is worked out once
-        and reused, so a steady stream of windows costs a tight loop over figures."""
+        and reused, so a steady stream of windows costs a tight loop over figures. Returns
+        what was added to the energy, operational carbon and request totals; a ``backfill``
+        window's entries also go to the backfill term (from the sanitised lists)."""
         self.runtime_windows += 1
         layout = self._layout(w)
         self.host_named_services += layout.host_named
-        if w.raw and layout.simple:
+        if w.raw and layout.simple and not backfill:
             app_energy, app_carbon, app_requests = self._credit_raw(layout, w.energies, w.carbons, w.requests)
         else:
             if w.raw:  # the general loop takes sanitised lists
@@ -286,17 +295,21 @@ class AggregateState(RegionRows, PlainRuntime, ProxyFast, SeriesFold):
                 w.carbons = clean_values(list(w.carbons), self.tally)
                 w.requests = clean_counts(list(w.requests), self.tally) if w.requests else None
             app_energy, app_carbon, app_requests = self._credit_mixed(layout, w)
+            if backfill:
+                self._backfill_entries(w.names or (), layout.targets, w.energies, w.carbons, w.requests)
         if layout.unknown:
             layout.unknown = self._upgrade_regions(layout, w)
         if w.measured is not None:
             self._credit_measured(layout, w)
-        self.energy += app_energy + w.host_energy
+        energy, requests = app_energy + w.host_energy, app_requests if app_requests else w.traces
+        self.energy += energy
         self.operational_kg += app_carbon
-        self.requests += app_requests if app_requests else w.traces
+        self.requests += requests
         bucket = self._bcache[2]
         bucket.energy += app_energy + w.host_energy
         bucket.operational += app_carbon
         bucket.requests += app_requests if app_requests else w.traces
+        return energy, app_carbon, requests
 
     def _credit_measured(self, layout: _Layout, w: Window) -> None:
         """Each service's measured energy: its energy in the window x its measured ratio (the

@@ -8,7 +8,7 @@ the general parser's many small calls; that work was about half of the fold's ti
 
 It only *checks* first and *changes* afterwards: any line it does not recognise as plain
 (a structural oddity, a leaf that needs the sanitiser at window level, a new layout, a host
-row) returns ``None`` before anything is touched, and the caller takes the general path,
+row, a backfilled line: aggregator/fold_backfill.py) returns ``None`` before anything is touched, and the caller takes the general path,
 which handles it (and reports it) as before. Per-service leaves are still sanitised and
 counted inline by ``_credit_raw``, as on the general path. A property test folds hostile
 lines both ways and asserts byte-identical reports (tests/aggregator/test_fold_fast.py).
@@ -19,13 +19,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from aggregator.fold_backfill import is_backfill
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE
 
 if TYPE_CHECKING:
     from aggregator.accumulators import _Layout
 
 #: Must equal FOLD_VERSION in aggregator/_fold.c: a build by other rules is not used.
-FOLD_VERSION = 6
+FOLD_VERSION = 7
 
 
 def _c_fold() -> ModuleType | None:
@@ -171,6 +172,8 @@ class PlainRuntime:
         if figures is None:
             return None
         meta = report.get("methodology", _EMPTY)
+        if is_backfill(meta):  # the backfill term is kept by the general path only
+            return None
         line_hash = rec.get("hash")
         # -- recognised: fold it (the order of process_window and _runtime) -------------------
         bucket = self._bucket_for(start)  # type: ignore[attr-defined]

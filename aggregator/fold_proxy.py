@@ -6,8 +6,8 @@ splits the window's energy and carbon by each service's share of I/O ops
 (``AggregateState._proxy``). ``fold_proxy`` does the same additions in the same order - the
 split itself is the shared ``_split_proxy`` - without the ``Window`` and the general parser's
 calls. Like ``fold_plain`` it checks everything first: a line with host rows, a figure or an
-I/O row the sanitiser would touch, a non-object where an object belongs, or nothing to split
-by (where strict attribution may have to fail) returns ``None`` having changed nothing, and
+I/O row the sanitiser would touch, a non-object where an object belongs, a backfilled line,
+or nothing to split by (where strict attribution may have to fail) returns ``None`` having changed nothing, and
 the caller takes the general path. tests/aggregator/test_fold_fast.py folds hostile v1.0
 lines both ways and asserts byte-identical reports.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aggregator.fold_backfill import is_backfill
 from aggregator.fold_fast import clean_figures, finish_window
 from aggregator.sanitize import MAX_COUNT
 from schema.constants import ENERGY_PER_IO_OP_KWH
@@ -40,7 +41,9 @@ class ProxyFast:
     """``_proxy(w, location, strict)`` and ``fold_proxy(rec, gs, start)``; the state provides
     the accumulators and ``_credit``."""
 
-    def _proxy(self, w: Window, location: str, strict: bool) -> None:
+    def _proxy(self, w: Window, location: str, strict: bool, backfill: bool = False) -> tuple[float, float, int]:
+        """Split the window by I/O share; returns what was added to the energy, operational
+        carbon and request totals. A ``backfill`` window's credits also go to the backfill term."""
         io_total = sum(w.io_split.values())
         if w.energy_kwh > 0.0:
             app_energy = max(0.0, w.energy_kwh - w.host_energy)
@@ -48,7 +51,8 @@ class ProxyFast:
             app_energy = (w.total_io_ops or io_total) * ENERGY_PER_IO_OP_KWH
         app_g = w.operational_g or max(0.0, w.mid_g - w.embodied_g - w.database_g - w.messaging_g)
         app_kg = app_g / 1000.0
-        self.energy += app_energy + w.host_energy
+        added = (app_energy + w.host_energy, app_kg, w.traces)
+        self.energy += added[0]
         self.operational_kg += app_kg
         self.requests += w.traces
         bucket = self._bcache[2]  # type: ignore[attr-defined]  # the window's (aggregator.series)
@@ -57,7 +61,7 @@ class ProxyFast:
         bucket.requests += w.traces
         if io_total == 0 and app_energy == 0.0 and app_kg == 0.0 and not w.one_sided:
             self.idle_windows += 1  # a host-only window: nothing to attribute, not a fallback
-            return
+            return added
         self.fallback_windows += 1
         if io_total == 0:
             if strict:
@@ -67,10 +71,15 @@ class ProxyFast:
                     f"{UNATTRIBUTED}, or fix the agent that wrote it"
                 )
             self._credit(UNATTRIBUTED, "unknown", app_energy, app_kg, 0, w.model)
-            return
+            if backfill:
+                self._backfill_credit(UNATTRIBUTED, app_energy, app_kg, 0)  # type: ignore[attr-defined]
+            return added
         if w.host_names:
             self.host_named_services += sum(1 for name in w.io_split if name in w.host_names)
         self._split_proxy(w.io_split, io_total, app_energy, app_kg, w.model)
+        if backfill:
+            self._backfill_split(w.io_split, io_total, app_energy, app_kg)  # type: ignore[attr-defined]
+        return added
 
     def _split_proxy(self, io_split: dict[str, int], io_total: int, app_energy: float, app_kg: float,
                      model: str | None) -> None:
@@ -122,6 +131,8 @@ class ProxyFast:
         if io_total == 0:  # nothing to split by: _unattributed, or an error under strict
             return None
         meta = report.get("methodology", _EMPTY)
+        if is_backfill(meta):  # the backfill term is kept by the general path only
+            return None
         line_hash = rec.get("hash")
         model = _tag(gs.get("energy_model")) or _tag(f.total.get("model"))
         # -- recognised: fold it (the order of process_window and _proxy; no host energy) -----

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from aggregator.accumulators import HostRegionAcc, RegionAcc, ServiceAcc
 from aggregator.coverage import merge_runs
-from aggregator.fold import MAX_SAMPLES, AggregateState
+from aggregator.fold import MAX_SAMPLES, UNATTRIBUTED, AggregateState
+from aggregator.fold_backfill import BackfillSums
 from aggregator.series import merge_series
 
 
@@ -82,6 +83,13 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
         mine.add(acc, left.models)
     left.unattributed.add(right.unattributed, left.models)
     merge_series(left, right)
+    for name, sums in right.backfill_services.items():  # where the service itself was kept
+        if name == UNATTRIBUTED or name in left.services:
+            mine_b = left.backfill_services.get(name)
+            if mine_b is None:
+                mine_b = left.backfill_services[name] = BackfillSums()
+            mine_b.add(sums)
+    left.backfill.add(right.backfill)
     for name, racc in right.regions.items():
         mine_r = left.regions.get(name)
         if mine_r is None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from schema.report import SCI_HIGH_FACTOR, SCI_LOW_FACTOR, DisclosureReport
+from schema.report import (
+    SCI_HIGH_FACTOR,
+    SCI_LOW_FACTOR,
+    Application,
+    BackfillTotal,
+    DisclosureReport,
+)
 
 MAX_ROWS = 20
 
@@ -122,6 +128,20 @@ def warnings(report: DisclosureReport) -> list[str]:
     return [w.message for w in report.warnings]
 
 
+def backfill_share(app: Application) -> float:
+    """The share of the service's carbon from backfilled chains (0 without any in the report)."""
+    return app.backfill.carbon_share if app.backfill is not None else 0.0
+
+
+def backfill_line(report: DisclosureReport) -> str:
+    """Which share of the totals came from backfilled chains (``carbonspan backfill``); 0 %
+    when the period holds none (``aggregate.backfill`` is then absent)."""
+    agg = report.aggregate
+    b = agg.backfill or BackfillTotal()
+    return (f"from backfilled chains: {b.energy_share:.1%} of energy, {b.carbon_share:.1%} of carbon, "
+            f"{b.requests_share:.1%} of requests ({b.windows:,} of {agg.windows:,} windows)")
+
+
 def temporal_line(report: DisclosureReport) -> str:
     agg = report.aggregate
     agents = ", ".join(f"{a.agent} {a.temporal_coverage:.1%}" for a in agg.temporal_coverage_by_agent[:6])
@@ -141,6 +161,7 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
     line reads as another figure)."""
     agg = report.aggregate
     table = Table(title=title(report), caption_justify="left")
+    backfilled = agg.backfill is not None  # the backfill column only then; the caption's line always
     shown = report.applications if max_rows is None else report.applications[:max_rows]
     kwh = column_format([a.energy_kwh for a in shown], ("Wh", "kWh", "MWh"))
     kg = column_format([a.carbon_kgco2eq for a in shown], ("g", "kg", "t"))
@@ -158,6 +179,8 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
         ("measured", "measured\nenergy", "right", lambda a: fmt_share(a.measured_share)),
         ("model", "model", "left", lambda a: a.energy_model),
     ]
+    if backfilled:
+        columns.append(("backfill", "backfill", "right", lambda a: f"{backfill_share(a):.1%}"))
     columns = [c for c in columns if c[0] not in drop]
     for name, header, justify, _ in columns:
         table.add_column(header if two_line_headers else header.replace("\n", " "), justify=justify, overflow="fold",  # type: ignore[arg-type]
@@ -174,10 +197,11 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
         f"dropped service entries {agg.dropped_services:,}"
         + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
-        + "\n" + breakdown(report)
+        + "\n" + breakdown(report) + "\n" + backfill_line(report)
         + "\ncarbon: operational; CO2e per request: operational; SCI per request: (operational + embodied "
         "allocated by requests) / requests; measured energy: the share of the service's energy a meter measured "
         "(the rest is modelled)"
+        + ("; backfill: the share of the service's carbon from backfilled chains" if backfilled else "")
         + ("\n" + scope2_line(report) if report.aggregate.scope2 is not None else "")
         + (f"\ncolumns left out to fit this terminal: {', '.join(drop)} (every column: a wider terminal, "
            "--format csv, or --csv DIR)" if drop else "")

@@ -5,7 +5,9 @@ Reads only the disclosure report, like the other renderers. Every header names i
 (Python's shortest round-trip ``repr``) so a sum in a spreadsheet gives the report's figure,
 and rows keep the report's order, so the same archives give the same bytes.
 
-- ``services.csv``: one row per ``applications[]`` entry, every service, no cap.
+- ``services.csv``: one row per ``applications[]`` entry, every service, no cap; the last
+  seven columns are its part from backfilled chains (``applications[].backfill``, zeros when
+  the report holds none).
 - ``regions.csv``: one row per ``regions[]`` entry.
 - ``series.csv``: ``aggregate.series``, per time bucket one ``total`` row and one ``service``
   row per service (every bucket, empty ones as zeros).
@@ -17,7 +19,7 @@ import csv
 import io
 from pathlib import Path
 
-from schema.report import DisclosureReport
+from schema.report import Application, BackfillShare, DisclosureReport
 
 SERVICES_CSV = "services.csv"
 REGIONS_CSV = "regions.csv"
@@ -26,7 +28,10 @@ SERIES_CSV = "series.csv"
 SERVICE_HEADERS = ("service", "region", "energy_kwh", "operational_carbon_kgco2e", "requests", "windows",
                    "share_of_total_carbon_fraction", "operational_gco2e_per_request", "energy_model",
                    "embodied_kgco2e_allocated", "sci_gco2e_per_request", "measured_energy_kwh",
-                   "measured_share_fraction")
+                   "measured_share_fraction",
+                   "backfill_energy_kwh", "backfill_operational_carbon_kgco2e", "backfill_requests",
+                   "backfill_windows", "backfill_energy_fraction", "backfill_carbon_fraction",
+                   "backfill_requests_fraction")
 REGION_HEADERS = ("region", "status", "grid_intensity_gco2e_per_kwh", "pue_ratio", "intensity_source",
                   "io_ops", "energy_kwh", "carbon_kgco2e")
 SERIES_HEADERS = ("bucket_start_utc", "bucket_end_utc", "row", "service", "windows", "requests", "energy_kwh",
@@ -51,12 +56,19 @@ def _csv(headers: tuple[str, ...], rows: list[list[str]]) -> str:
     return buf.getvalue()
 
 
+def _backfill_cells(a: Application) -> list[str]:
+    """The service's part from backfilled chains; zeros when the report holds none."""
+    b = a.backfill or BackfillShare()
+    return [_num(b.energy_kwh), _num(b.carbon_kgco2eq), str(b.requests), str(b.windows), _num(b.energy_share),
+            _num(b.carbon_share), _num(b.requests_share)]
+
+
 def services_csv(report: DisclosureReport) -> str:
     return _csv(SERVICE_HEADERS, [
         [a.service_name, a.region, _num(a.energy_kwh), _num(a.carbon_kgco2eq), str(a.requests), str(a.windows),
          _num(a.share_of_total), _opt(a.operational_gco2e_per_request), a.energy_model,
          _num(a.embodied_kgco2eq), _opt(a.sci_gco2e_per_request), _num(a.measured_energy_kwh),
-         _opt(a.measured_share)]
+         _opt(a.measured_share), *_backfill_cells(a)]
         for a in report.applications])
 
 

@@ -14,7 +14,15 @@ from html import escape
 
 from aggregator.caveats import PARTIAL
 from aggregator.coverage import GAP_TOLERANCE_S
-from aggregator.render import LOCATION_LABEL, MARKET_LABEL, band, fmt_kg, fmt_kwh, warnings
+from aggregator.render import (
+    LOCATION_LABEL,
+    MARKET_LABEL,
+    backfill_line,
+    band,
+    fmt_kg,
+    fmt_kwh,
+    warnings,
+)
 from aggregator.render_compare import html_section
 from aggregator.render_html_regions import chains, region_chart
 from aggregator.render_html_series import time_charts
@@ -120,6 +128,8 @@ def _coverage(report: DisclosureReport) -> str:
         f"{agg.missing_values:,} values were missing.",
         f"{agg.dropped_services:,} service entries past the limit of services were not listed "
         f"({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)}); they are in the totals.",
+        f"{backfill_line(report).capitalize()}: windows scored afterwards from historic traces "
+        "(carbonspan backfill), not measured by an agent while they ran.",
     ]
     return "".join(f"<p>{escape(t)}</p>" for t in lines)
 
@@ -180,6 +190,7 @@ def render_html(report: DisclosureReport, generated: str = "") -> str:
         _card("Temporal coverage", f"{agg.temporal_coverage:.1%}",
               PARTIAL if any(w.code == "partial_period" for w in report.warnings) else ""),
         _card("Attributed by the agent", f"{agg.period_coverage:.1%}"),
+        _card("From backfill", f"{agg.backfill.carbon_share if agg.backfill else 0.0:.1%}", "of the carbon"),
     ])
     breakdown = _table(["part", "carbon", "SCI band (x0.5 to x2)"], [
         [part, fmt_kg(kg), band(kg)] for part, kg in (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import fmt_kg, fmt_kwh, fmt_share
+from aggregator.render import backfill_share, fmt_kg, fmt_kwh, fmt_share
 from schema.report import Application, DisclosureReport
 
 CHART_BARS = 25
@@ -86,8 +86,8 @@ def _row(app: Application) -> str:
     cells = [escape(app.region), escape(fmt_kwh(app.energy_kwh)), escape(fmt_kg(app.carbon_kgco2eq)),
              f"{app.share_of_total:.1%}", f"{app.requests:,}",
              escape(fmt_g(app.operational_gco2e_per_request)), escape(fmt_g(app.sci_gco2e_per_request)),
-             escape(fmt_share(app.measured_share)), escape(app.energy_model or "-")]
-    numeric = {1, 2, 3, 4, 5, 6, 7}
+             escape(fmt_share(app.measured_share)), escape(app.energy_model or "-"), f"{backfill_share(app):.1%}"]
+    numeric = {1, 2, 3, 4, 5, 6, 7, 9}
     return (f'<tr><td class="name" title="{name}">{name}</td>'
             + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(cells))
             + "</tr>")
@@ -100,9 +100,11 @@ def services_table(report: DisclosureReport) -> str:
         return "<p>No services in this period.</p>"
     agg, b = report.aggregate, report.aggregate.carbon_breakdown
     heads = ["service", "region", "energy", "operational carbon", "share of total carbon", "requests",
-             "operational CO2e per request", "SCI per request (O+M)/R", "measured share of energy", "energy model"]
-    head = "".join(f'<th class="n">{escape(h)}</th>' if 2 <= i <= 8 else f"<th>{escape(h)}</th>"
+             "operational CO2e per request", "SCI per request (O+M)/R", "measured share of energy", "energy model",
+             "carbon from backfill"]
+    head = "".join(f'<th class="n">{escape(h)}</th>' if 2 <= i <= 8 or i == 10 else f"<th>{escape(h)}</th>"
                    for i, h in enumerate(heads))
+    backfilled = agg.backfill.operational_share if agg.backfill is not None else 0.0
     op = sum(a.carbon_kgco2eq for a in apps)
     energy = sum(a.energy_kwh for a in apps)
     measured = min(1.0, sum(a.measured_energy_kwh for a in apps) / energy) if energy > 0 else None
@@ -111,14 +113,16 @@ def services_table(report: DisclosureReport) -> str:
             f'<td class="n">{escape(fmt_kg(op))}</td><td class="n">{_share(op, agg.total_carbon_kgco2eq)}</td>'
             f'<td class="n">{agg.total_requests:,}</td>'
             f'<td class="n">{escape(fmt_per_request(op, agg.total_requests))}</td>'
-            f'<td class="n">{escape(sci)}</td><td class="n">{escape(fmt_share(measured))}</td><td></td></tr>')
+            f'<td class="n">{escape(sci)}</td><td class="n">{escape(fmt_share(measured))}</td><td></td>'
+            f'<td class="n">{backfilled:.1%}</td></tr>')
     note = (f'<p class="note">Operational carbon is the electricity of running each service. SCI per request '
             f"(operational + embodied) / requests for the whole period: {escape(sci)}. A service's SCI per "
             "request adds to its operational carbon its part of the period's embodied carbon, allocated by "
             "its share of the requests (the archives record embodied carbon per window, not per service). "
             "Measured share of energy: the part of the service's energy a meter measured; the rest is "
             "modelled (estimated from I/O operations or cloud power curves). Share of total carbon: of "
-            f"{escape(fmt_kg(agg.total_carbon_kgco2eq))}, which also holds embodied and host carbon.</p>")
+            f"{escape(fmt_kg(agg.total_carbon_kgco2eq))}, which also holds embodied and host carbon. Carbon from backfill: the share of the "
+            "service's carbon scored from historic traces by carbonspan backfill.</p>")
     return (f'<table class="services"><thead><tr>{head}</tr></thead><tbody>'
             + "".join(_row(a) for a in apps) + f"</tbody><tfoot>{foot}</tfoot></table>" + note)
 

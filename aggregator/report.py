@@ -15,6 +15,7 @@ import orjson
 from aggregator.caveats import temporal, warnings, without_carbon
 from aggregator.compare import Previous, comparison
 from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
+from aggregator.fold_backfill import BackfillSums
 from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
 from aggregator.scope2 import methodology_block, scope2
@@ -26,6 +27,8 @@ from schema.report import (
     SCI_LOW_FACTOR,
     Aggregate,
     Application,
+    BackfillShare,
+    BackfillTotal,
     CarbonBreakdown,
     ChainSpan,
     DisclosureReport,
@@ -42,6 +45,31 @@ from schema.version import __version__
 
 def _share(part: float, whole: float) -> float:
     return part / whole if whole > 0.0 else 0.0
+
+
+def _backfill_share(state: AggregateState, name: str, acc: ServiceAcc) -> BackfillShare | None:
+    """The service's backfill term; None (left out) when no backfilled window is in the period."""
+    if not state.backfill.windows:
+        return None
+    b = state.backfill_services.get(name) or BackfillSums()
+    return BackfillShare(windows=b.windows, energy_kwh=b.energy, carbon_kgco2eq=b.carbon, requests=b.requests,
+                         energy_share=_share(b.energy, acc.energy), carbon_share=_share(b.carbon, acc.carbon),
+                         requests_share=_share(b.requests, acc.requests))
+
+
+def _backfill_total(state: AggregateState) -> BackfillTotal | None:
+    b = state.backfill
+    if not b.windows:
+        return None
+    carbon = b.operational_kg + b.embodied_kg + b.database_kg + b.messaging_kg
+    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    return BackfillTotal(
+        windows=b.windows, windows_share=_share(b.windows, state.windows),
+        energy_kwh=b.energy, energy_share=_share(b.energy, state.energy),
+        operational_kgco2eq=b.operational_kg, operational_share=_share(b.operational_kg, state.operational_kg),
+        carbon_kgco2eq=carbon, carbon_share=_share(carbon, total_kg),
+        requests=b.requests, requests_share=_share(b.requests, state.requests),
+    )
 
 
 def _applications(state: AggregateState, total_kg: float) -> list[Application]:
@@ -66,6 +94,7 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
             sci_gco2e_per_request=(acc.carbon + embodied) * 1000.0 / acc.requests if acc.requests else None,
             measured_energy_kwh=acc.measured,
             measured_share=min(1.0, acc.measured / acc.energy) if acc.energy > 0.0 else None,
+            backfill=_backfill_share(state, name, acc),
         ))
     apps.sort(key=lambda a: (-a.carbon_kgco2eq, -a.energy_kwh, a.service_name))
     return apps
@@ -131,6 +160,7 @@ def _aggregate(state: AggregateState, period: Period, apps: list[Application],
         traces_counted=state.traces_counted,
         root_spans_counted=state.root_spans,
         series=build_series(state, period, apps),
+        backfill=_backfill_total(state),
         **temporal(state, period),
         **without_carbon(state, apps),
     )

@@ -199,10 +199,38 @@ class Series(_Model):
     services: list[SeriesService] = Field(
         default_factory=list, description="every applications[] entry, in its order"
     )
+class BackfillTotal(_Model):
+    """The part of the totals that came from backfilled chains (``carbonspan backfill``): the
+    same additions the totals got from lines marked ``methodology.backfill = "true"``."""
+
+    windows: int = Field(0, description="backfilled windows in the period")
+    windows_share: float = Field(0.0, description="windows / aggregate.windows (0 when that is 0)")
+    energy_kwh: float = Field(0.0, description="application + host energy of those windows")
+    energy_share: float = Field(0.0, description="energy_kwh / aggregate.total_energy_kwh (0 when that is 0)")
+    operational_kgco2eq: float = Field(0.0, description="their operational carbon")
+    operational_share: float = Field(
+        0.0, description="operational_kgco2eq / carbon_breakdown.operational_kgco2eq (0 when that is 0)"
+    )
+    carbon_kgco2eq: float = Field(0.0, description="their operational + embodied + database + messaging carbon")
+    carbon_share: float = Field(0.0, description="carbon_kgco2eq / aggregate.total_carbon_kgco2eq (0 when that is 0)")
+    requests: int = Field(0, description="their requests, counted as total_requests counts them")
+    requests_share: float = Field(0.0, description="requests / aggregate.total_requests (0 when that is 0)")
+
+
+class BackfillShare(_Model):
+    """The part of one service's figures that came from backfilled chains."""
+
+    windows: int = Field(0, description="backfilled windows that credited the service")
+    energy_kwh: float = 0.0
+    carbon_kgco2eq: float = Field(0.0, description="operational, as the service's carbon_kgco2eq")
+    requests: int = 0
+    energy_share: float = Field(0.0, description="energy_kwh / the service's energy_kwh (0 when that is 0)")
+    carbon_share: float = Field(0.0, description="carbon_kgco2eq / the service's carbon_kgco2eq (0 when that is 0)")
+    requests_share: float = Field(0.0, description="requests / the service's requests (0 when that is 0)")
 
 
 class Aggregate(_OmitNone):
-    _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2",)
+    _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2", "backfill")
 
     windows: int = 0
     total_requests: int = 0
@@ -264,9 +292,14 @@ class Aggregate(_OmitNone):
         None, description="location- and market-based Scope 2; absent without --market-factors"
     )
     series: Series = Field(default_factory=Series, description="the period over time (docs: Over time)")
+    backfill: BackfillTotal | None = Field(
+        None, description="the part of the totals from backfilled chains; absent when no backfilled window is in the period"
+    )
 
 
-class Application(_Model):
+class Application(_OmitNone):
+    _omit_when_none: ClassVar[tuple[str, ...]] = ("backfill",)
+
     service_name: str
     region: str = "unknown"
     energy_kwh: float = 0.0
@@ -289,6 +322,9 @@ class Application(_Model):
     )
     measured_share: float | None = Field(
         None, description="measured_energy_kwh / energy_kwh (the rest is modelled); null without energy"
+    )
+    backfill: BackfillShare | None = Field(
+        None, description="the part of these figures from backfilled chains; absent when no backfilled window is in the period"
     )
 
 

@@ -49,6 +49,11 @@ PATHS = [
     ("green_summary", "per_service_measured_ratio", "a"), ("green_summary", "per_service_measured_ratio"),
 ]
 SENTINEL = "@@HOSTILE@@"
+# backfilled lines (methodology.backfill = "true") take the general path, which keeps the
+# report's backfill term; the near misses are ordinary lines
+METHODOLOGY = st.sampled_from([{"intensity_vintage": "2024"}] * 3 + [
+    {"intensity_vintage": "2024", "backfill": "true", "backfill_hosts": "not charged"},
+    {"backfill": "true"}, {"backfill": "TRUE"}, {"backfill": True}, {"backfill": ["true"]}])
 START_FORMATS = st.sampled_from(["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%S+00:00"])
 
 
@@ -115,7 +120,7 @@ def archive(draw) -> list[bytes]:
         report = {"window": {"start": at.strftime(draw(START_FORMATS)),
                              "end": (at + timedelta(minutes=draw(st.integers(0, 2)))).strftime(draw(START_FORMATS)),
                              "traces": draw(st.integers(0, 9))},
-                  "green_summary": gs, "methodology": {"intensity_vintage": "2024"},
+                  "green_summary": gs, "methodology": draw(METHODOLOGY),
                   "per_endpoint_io_ops": draw(io_rows(own))}
         if draw(st.booleans()):
             report["window"]["root_spans"] = draw(st.integers(0, 9))

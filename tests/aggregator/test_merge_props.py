@@ -25,6 +25,7 @@ DYADIC = st.integers(0, 4096).map(lambda n: n / 1024)  # sums of these are exact
 TAGS = st.sampled_from(["io_proxy_v1", "io_proxy_v2+cal", "io_proxy_v2", "scaphandre_rapl"])
 REGIONS = st.sampled_from(["eu-west-3", "pl", "us-east-1"])
 SERVICE = st.tuples(DYADIC, DYADIC, REGIONS, TAGS, st.integers(0, 50))
+BACKFILL = st.sampled_from([{}, {}, {"backfill": "true"}])  # a backfilled line: the report's backfill term
 
 
 @st.composite
@@ -48,7 +49,8 @@ def window(draw, i: int = 0) -> dict:
         gs["per_service_requests"] = {n: v[4] for n, v in services.items()}
     io = [{"service": n, "endpoint": "/", "io_ops": draw(st.sampled_from([0, 1, 2, 4]))} for n in services]
     return {"window": {"start": "", "traces": draw(st.integers(0, 9))}, "green_summary": gs,
-            "per_endpoint_io_ops": io, "methodology": {"intensity_vintage": draw(st.sampled_from(["2023", "2024"]))}}
+            "per_endpoint_io_ops": io, "methodology": {"intensity_vintage": draw(st.sampled_from(["2023", "2024"])),
+                                                        **draw(BACKFILL)}}
 
 
 def _lines(reports: list[dict]) -> list[bytes]:
