@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 #: made it and ``verify`` can tell "made by other rules" from "does not follow from the
 #: archives" (``tests/schema/test_report_version.py`` pins each version's JSON schema).
 #: 1.0: the first; 1.1: comparison, per-service SCI and measured share, produced_by;
-#: 1.2: aggregate.series (the period over time).
-REPORT_SCHEMA_VERSION = "1.2"
+#: 1.2: aggregate.series (the period over time);
+#: 1.3: the share from backfilled chains (aggregate.backfill, applications[].backfill).
+REPORT_SCHEMA_VERSION = "1.3"
 #: The SCI uncertainty band of a carbon figure (the window line's co2.total low / high): x0.5 .. x2.
 SCI_LOW_FACTOR = 0.5
 SCI_HIGH_FACTOR = 2.0
