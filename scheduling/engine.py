@@ -4,8 +4,9 @@ produces run *segments* (task, host, wall start, task-time offsets); energy and 
 integrated afterwards over fragment boundaries (``scheduling.energy``).
 
 Order at one instant: completions (and the children they unblock), then carbon changes (the
-stopper may pause), then guard releases, then arrivals, then one placement pass over the queue
-in FIFO order. The queue is head-of-line: the first task that fits no host waits, and the tasks
+stopper may pause), then guard releases, then decision ticks (default mode: the hold state is
+decided again as of the tick, held tasks it no longer holds are released), then arrivals, then
+one placement pass over the queue in FIFO order. The queue is head-of-line: the first task that fits no host waits, and the tasks
 behind it wait with it (OpenDC's FilterScheduler does the same).
 
 Workflow dependencies: a task arrives at the later of its submission and its last parent's
@@ -83,7 +84,9 @@ class Loop:
         self.n_clusters = len(hosts.cluster_names)
         self.hold_flags = np.zeros((self.n_clusters, 2), dtype=bool)
         self.counters = {"tasks_unschedulable": 0, "pauses": 0, "guard_releases": 0,
-                         "held_tasks": 0, "placement_passes": 0}
+                         "held_tasks": 0, "placement_passes": 0, "tick_decisions": 0,
+                         "tick_releases": 0}
+        self._decided_at: int | None = None  # the last instant the hold state was decided
         cols = (wl.cpu_count.tolist(), wl.cpu_capacity.tolist(), wl.memory.tolist(),
                 wl.gpu_count.tolist(), wl.gpu_capacity.tolist(), wl.task_id.tolist())
         self._requests = [Request(a, b, c, d, e, key=k) for a, b, c, d, e, k in zip(*cols, strict=True)]
@@ -229,6 +232,7 @@ class Loop:
 
     def carbon_change(self, now: int) -> None:
         rules = self.rules
+        self._decided_at = now
         for c, trace in enumerate(self.hosts.traces):
             self.hold_flags[c] = rules.hold(c, trace, now)
             if self.shift.stopper is None or not rules.high(trace, now, c):
@@ -238,12 +242,32 @@ class Loop:
                     continue
                 if self.compat or (self.deferrable(i) and self.may_hold(i, now)):
                     self.pause(i, now)
+        self.release_unheld(now)
+
+    def release_unheld(self, now: int) -> int:
+        """Release the held tasks of each class that some source no longer holds; how many."""
+        n = 0
         for cls in (0, 1):
             if not self.hold_flags[:, cls].all():
                 released, self.held[cls][:] = list(self.held[cls]), []
                 for i in sorted(released):
                     if self.status[i] == HELD:
                         self.unhold(i, now)
+                        n += 1
+        return n
+
+    def tick(self, now: int) -> None:
+        """A decision tick (default mode only): the hold state of every source is decided again
+        with the carbon-change rule, from what the provider issues at ``now``, and the held
+        tasks it no longer holds are released. The stopper is not run (it pauses at carbon
+        changes only), and a tick at an instant already decided (a carbon change) is skipped."""
+        if self._decided_at == now:
+            return
+        self._decided_at = now
+        self.counters["tick_decisions"] += 1
+        for c, trace in enumerate(self.hosts.traces):
+            self.hold_flags[c] = self.rules.hold(c, trace, now)
+        self.counters["tick_releases"] += self.release_unheld(now)
 
     def guard(self, i: int, version: int, now: int) -> None:
         if self.status[i] == HELD and version == self.version[i]:
@@ -327,6 +351,7 @@ class Loop:
                 elif kind == GUARD:
                     self.guard(i, ver, now)
                 elif kind == TICK and self.pending(nxt, order.size):
+                    self.tick(now)
                     self.push(now + tick, TICK, 0)
             for c in self._unblocked:  # children whose last parent completed now
                 self.arrive(c, now)

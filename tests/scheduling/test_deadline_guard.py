@@ -121,22 +121,3 @@ def test_a_task_kept_for_a_low_carbon_source_that_is_full_goes_elsewhere_at_its_
     assert task["start_time"] == latest_release(deadline, HOUR, 0.1) == deadline - 66 * MIN
     assert not task["deadline_missed"] and res.summary["deadline_misses"] == 0
 
-
-def test_decision_ticks_are_placement_passes_that_change_no_outcome(files) -> None:
-    """docs/simulation.md: a tick does not decide the low/high state again, so the interval
-    changes only the count of passes. A test that fails the day ticks start re-deciding, so the
-    docs are changed with the code."""
-    values = [300.0] * 48
-    values[3:5] = [50.0] * 2
-    trace = files.trace([300.0] * 24 + values, start=T0 - 24 * HOUR)
-    topo = files.topology([{"hosts": [{"cores": 1}], "trace": trace}])
-    wl = files.workload([{"id": i, "submit": SUBMIT + i * 7 * MIN, "fragments": [(HOUR // 2, 1000)],
-                          "deferrable": True, "deadline": DEADLINE} for i in range(4)])
-    out = []
-    for minutes in (1, 10_000):
-        policy = {"type": "timeshift", "forecastProvider": "perfect", "decisionIntervalMinutes": minutes}
-        (res,) = scheduling.simulate(experiment(topo, wl, [policy]))
-        out.append(res)
-    assert out[0].tables["task"].equals(out[1].tables["task"])
-    assert sum(out[0].tables["task"].column("deferred_ms").to_pylist()) > 0  # tasks were held
-    assert out[0].summary["counters"]["placement_passes"] > out[1].summary["counters"]["placement_passes"]
