@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from schema.report import (
     SCI_HIGH_FACTOR,
@@ -160,7 +161,7 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
     ``two_line_headers``. Names wrap (fold), never cut; figures never wrap (a unit alone on a
     line reads as another figure)."""
     agg = report.aggregate
-    table = Table(title=title(report), caption_justify="left")
+    table = Table(title=Text(title(report)), caption_justify="left")
     backfilled = agg.backfill is not None  # the backfill column only then; the caption's line always
     shown = report.applications if max_rows is None else report.applications[:max_rows]
     kwh = column_format([a.energy_kwh for a in shown], ("Wh", "kWh", "MWh"))
@@ -185,12 +186,12 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
     for name, header, justify, _ in columns:
         table.add_column(header if two_line_headers else header.replace("\n", " "), justify=justify, overflow="fold",  # type: ignore[arg-type]
                          no_wrap=justify == "right", min_width=12 if name == "service" else None)
-    for app in shown:
-        table.add_row(*(cell(app) for *_, cell in columns))
+    for app in shown:  # as Text: a name like "pay[/b]" is shown as it is, never read as rich markup
+        table.add_row(*(Text(cell(app)) for *_, cell in columns))
     hidden = len(report.applications) - len(shown)
     if hidden > 0:
         table.add_row(f"... {hidden} more", *([""] * (len(columns) - 1)))
-    table.caption = (
+    table.caption = Text(
         f"total {fmt_kwh(agg.total_energy_kwh)}, {with_band(agg.total_carbon_kgco2eq)} CO2e over "
         f"{agg.windows:,} windows; {temporal_line(report)}; attributed by the agent {agg.period_coverage:.1%} "
         f"(runtime {agg.runtime_windows:,}, fallback {agg.fallback_windows:,}); "

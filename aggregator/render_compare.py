@@ -11,6 +11,7 @@ from collections.abc import Callable
 from html import escape
 
 from rich.table import Table
+from rich.text import Text
 
 from aggregator.render_csv import csv_text, num
 from schema.report import Change, Comparison, DisclosureReport
@@ -76,7 +77,7 @@ def _per_request_scaler(values_g: list[float]) -> Callable[[float, bool], str]:
 # -- terminal -----------------------------------------------------------------------------
 
 
-def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Table | str]:
+def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Table | Text]:
     """The totals table, the per-service table (``max_rows`` largest changes on a terminal,
     every service elsewhere) and the lines under them."""
     c = report.comparison
@@ -100,7 +101,7 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
                                            s.carbon_kgco2eq.change)], KG)
     for s in rows:
         ch = s.carbon_kgco2eq
-        per.add_row(s.service_name, STATUS[s.status], kg(ch.previous, False), kg(ch.current, False),
+        per.add_row(Text(s.service_name), STATUS[s.status], kg(ch.previous, False), kg(ch.current, False),
                     kg(ch.change, True), percent(ch), _count(s.requests.previous), _count(s.requests.current))
     hidden = len(c.services) - len(rows)
     if hidden:
@@ -109,7 +110,8 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
     lines = [f"appeared {len(c.appeared):,}" + (f" ({_names(c.appeared)})" if c.appeared else "")
              + f"; disappeared {len(c.disappeared):,}" + (f" ({_names(c.disappeared)})" if c.disappeared else "")]
     lines += [x for x in (undefined_line(c),) if x] + [f"NOTE: {n}" for n in c.notes]
-    return [heading(c), totals, per, "\n".join(lines)]  # the heading a line of its own: never wrapped to a table
+    # the heading a line of its own (never wrapped to a table); names as Text, never read as rich markup
+    return [Text(heading(c)), totals, per, Text("\n".join(lines))]
 
 
 def _names(names: list[str], most: int = 6) -> str:

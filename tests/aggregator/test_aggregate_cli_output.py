@@ -160,3 +160,27 @@ def test_the_html_says_when_and_by_what_it_was_made(wide, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "carbonspan", "aggregate", str(wide), *DAY, "--html", str(again)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0 and f"Generated {before}" in again.read_text(encoding="utf-8")
+
+
+BRACKETED = ("pay[/bold]svc", "[red]alert[/red]-svc", "[green]")
+
+
+def test_names_with_square_brackets_print_as_they_are(tmp_path):
+    # Service names are untrusted: rich must not read them as markup. "pay[/bold]svc" made the
+    # summary raise MarkupError after the files were written; "[red]alert[/red]-svc" lost its tags.
+    def archive(root: Path, start, names) -> Path:
+        lines = synth.sealed_lines([synth.window_report(start + timedelta(minutes=i), [Svc(n) for n in names])
+                                    for i in range(3)])
+        synth.write_agent(root, "agent-a", [lines], day=start.strftime("%Y%m%d"))
+        return root
+
+    before = archive(tmp_path / "before", T0 - timedelta(days=1), ["svc-a", "[old]gone[/old]"])
+    prev = tmp_path / "prev.json"
+    run = carbonspan("aggregate", before, "--from", "2026-11-09", "--to", "2026-11-09", "--out", prev)
+    assert run.returncode == 0, run.stderr
+    now = archive(tmp_path / "now", T0, ["svc-a", *BRACKETED])
+    run = carbonspan("aggregate", now, *DAY, "--compare", prev, "--org", "[b]ACME[/i]")
+    assert run.returncode == 0, run.stderr
+    for name in BRACKETED:
+        assert sum(line.count(name) for line in run.stdout.splitlines()) >= 2, name  # summary and comparison
+    assert "[b]ACME[/i]" in run.stdout and "disappeared 1 ([old]gone[/old])" in run.stdout
