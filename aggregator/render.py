@@ -92,10 +92,17 @@ def breakdown(report: DisclosureReport) -> str:
     agg, b = report.aggregate, report.aggregate.carbon_breakdown
     return (
         f"carbon {with_band(agg.total_carbon_kgco2eq)} = services (operational) {with_band(b.operational_kgco2eq)} "
-        f"+ embodied {with_band(b.embodied_kgco2eq)} + database hosts {with_band(b.database_kgco2eq)} "
+        f"+ embodied {fmt_kg(b.embodied_kgco2eq)} (band {band(b.embodied_kgco2eq)}; {embodied_share(report)} of "
+        f"the total: making the servers, charged per request, SCI's M) + database hosts {with_band(b.database_kgco2eq)} "
         f"+ messaging hosts {with_band(b.messaging_kgco2eq)}; host energy {fmt_kwh(agg.host_energy_kwh)}; "
         f"SCI band x{SCI_LOW_FACTOR:g} to x{SCI_HIGH_FACTOR:g}"
     )
+
+
+def embodied_share(report: DisclosureReport) -> str:
+    """The embodied carbon's share of the total carbon ("-" when the total is 0)."""
+    total = report.aggregate.total_carbon_kgco2eq
+    return f"{report.aggregate.carbon_breakdown.embodied_kgco2eq / total:.1%}" if total > 0 else "-"
 
 
 LOCATION_LABEL = "location-based (grid average)"

@@ -43,6 +43,12 @@ code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
 """
 
 
+#: What the embodied line of the breakdown is, under the table (terminal: render.breakdown).
+EMBODIED_NOTE = ("Embodied carbon (SCI's M term) is the carbon of making the servers, charged by the agent per "
+                 "request ([green] embodied_carbon_per_request_gco2, per trace or per root span), not "
+                 "measured: it is in the total, not in any service's operational carbon.")
+
+
 def _card(label: str, value: str, note: str = "") -> str:
     extra = f'<span class="note">{escape(note)}</span>' if note else ""
     return f'<div class="card">{escape(label)}<b>{escape(value)}</b>{extra}</div>'
@@ -192,14 +198,15 @@ def render_html(report: DisclosureReport, generated: str = "") -> str:
         _card("Attributed by the agent", f"{agg.period_coverage:.1%}"),
         _card("From backfill", f"{agg.backfill.carbon_share if agg.backfill else 0.0:.1%}", "of the carbon"),
     ])
-    breakdown = _table(["part", "carbon", "SCI band (x0.5 to x2)"], [
-        [part, fmt_kg(kg), band(kg)] for part, kg in (
+    total = agg.total_carbon_kgco2eq
+    breakdown = _table(["part", "carbon", "share of the total", "SCI band (x0.5 to x2)"], [
+        [part, fmt_kg(kg), f"{kg / total:.1%}" if total > 0 else "-", band(kg)] for part, kg in (
             ("running the applications", b.operational_kgco2eq),
             ("making the hardware (embodied)", b.embodied_kgco2eq),
             ("database servers", b.database_kgco2eq),
             ("message brokers", b.messaging_kgco2eq),
-            ("total", agg.total_carbon_kgco2eq))
-    ], {1, 2})
+            ("total", total))
+    ], {1, 2, 3}) + f'<p class="note">{escape(EMBODIED_NOTE)}</p>'
     first, last = report.period.first_window or "-", report.period.last_window or "-"
     period = f"{report.period.start or first} to {report.period.end or last}"
     windows = f"Windows folded start from {first} to {last}." if report.period.first_window else "No window in the period."

@@ -150,7 +150,7 @@ def test_the_sci_band_is_shown_beside_every_total(tmp_path, fold):
     assert agg.carbon_high_kgco2eq == agg.total_carbon_kgco2eq * 2
     text, html = _shown(report)
     # operational 3 x 1e-3 x 41.5 x 1.15 = 0.143175 g, embodied 3 g: total 3.143175 g, band 1.5715875 to 6.28635 g
-    assert "3.143 g (band 1.572 g to 6.286 g) CO2e" in text and "embodied 3.000 g (band 1.500 g to 6.000 g)" in text
+    assert "3.143 g (band 1.572 g to 6.286 g) CO2e" in text and "embodied 3.000 g (band 1.500 g to 6.000 g; 95.4% of the total" in text
     assert "SCI band 1.572 g to 6.286 g" in html and "0.072 g to 0.286 g" in html  # operational's band
 
 

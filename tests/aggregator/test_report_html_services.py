@@ -90,3 +90,24 @@ def test_the_region_chart_and_the_archive_chains_are_on_the_page(tmp_path, fold)
     assert report.integrity.chains
     for c in report.integrity.chains:
         assert c.first_hash and f"<code>{c.first_hash}</code>" in page and f"<code>{c.last_hash}</code>" in page
+
+
+def test_the_breakdown_gives_the_embodied_share_of_the_total_and_says_what_it_is(tmp_path, fold):
+    # 3 windows of 1 g embodied each beside one service's operational carbon: the share by hand
+    from datetime import timedelta
+
+    from aggregator.render import breakdown
+    from aggregator.render_html import EMBODIED_NOTE
+
+    svc = synth.Svc("shop", region="pl", energy_kwh=2e-3)  # 2e-3 kWh x 590.8 g/kWh x PUE 1.5 = 1.7724 g
+    lines = synth.sealed_lines([synth.window_report(T0 + timedelta(minutes=i), [svc], embodied_g=1.0)
+                                for i in range(3)])
+    synth.write_agent(tmp_path / "archives", "agent-a", [lines], day="20261110")
+    report = build_report(fold(tmp_path / "archives"), Period.everything(), "ACME")
+    share = f"{3.0 / (3.0 + 3 * 1.7724):.1%}"
+    assert share == "36.1%"
+    page = render_html(report)
+    row = page.split("making the hardware (embodied)</td>")[1].split("</tr>")[0]
+    assert f'<td class="n">{share}</td>' in row and '<td class="n">100.0%</td>' in page.split(">total<")[1]
+    assert EMBODIED_NOTE.replace("'", "&#x27;") in page and "SCI&#x27;s M term" in page
+    assert f"; {share} of the total: making the servers" in breakdown(report)
