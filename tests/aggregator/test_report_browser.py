@@ -30,6 +30,7 @@ from aggregator.compare import from_report
 from aggregator.read import Period
 from aggregator.render_html import render_html
 from aggregator.render_html_series import SERIES_SERVICES
+from aggregator.render_html_services import CHART_BARS
 from aggregator.report import build_report
 from tests.aggregator.conftest import T0, fold_paths
 
@@ -141,6 +142,10 @@ def test_the_rendered_dom_lists_the_charts_over_time_with_the_tail_as_other(page
     assert chart.count("<title>") == 24 and chart.count("(no data: no window started in it)") == 23
     assert f"other ({len(names) - SERIES_SERVICES} services)" in dom  # the tail, with its figure
     assert "embodied and host carbon" in dom
+    # and the other two charts: per service (the largest bars and one "other" bar) and per region
+    bars = dom.split('aria-label="carbon per service"')[1].split("</svg>")[0]
+    assert bars.count("<rect") == CHART_BARS + 1 and f"other ({len(names) - CHART_BARS} services)" in bars
+    assert 'aria-label="energy and carbon per region"' in dom
 
 
 def test_a_screenshot_of_the_charts_over_time_is_not_blank(page, tmp_path):
@@ -162,7 +167,8 @@ def test_a_screenshot_of_the_charts_over_time_is_not_blank(page, tmp_path):
 
 
 HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Against the previous period",
-            "Over time", "Per region", "Coverage", "Methodology", "Integrity")
+            "Over time", "Per region", "Coverage", "Methodology", "Integrity",
+            "Carbon (CO2e)", "Energy")  # the h3 of the charts over time too
 
 
 @needs_pdftotext
