@@ -116,9 +116,17 @@ def handle(args: argparse.Namespace) -> int:
     start_ns, end_ns = window_bounds(batch.start_ns, batch.duration_ns)
     ctx = ScoringContext.from_config(cfg, now_ns=end_ns or None)
     if recorder is not None:
+        import shutil
+
         from agent.explain import explain, render
 
-        return _write(render(explain(recorder, ctx), as_json=args.json))
+        if batch.counters:  # refused spans have no row: say so, as the report would
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(batch.counters.items()))
+            print(f"carbonspan score: warning: some input was ignored or refused ({counts}); "
+                  "those spans have no row", file=sys.stderr)
+        # on a terminal the table fits it (rich folds long cells); elsewhere 200 columns
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 200
+        return _write(render(explain(recorder, ctx), as_json=args.json, width=width))
     report = build_report(score_batch(batch, ctx), ctx, start_ns, end_ns, agent_id=args.agent_id)
     if report.counters:  # input that was refused or ignored: say so, not only in the JSON
         counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counters.items()))

@@ -33,6 +33,8 @@ from agent.otlp.rules import (
 )
 from agent.score import ScoringContext, score_batch
 
+#: Columns of the table a narrow terminal never folds: figures and short names.
+_WHOLE = frozenset({"kind", "I/O", "weight", "energy kWh", "carbon gCO2e", "model"})
 KIND_NAMES = ("unspecified", "internal", "server", "client", "producer", "consumer")
 
 
@@ -142,9 +144,9 @@ def explain(builder: RecordingBuilder, ctx: ScoringContext) -> list[SpanExplanat
 
 
 def render(rows: list[SpanExplanation], as_json: bool, batch: dict | None = None,
-           notes: tuple[str, ...] = ()) -> bytes:
+           notes: tuple[str, ...] = (), width: int = 200) -> bytes:
     """JSON (``{"spans": [...], "totals": {...}}``, plus ``"batch": batch`` when given) or a
-    table with a totals line (``notes`` printed above it)."""
+    table ``width`` columns wide with a totals line (``notes`` printed above it)."""
     totals = {
         "spans": len(rows),
         "io_spans": sum(1 for r in rows if r.io_class != "none"),
@@ -168,14 +170,19 @@ def render(rows: list[SpanExplanation], as_json: bool, batch: dict | None = None
                             ("I/O", "left"), ("decided by", "left"), ("weight", "right"),
                             ("region (from)", "left"), ("energy kWh", "right"),
                             ("carbon gCO2e", "right"), ("model", "left")):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        # figures and short names are never broken; a narrow terminal folds the free text
+        table.add_column(column, justify=justify, overflow="fold",  # type: ignore[arg-type]
+                         no_wrap=column in _WHOLE)
     for r in rows:
         table.add_row(r.service, r.span, r.kind, r.io_class, ", ".join(r.decided_by) or "-",
                       f"{r.weight:g}", f"{r.region} ({r.region_from})", f"{r.energy_kwh:.3e}",
                       f"{r.carbon_gco2:.3e}", r.energy_model or "-")
     out = io.StringIO()
     out.write("".join(f"{note}\n" for note in notes))
-    Console(file=out, width=200, force_terminal=False, color_system=None).print(table)
+    # span names and attribute values are the user's text: never rich markup or emoji codes
+    # (a statement holding "[/x]" was a MarkupError traceback, "[eu]" vanished from a name)
+    Console(file=out, width=width, force_terminal=False, color_system=None, markup=False,
+            emoji=False, highlight=False).print(table)
     out.write(
         f"{totals['spans']} spans, {totals['io_spans']} I/O: {totals['energy_kwh']:.6e} kWh, "
         f"{totals['carbon_gco2']:.6e} gCO2e operational (the window report's "

@@ -128,3 +128,23 @@ def test_the_table_names_every_span_and_the_totals(files) -> None:
     for text in ("cart", "search", "mailer", "HMSET", "db.operation.name=UPDATE",
                  "eu-north-1 (config)", "5 spans, 4 I/O:"):
         assert text in proc.stdout, text
+
+
+def test_the_table_shows_the_users_text_verbatim_and_says_what_was_refused(tmp_path: Path) -> None:
+    """Span names and attribute values are the user's text, never rich markup: "[/x]" in a
+    statement was a MarkupError traceback, "[eu]" vanished from a name. A refused span has no
+    row, and the table says so on stderr, as the report does."""
+    statement = "SELECT '[/x]', '[b]'"
+    bad = {**_span(1, 3, "bad id"), "traceId": "not-hex"}
+    doc = {"resourceSpans": [_resource("shop[eu]", "eu-west-3", [
+        _span(0, 3, "[red]q[/red] :smile:", **{"db.system": "postgresql", "db.statement": statement}),
+        bad,
+    ])]}
+    traces = tmp_path / "markup.json"
+    traces.write_text(json.dumps(doc))
+    proc = run("--explain", str(traces))
+    assert proc.returncode == 0, proc.stderr
+    for text in ("shop[eu]", "[red]q[/red] :smile:", "db.statement=SELECT '[/x]', '[b]'",
+                 "1 spans, 1 I/O:"):
+        assert text in proc.stdout, (text, proc.stdout)
+    assert "trace_id_invalid 1" in proc.stderr and "no row" in proc.stderr, proc.stderr
