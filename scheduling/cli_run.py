@@ -14,8 +14,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--enforce", action="store_true", help="wait for the decided start if the gate licenses this job")
     p.add_argument("--audit-log", type=Path, help="the placement audit log the licence is read from")
     p.add_argument("--metrics", type=Path, help="rewrite this Prometheus text file from every decision in the log")
+    p.add_argument("--ops", type=Path, help="JSON the platform writes for the kill switch: queue_age_minutes, "
+                   "retry_rate, observed_at")
+    p.add_argument("--recheck-seconds", type=float, default=60.0,
+                   help="while waiting under --enforce, re-check the licence this often (default 60)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(func=cmd_run)
 
@@ -74,11 +81,17 @@ def _contract(args: argparse.Namespace) -> WorkloadContract:
     return contracts[args.job]
 
 
-def _record(log: Path, event: dict[str, Any]) -> None:
+def _record(log: Path, event: dict[str, Any], held: bool = False) -> None:
+    """Append ``event`` to the chain under the log's flock (``held``: the caller holds it)."""
+    from scheduling.run_ops import locked
     from schema.chainlog import append
 
     try:
-        append(log, event)
+        if held:
+            append(log, event)
+        else:
+            with locked(log):
+                append(log, event)
     except (OSError, ValueError) as exc:
         _say(f"cannot write the decision log {log}: {exc}; the command still runs")
 
@@ -93,24 +106,30 @@ def _metrics(path: Path, log: Path) -> None:
         _say(f"cannot write the metrics file {path}: {exc}; the command still runs")
 
 
-def _wait(until_ms: int) -> bool:
-    """Sleep until ``until_ms``; False if SIGTERM arrived first."""
+def _wait(until_ms: int, recheck: Callable[[], bool], every_s: float) -> str:
+    """Sleep until ``until_ms``: ``"start"``; ``"sigterm"`` if SIGTERM arrived first;
+    ``"withdrawn"`` if ``recheck()`` (every ``every_s`` and at the end) says the licence is gone."""
     stop = threading.Event()
     old = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    next_check = time.monotonic() + every_s
     try:
         while not stop.is_set():
             left = until_ms / 1000 - time.time()
             if left <= 0:
-                return True
-            stop.wait(min(left, 1.0))
-        return False
+                return "start" if recheck() else "withdrawn"
+            if time.monotonic() >= next_check:
+                if not recheck():
+                    return "withdrawn"
+                next_check = time.monotonic() + every_s
+            stop.wait(max(0.0, min(left, 1.0, next_check - time.monotonic())))
+        return "sigterm"
     finally:
         signal.signal(signal.SIGTERM, old)
 
 
-def _execute(command: list[str]) -> int:
+def _execute(command: list[str], env: dict[str, str] | None = None) -> int:
     try:
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, env=env)
     except OSError as exc:
         _say(f"cannot start {command[0]!r}: {exc.strerror}")
         return 127
@@ -122,55 +141,94 @@ def _execute(command: list[str]) -> int:
     return 128 - code if code < 0 else code
 
 
+def _history(log: Path) -> list[dict[str, Any]]:
+    from schema.chainlog import events
+
+    if not log.exists() or not log.stat().st_size:
+        return []
+    return events(log)  # raises ValueError naming the first break of a tampered log
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from scheduling.cli_shadow import load_guards
     from scheduling.decide import decide
-    from scheduling.shadow import policy_identity
+    from scheduling.run_ops import OpsError, locked, ops_from_log, read_ops_file, slot_of
+    from scheduling.shadow_evidence import licence, shadow_identity
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         _say("give the command after --, e.g. carbonspan run --contract c.yaml -- ./job.sh")
         return 2
     log = args.log or default_log()
-    now = int(time.time() * 1000)
+    run_id = uuid.uuid4().hex
+    mode = "enforce" if args.enforce else "shadow"
     try:
         c = _contract(args)
         guards = load_guards(args.guards)
         sig = read_signal_log(args.signal) if args.signal else SignalLog({}, {})
-        d = decide(c, now, sig, None, guards)
-    except (ContractError, SignalError, OSError, ValueError) as exc:
+        identity = shadow_identity(c, guards)
+        licensed, why = licence(c.name, identity, args.audit_log) if args.enforce else (False, "")
+        with locked(log):  # read, decide and record as one step: concurrent wrappers see each other's releases
+            now = int(time.time() * 1000)
+            platform = read_ops_file(args.ops, now, guards) if args.ops else None
+            ops, ops_doc = ops_from_log(_history(log), c, mode, now, guards, platform)
+            d = decide(c, now, sig, ops, guards)
+            wait = args.enforce and licensed and d.start > now
+            start = d.start if (wait or not args.enforce) else now
+            region = d.region if (wait or not args.enforce) else c.home_region
+            event = {"type": "run-decision", "run_id": run_id, "mode": mode, "decision": d.to_json(),
+                     "command": command[0], "policy_identity": identity, "ops": ops_doc,
+                     "released": {"region": region, "slot": iso(slot_of(start, guards))}}
+            if args.enforce:
+                event["licensed"], event["licence"] = licensed, why
+            event["action"] = f"wait until {iso(d.start)}" if wait else "run at once"
+            _record(log, event, held=True)
+    except (ContractError, SignalError, OpsError, OSError, ValueError) as exc:
         _say(f"{exc}; running the command at once, undecided")
-        _record(log, {"type": "run-decision", "mode": "error", "error": str(exc), "command": command[0]})
-        return _run_and_record(log, args.job, command)
-    event = {"type": "run-decision", "mode": "enforce" if args.enforce else "shadow", "decision": d.to_json(),
-             "command": command[0], "policy_identity": policy_identity(guards)}
-    wait = False
-    if args.enforce:
-        from scheduling.shadow_evidence import licence
-
-        licensed, why = licence(c.name, event["policy_identity"], args.audit_log)
-        event["licensed"], event["licence"] = licensed, why
-        wait = licensed and d.start > now
-        if not licensed:
-            _say(f"not licensed for {c.name}: {why}; running at once")
-    event["action"] = f"wait until {iso(d.start)}" if wait else "run at once"
-    _record(log, event)
+        _record(log, {"type": "run-decision", "run_id": run_id, "mode": "error", "error": str(exc),
+                      "command": command[0]})
+        return _run_and_record(log, args.job, command, run_id)
+    if args.enforce and not licensed:
+        _say(f"not licensed for {c.name}: {why}; running at once")
     if args.metrics:
         _metrics(args.metrics, log)
     if wait:
         _say(f"{c.name}: waiting until {iso(d.start)} ({d.layer}/{d.reason}, region {d.region})")
-        if not _wait(d.start):
-            _record(log, {"type": "run-outcome", "job": c.name, "outcome": "cancelled_while_waiting",
+        lost: list[str] = []
+
+        def still_licensed() -> bool:
+            ok, reason = licence(c.name, identity, args.audit_log)
+            if not ok:
+                lost.append(reason)
+            return ok
+
+        how = _wait(d.start, still_licensed, max(1.0, args.recheck_seconds))
+        if how == "sigterm":
+            _record(log, {"type": "run-outcome", "run_id": run_id, "job": c.name, "outcome": "cancelled_while_waiting",
                           "signal": "SIGTERM", "ran": False})
             _say("SIGTERM while waiting: nothing ran")
             return 143
-    return _run_and_record(log, c.name, command)
+        if how == "withdrawn":
+            _record(log, {"type": "run-licence-withdrawn", "run_id": run_id, "job": c.name, "licence": lost[-1],
+                          "at": iso(int(time.time() * 1000))})
+            _say(f"licence for {c.name} withdrawn while waiting: {lost[-1]}; running at once")
+    return _run_and_record(log, c.name, command, run_id)
 
 
-def _run_and_record(log: Path, job: str | None, command: list[str]) -> int:
-    """Run the command and append its ``run-outcome`` (also when no decision could be made)."""
-    started = int(time.time() * 1000)
-    code = _execute(command)
-    _record(log, {"type": "run-outcome", "job": job, "outcome": "ran", "exit_status": code,
-                  "started": iso(started), "finished": iso(int(time.time() * 1000)), "ran": True})
+def _run_and_record(log: Path, job: str | None, command: list[str], run_id: str) -> int:
+    """Run the command and append its ``run-outcome`` (also when no decision could be made).
+    The command finds in ``$CARBONSPAN_RESTORE_FAILED_FILE`` a path to create when its checkpoint
+    restore failed; the outcome then records ``checkpoint_restore_failed`` (the restore gate)."""
+    from scheduling.run_ops import ENV_RESTORE_FAILED
+
+    with tempfile.TemporaryDirectory(prefix="carbonspan-run-") as tmp:
+        flag = Path(tmp) / "restore-failed"
+        started = int(time.time() * 1000)
+        code = _execute(command, {**os.environ, ENV_RESTORE_FAILED: str(flag)})
+        failed = flag.exists()
+    if failed:
+        _say(f"{job}: the command reported a failed checkpoint restore (${ENV_RESTORE_FAILED})")
+    _record(log, {"type": "run-outcome", "run_id": run_id, "job": job, "outcome": "ran", "exit_status": code,
+                  "started": iso(started), "finished": iso(int(time.time() * 1000)), "ran": True,
+                  "checkpoint_restore_failed": failed})
     return code

@@ -11,7 +11,6 @@ is pure arithmetic over that log.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -20,11 +19,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from scheduling import decide as decide_mod
 from scheduling.archive_energy import Chain, provenance, run_energy
 from scheduling.contracts import DAY_MS, MINUTE_MS, WorkloadContract
 from scheduling.decide import Decision, Guards, Ops, decide
 from scheduling.runs import Run, RunSet
+from scheduling.shadow_evidence import code_version, policy_identity, shadow_identity
 from scheduling.signals import SignalLog, iso
 from schema.chain import seal
 from schema.chainlog import utc_now
@@ -35,13 +34,6 @@ HEADER, DECISION = "shadow-header", "shadow-decision"
 QUEUE_WINDOW_MS = 60 * MINUTE_MS
 RETRY_WINDOW_MS = DAY_MS
 RETRY_MIN_RUNS = 5
-
-
-def policy_identity(guards: Guards) -> str:
-    """sha256 over the deciding code and the guard settings: what the evidence is evidence for."""
-    h = hashlib.sha256(Path(decide_mod.__file__).read_bytes())
-    h.update(orjson.dumps(asdict(guards), option=orjson.OPT_SORT_KEYS))
-    return "sha256:" + h.hexdigest()
 
 
 def _ops(run: Run, history: list[Run], released: dict, first_seen: int) -> Ops:
@@ -117,7 +109,9 @@ def shadow_events(contracts: dict[str, WorkloadContract], runs: RunSet, sig: Sig
     g = guards or Guards()
     order = sorted(runs.runs, key=lambda r: (r.submitted, r.job, r.run_id))
     unknown = sorted({r.job for r in order if r.job not in contracts})
-    header = {"type": HEADER, "policy_identity": policy_identity(g), "guards": asdict(g),
+    header = {"type": HEADER, "policy_identity": policy_identity(g), "code_version": code_version(),
+              "job_identities": {job: shadow_identity(c, g) for job, c in sorted(contracts.items())},
+              "guards": asdict(g),
               "signal_type": sig.signal_type, "runs_format": runs.format, "runs": len(order),
               "runs_skipped": runs.skipped, "jobs_without_contract": unknown, "inputs": inputs or {}}
     if archives is not None:

@@ -139,7 +139,8 @@ def report(log: Path) -> dict[str, Any]:
     for ev in decisions:
         by_job[ev["run"]["job"]].append(run_figures(ev, mape or 0.0))
     head = evs[0]
-    return {"policy_identity": head["policy_identity"], "signal_type": head["signal_type"],
+    return {"policy_identity": head["policy_identity"], "job_identities": head.get("job_identities"),
+            "signal_type": head["signal_type"],
             "runs_format": head["runs_format"], "runs_skipped": head["runs_skipped"],
             "jobs_without_contract": head["jobs_without_contract"], "forecast_mape": mape,
             "jobs": {j: _aggregate(rs) for j, rs in sorted(by_job.items())},

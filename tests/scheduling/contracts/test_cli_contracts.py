@@ -18,8 +18,8 @@ import pytest
 from scheduling.contracts import parse_contract
 from scheduling.decide import Guards
 from scheduling.runs import read_runs
-from scheduling.shadow import policy_identity, shadow_events, write_log
-from scheduling.shadow_evidence import licence, record
+from scheduling.shadow import shadow_events, write_log
+from scheduling.shadow_evidence import licence, record, shadow_identity
 from scheduling.shadow_report import report
 from scheduling.signals import parse_lines
 from schema.chainlog import events
@@ -102,8 +102,9 @@ def test_shadow_run_and_report_on_a_real_process(day) -> None:
     assert "measured 1.000 .. 2.000" in r.stdout
 
 
-def fortnight(tmp_path: Path, days: int) -> Path:
-    """``days`` daily runs at 01:00 with a dip at 03:00 each night: the shadow recommends 03:00."""
+def fortnight(tmp_path: Path, days: int, contract: dict | None = None, guards: Guards | None = None) -> Path:
+    """``days`` daily runs at 01:00 with a dip at 03:00 each night: the shadow recommends 03:00
+    (of ``contract``, JOB by default, under ``guards``)."""
     t0 = datetime(2026, 3, 1, tzinfo=UTC)
     sig, runs = [], []
     for k in range(days):
@@ -112,8 +113,9 @@ def fortnight(tmp_path: Path, days: int) -> Path:
         sig += rows(d, 6, d + timedelta(hours=3), issued=d + timedelta(minutes=50))
         runs.append({"job": "reindex", "run_id": f"r{k}", "submitted": z(d + timedelta(hours=1)),
                      "started": z(d + timedelta(hours=1)), "finished": z(d + timedelta(hours=1.5)), "energy_kwh": 10})
-    evs = shadow_events({"reindex": parse_contract(JOB)}, read_runs(write_jsonl(tmp_path / "runs14.jsonl", runs)),
-                        parse_lines([orjson.dumps(r) for r in sig]))
+    evs = shadow_events({"reindex": parse_contract(contract or JOB)},
+                        read_runs(write_jsonl(tmp_path / "runs14.jsonl", runs)),
+                        parse_lines([orjson.dumps(r) for r in sig]), guards)
     log = tmp_path / f"shadow{days}.log"
     write_log(log, evs)
     return log
@@ -121,7 +123,7 @@ def fortnight(tmp_path: Path, days: int) -> Path:
 
 def test_a_fortnight_of_shadow_wins_licenses_the_job_and_less_does_not(tmp_path: Path) -> None:
     audit = tmp_path / "audit.log"
-    ident = policy_identity(Guards())
+    ident = shadow_identity(parse_contract(JOB), Guards())
     assert licence("reindex", ident, audit)[0] is False
     short = report(fortnight(tmp_path, 14))  # 14 runs span 13 days: not yet evidence
     assert short["total"]["days"] == 13 and not short["total"]["real_evidence"]
@@ -134,20 +136,39 @@ def test_a_fortnight_of_shadow_wins_licenses_the_job_and_less_does_not(tmp_path:
     assert rec["reindex"]["verdict"] == "ship-candidate"
     ok, why = licence("reindex", ident, audit)
     assert ok, why
-    assert not licence("reindex", policy_identity(Guards(release_cap=3)), audit)[0]  # other guards: other policy
+    assert not licence("reindex", shadow_identity(parse_contract(JOB), Guards(release_cap=3)), audit)[0]  # other guards
+    edited = shadow_identity(parse_contract({**JOB, "deadline": "07:00"}), Guards())
+    ok, why = licence("reindex", edited, audit)  # an edited contract is another policy until re-shadowed
+    assert not ok and "a changed policy has no evaluation" in why
     ev = events(audit)[-1]
     assert ev["policy"] == "shadow:reindex" and ev["trace"]["synthetic"] is False and ev["delta_pp"] > 0
 
 
-def live(tmp_path: Path) -> tuple[Path, Path]:
+def live_contract() -> dict:
+    """JOB around the real clock (deadline ten hours ahead) in a zone where it is about noon now,
+    so a local day does not end while a test runs."""
+    now = datetime.now(UTC)
+    off = 12 - now.hour
+    tz = "Etc/GMT" if off == 0 else f"Etc/GMT{'-' if off > 0 else '+'}{abs(off)}"  # Etc signs are inverted
+    return {**JOB, "deadline": z(now.replace(second=0, microsecond=0) + timedelta(hours=10)), "timezone": tz}
+
+
+def live(tmp_path: Path, contract: dict | None = None) -> tuple[Path, Path]:
     """A contract and signal log around the real clock: a dip two hours from now."""
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     slot = now - timedelta(minutes=now.minute % 15)
     dip = slot + timedelta(hours=2)
     sig = rows(slot - timedelta(hours=2), 2, None) + rows(slot, 8, dip, issued=now - timedelta(minutes=1))
-    c = {**JOB, "deadline": z(now + timedelta(hours=10)), "earliest_start": None}
-    (tmp_path / "live.yaml").write_text(json.dumps({"workload_contract": c}))
+    (tmp_path / "live.yaml").write_text(json.dumps({"workload_contract": contract or live_contract()}))
     return tmp_path / "live.yaml", write_jsonl(tmp_path / "live.jsonl", sig)
+
+
+def licensed(tmp_path: Path, contract: dict, guards: Guards | None = None) -> Path:
+    """An audit log holding a fortnight's shadow win of ``contract`` under ``guards``."""
+    audit = tmp_path / "audit.log"
+    rec = record(report(fortnight(tmp_path, 15, contract, guards)), audit)
+    assert rec["reindex"]["verdict"] == "ship-candidate"
+    return audit
 
 
 def test_run_shadow_mode_runs_at_once_and_keeps_the_exit_status(tmp_path: Path) -> None:
@@ -171,9 +192,9 @@ def test_run_enforce_unlicensed_runs_at_once_and_says_why(tmp_path: Path) -> Non
 
 
 def test_run_enforce_licensed_waits_and_sigterm_runs_nothing(tmp_path: Path) -> None:
-    audit = tmp_path / "audit.log"
-    record(report(fortnight(tmp_path, 15)), audit)
-    c, s = live(tmp_path)
+    contract = live_contract()
+    audit = licensed(tmp_path, contract)
+    c, s = live(tmp_path, contract)
     log, marker = tmp_path / "run.log", tmp_path / "ran"
     p = subprocess.Popen([*CLI, "run", "--contract", str(c), "--signal", str(s), "--log", str(log), "--enforce",
                           "--audit-log", str(audit), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
