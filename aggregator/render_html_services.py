@@ -139,7 +139,7 @@ table.services{font-size:.9em}.print-footer{display:none}
 @bottom-right{content:"page " counter(page) " of " counter(pages);font-size:8pt;color:#58705c}}
 @media print{body{margin:0;max-width:none;font-size:10pt}
 h1,h2,h3{break-after:avoid;page-break-after:avoid;break-inside:avoid}
-h2+p,h2+table,h2+svg{break-before:avoid}
+h2+p,h2+table,h2+svg,h2+p.note+h3{break-before:avoid;page-break-before:avoid}
 table{break-inside:auto}tr,.card,.warn{break-inside:avoid;page-break-inside:avoid}
 thead{display:table-header-group}tfoot{display:table-row-group}
 svg.chart{break-inside:avoid;max-width:100%;height:auto}}

@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -171,10 +171,9 @@ HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service"
             "Carbon (CO2e)", "Energy")  # the h3 of the charts over time too
 
 
-@needs_pdftotext
-def test_print_to_pdf_numbers_pages_and_leaves_no_heading_last_on_a_page(page, tmp_path):
-    path, _ = page
-    pdf = tmp_path / "report.pdf"
+def _printed_pages(path: Path, tmp_path: Path) -> list[str]:
+    """The page's print to PDF, read back with pdftotext: the text of each page."""
+    pdf = tmp_path / f"{path.stem}.pdf"
     proc = chromium(tmp_path, f"--print-to-pdf={pdf}", "--no-pdf-header-footer", path.as_uri())
     assert proc.returncode == 0 and pdf.is_file(), proc.stderr[-2000:]
     pages_objs = len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
@@ -183,12 +182,59 @@ def test_print_to_pdf_numbers_pages_and_leaves_no_heading_last_on_a_page(page, t
     pages = text.split("\f")
     if pages and not pages[-1].strip():
         pages.pop()
-    assert len(pages) == pages_objs >= 3  # 60 services do not fit on two A4 pages
+    assert len(pages) == pages_objs
+    return pages
+
+
+def _check_pages(pages: list[str], period: str) -> None:
     for n, body in enumerate(pages, start=1):
         lines = [line.strip() for line in body.splitlines() if line.strip()]
         assert f"page {n} of {len(pages)}" in body, f"page {n} has no page number"
-        assert "Period 2026-11-10" in body, f"page {n} does not name the period"
+        assert f"Period {period}" in body, f"page {n} does not name the period"
         assert f"generated {GENERATED}" in body, f"page {n} does not say when it was generated"
         content = [line for line in lines if not line.startswith(("page ", "Period "))
                    and f"page {n} of" not in line]
         assert content and content[-1] not in HEADINGS, f"page {n} ends with the heading {content[-1]!r}"
+        if "Over time" in lines:  # the section's heading and note stay with its first chart
+            assert "Carbon (CO2e)" in lines, f"page {n} ends the section Over time before its first chart"
+
+
+@needs_pdftotext
+def test_print_to_pdf_numbers_pages_and_leaves_no_heading_last_on_a_page(page, tmp_path):
+    path, _ = page
+    pages = _printed_pages(path, tmp_path)
+    assert len(pages) >= 3  # 60 services do not fit on two A4 pages
+    _check_pages(pages, "2026-11-10")
+
+
+@needs_pdftotext
+def test_a_month_against_the_month_before_prints_each_section_with_its_heading(tmp_path):
+    # three agents, four one-hour windows a day, 37 services, November against October: the
+    # layout where "Over time" and its note ended page 5 and the charts began page 6
+    import random
+
+    from aggregator.synth import REGIONS, Svc, window_report
+
+    rng = random.Random(1)
+    names = [f"svc-{i:02d}" for i in range(36)] + [LONG]
+    regions = list(REGIONS)
+    for agent in ("agent-a", "agent-b", "agent-c"):
+        for month, days in ((10, 31), (11, 30)):
+            reps = []
+            for d in range(days):
+                for h in range(0, 24, 6):
+                    svcs = [Svc(n, regions[j % 4], energy_kwh=rng.randint(1, 5000) * 1e-6,
+                                requests=rng.randint(1, 200), io_ops=10, model="io_proxy_v3")
+                            for j, n in enumerate(names) if n != ("svc-35" if month == 10 else "svc-34")]
+                    reps.append(window_report(datetime(2026, month, 1 + d, h, tzinfo=UTC), svcs, agent_id=agent,
+                                              length_s=3600, embodied_g=5.0))
+            synth.write_agent(tmp_path / f"m{month}", agent, [synth.sealed_lines(reps)], day=f"2026{month}01")
+    october = Period.parse("2026-10-01", "2026-10-31")
+    previous = build_report(fold_paths(tmp_path / "m10", period=october), october)
+    period = Period.parse("2026-11-01", "2026-11-30")
+    report = build_report(fold_paths(tmp_path / "m11", period=period), period, previous=from_report(previous))
+    path = tmp_path / "month.html"
+    path.write_text(render_html(report, GENERATED), encoding="utf-8")
+    pages = _printed_pages(path, tmp_path)
+    assert len(pages) >= 6
+    _check_pages(pages, "2026-11-01T00:00:00Z to 2026-12-01T00:00:00Z")
