@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,9 @@ from agent.config import Config
 from agent.otlp import concat_batches, read_trace_file
 from agent.score import ScoringContext, score_batch
 from agent.window import build_report
+
+#: The shortest window a backfill writes: window bounds are written to the microsecond.
+MIN_WINDOW_S = 0.001
 
 
 class BackfillError(RuntimeError):
@@ -62,8 +66,11 @@ def file_digest(path: Path) -> str:
 def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
              window_seconds: float) -> BackfillResult:
     """Score ``files`` into windows and seal them as the new chain ``archive_root/agent_id``."""
-    if window_seconds <= 0:
-        raise BackfillError(f"--window-seconds must be positive, got {window_seconds:g}")
+    if not math.isfinite(window_seconds) or window_seconds < MIN_WINDOW_S:
+        # nan and inf were a traceback; 1e-12 a window of 0 ns, every span in one 1970 window
+        raise BackfillError(f"--window-seconds must be positive, finite and at least "
+                            f"{MIN_WINDOW_S:g} s (window times are written to the microsecond), "
+                            f"got {window_seconds:g}")
     directory = archive_root / agent_id
     if directory.exists() and window_files(directory):
         raise BackfillError(

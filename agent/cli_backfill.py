@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--archive-dir", type=Path, default=Path("archives"),
                    help="archive root (default archives)")
     p.add_argument("--window-seconds", type=float, default=60.0,
-                   help="window length in seconds (default 60, as the agent)")
+                   help="window length in seconds (default 60, as the agent; at least 0.001)")
     p.add_argument("--config", type=Path, default=None, help="carbonspan.toml ([green] table)")
     p.set_defaults(func=handle)
 

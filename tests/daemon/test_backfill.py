@@ -120,6 +120,11 @@ def test_backfill_refuses_to_write_into_an_existing_chain_and_names_bad_input(tm
     zero = cli("backfill", str(otlp), "--agent-id", "d", "--archive-dir", str(archive),
                "--window-seconds", "0")
     assert zero.returncode == 2 and "--window-seconds must be positive" in zero.stderr
+    for odd in ("nan", "inf", "1e-12"):  # a traceback, a traceback, one 1970 window of 0 ns
+        proc = cli("backfill", str(otlp), "--agent-id", "e", "--archive-dir", str(archive),
+                   f"--window-seconds={odd}")
+        assert proc.returncode == 2 and "must be positive, finite and at least 0.001 s" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not list((archive / "e").glob("windows-*"))
     slash = cli("backfill", str(otlp), "--agent-id", "../x", "--archive-dir", str(archive))
     assert slash.returncode == 2 and "not a valid chain name" in slash.stderr
 
