@@ -21,6 +21,7 @@ import asyncio
 import os
 import socket
 import ssl
+import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -34,6 +35,13 @@ if TYPE_CHECKING:
 
 # a refused body is read and dropped (keeping the connection) only when it is this small
 _DRAIN_MAX = 1 << 20
+# while a body of declared length arrives, the loop is woken only once this much of it (or
+# all that is left, if less) is in the socket: one read per 512 KiB instead of one per
+# loopback segment, each of which costs the loop a wake-up and a turn at the GIL
+_LOWAT_MAX = 512 * 1024
+# SO_RCVLOWAT holds epoll's "readable" until that much has arrived on Linux (and its window
+# grows to fit); elsewhere the loop reads as the bytes come
+_LOWAT = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVLOWAT")
 
 
 class _Refuse(Exception):
@@ -80,6 +88,7 @@ class Connection(asyncio.BufferedProtocol):
         self._tcp: Any = None
         self._tls_early: list[bytes] | None = None
         self._gone = False  # the server has been told this connection is closed
+        self._lowat_n = 1  # the socket's SO_RCVLOWAT
         self._new_request()
 
     def _new_request(self) -> None:
@@ -228,10 +237,13 @@ class Connection(asyncio.BufferedProtocol):
         self._filled += nbytes
         if self._buf is not None and self._filled >= len(self._buf):
             self._direct = False
+            self._lowat(1)
             # the parser saw the head only; a fresh one reads the next request
             self.parser = httptools.HttpRequestParser(self)
             self._complete(self._keep)
             self._next()
+        elif self._buf is not None and len(self._buf) - self._filled < self._lowat_n:
+            self._lowat(len(self._buf) - self._filled)  # never wait for more than is to come
 
     def data_received(self, data: bytes | memoryview) -> None:
         if self.linger_until is not None or self.closed:
@@ -256,6 +268,7 @@ class Connection(asyncio.BufferedProtocol):
         else:
             if self._buf is not None and self._filled < len(self._buf):
                 self._direct = True  # the head is parsed, the body is still to come
+                self._lowat(min(len(self._buf) - self._filled, _LOWAT_MAX))
         self._next()
 
     # -- httptools callbacks ---------------------------------------------------------
@@ -307,7 +320,7 @@ class Connection(asyncio.BufferedProtocol):
         if declared and not self._reserve(declared):
             raise _Refuse(503, "busy", "the server holds its limit of request bodies in memory")
         if declared and not head.chunked:
-            self._buf = bytearray(declared)
+            self._buf = self.server.body_buffer(declared)
             self._keep = self.parser.should_keep_alive()
         if head.header("expect").lower() == "100-continue" and not self.busy and not self.ready:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -357,6 +370,8 @@ class Connection(asyncio.BufferedProtocol):
         """Answer what is ready, in order: a loop, not recursion (thousands of pipelined
         INLINE requests can arrive in one read), and never past a full write buffer (a client
         that does not read its answers holds at most the transport's high-water mark)."""
+        if self.server.finished:
+            self.server.drain_finished()
         while not (self.busy or self.closed or self._write_paused):
             if not self.ready:
                 if self._final is not None:
@@ -404,7 +419,7 @@ class Connection(asyncio.BufferedProtocol):
     def _handle_in_pool(self, item: _Ready) -> None:
         """In a pool thread: handle, then send the answer from here when the socket is plain
         and nothing else is queued on it (one wake-up of the loop fewer before the client has
-        its answer); the loop does the rest."""
+        its answer); the loop does the rest, at its next turn when the answer went whole."""
         try:
             response = self.app.handle(item.request)
         except Exception as exc:  # the loop words it (app.refuse runs on the loop)
@@ -419,6 +434,15 @@ class Connection(asyncio.BufferedProtocol):
                 sent = raw.send(data)
             except OSError:  # would block, or the client left: the loop's write sees to it
                 sent = 0
+        if sent == len(data) and item.keep_alive and not response.close:
+            # answered in full: the loop finishes it when it next runs (the client's next
+            # request wakes it, else the tick), not woken for it now. Then, unless the loop
+            # has something waiting on this finish: it set that before it last drained
+            # (seen below) or it will drain after setting it (_next drains first)
+            self.server.finished.append((self, item, response))
+            if self.ready or self._paused or self._final is not None or self.closed:
+                self.server.loop.call_soon_threadsafe(self.server.drain_finished)
+            return
         self.server.loop.call_soon_threadsafe(self._finish, item, response, data[sent:])
 
     def _failed(self, item: _Ready, exc: BaseException) -> None:
@@ -436,6 +460,7 @@ class Connection(asyncio.BufferedProtocol):
         if item.route is not Route.INLINE and item.early is None:
             self.server.done(item.route)
         self.server.release(item.reserved)
+        self._recycle(item)
         self.busy = False
         if self.closed or self.transport is None:
             self._close_raw()
@@ -450,6 +475,28 @@ class Connection(asyncio.BufferedProtocol):
         self.idle_since = time.monotonic()
         if then_next:
             self._next()
+
+    def _lowat(self, n: int) -> None:
+        """Wake the loop for this socket only once ``n`` bytes can be read (``SO_RCVLOWAT``;
+        a closing peer still wakes it, and the deadline is the tick's, not a read's). Plain
+        sockets only: a TLS record's bytes are not the body's."""
+        if self._raw is not None and _LOWAT and n != self._lowat_n:
+            try:
+                self._raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, n)
+                self._lowat_n = n
+            except OSError:
+                pass
+
+    def _recycle(self, item: _Ready) -> None:
+        """Give a handled body's buffer back for the next body, if nothing but ``item`` holds
+        the request and its body (CPython's reference counts: the request's slot in ``item``
+        or the body's in the request, the local name, getrefcount's argument): an application
+        that kept the request, its body or a view of it keeps them as they were."""
+        request = item.request
+        body = request.body
+        if type(body) is bytearray and sys.getrefcount(request) == 3 \
+                and sys.getrefcount(body) == 3:
+            self.server.spare_buffer(body)
 
     def _close_raw(self) -> None:
         if self._raw is not None:
@@ -467,6 +514,8 @@ class Connection(asyncio.BufferedProtocol):
                                response.headers, close=True)
         self.server.release(self._reserved)
         self._reserved = 0
+        if self._direct:
+            self._lowat(1)
         self._direct, self._buf = False, None  # what still comes is dropped, not a body
         self.reading_since = None
         self.linger_until = float("inf")  # stop parsing; the clock starts once it is written

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +35,7 @@ _ACCEPT_LOG_S = 10.0  # at most one log line per this many seconds about failed 
 #: one eviction could free a file. Small turns let evictions keep up; the socket listens with
 #: the OS's backlog all the same (set again after create_server).
 ACCEPT_BATCH = 16
+_SPARES, _SPARE_BYTES = 16, 16 << 20  # handled bodies' buffers kept for reuse: at most
 
 
 class App(Protocol):
@@ -50,6 +52,47 @@ class App(Protocol):
         """The answer for a refusal by the server itself: ``kind`` is ``malformed`` (400),
         ``too_large`` (413), ``timeout`` (408), ``busy`` (503), ``head_too_large`` (431) or
         ``internal`` (500); ``head`` is None when the request line was not readable."""
+
+
+class _Pool:
+    """At most ``size`` threads taking calls from one queue, started as the calls in hand
+    need them: what ``ThreadPoolExecutor`` does without a Future, its condition and three
+    locks per call (the loop pays for each hand-off). A call that raises is logged."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size, self.name = size, name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    def submit(self, in_hand: int, fn: Callable[..., None], args: tuple) -> None:
+        """Queue ``fn(*args)``; ``in_hand`` calls (this one included) are queued or running,
+        so that many threads (at most ``size``) are enough for none to wait for another."""
+        self._queue.put((fn, args))
+        if len(self._threads) < min(in_hand, self.size) and not self._stopped:
+            t = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}",
+                                 daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _work(self) -> None:
+        get = self._queue.get
+        while True:
+            call = get()
+            if call is None or self._stopped:
+                return
+            fn, args = call
+            try:
+                fn(*args)
+            except BaseException:  # noqa: BLE001 - a pool thread must outlive its calls
+                log.exception("%s: a call in the pool failed", self.name)
+            del call, fn, args
+
+    def shutdown(self) -> None:
+        """Drop what is queued; each thread ends once its call (if any) returns."""
+        self._stopped = True
+        for _ in self._threads:
+            self._queue.put(None)
 
 
 class TlsError(OSError):
@@ -111,13 +154,17 @@ class HttpServer:
         # copies what it keeps)
         self.scratch = memoryview(bytearray(64 * 1024))
         self.body_bytes = 0
+        # buffers of handled bodies, kept for the next bodies (no allocation, zero-filling or
+        # page faults per request); at most _SPARE_BYTES of them
+        self._spares: list[bytearray] = []
+        self._spare_bytes = 0
         self._inflight = {Route.WORK: 0, Route.CONTROL: 0}
         self._cap = {Route.WORK: limits.workers, Route.CONTROL: limits.max_control}
-        self._pools = {
-            Route.WORK: ThreadPoolExecutor(limits.workers, thread_name_prefix=f"{name}-work"),
-            Route.CONTROL: ThreadPoolExecutor(limits.control_workers,
-                                              thread_name_prefix=f"{name}-control"),
-        }
+        self._pools = {Route.WORK: _Pool(limits.workers, f"{name}-work"),
+                       Route.CONTROL: _Pool(limits.control_workers, f"{name}-control")}
+        # (connection, item, response) a pool thread answered in full itself: the loop does
+        # the rest (_finish) when it next runs, without being woken for it (Connection.done)
+        self.finished: deque = deque()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = threading.Event()
@@ -168,7 +215,7 @@ class HttpServer:
         self.loop.call_soon_threadsafe(close_all)
         self._thread.join(timeout)
         for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
 
     # -- connections -----------------------------------------------------------------
     def opened(self, conn: Connection) -> None:
@@ -193,7 +240,15 @@ class HttpServer:
             conn.counted = False
             self.event("closed")
 
+    def drain_finished(self) -> None:
+        """On the loop: finish the requests pool threads answered in full themselves."""
+        finished = self.finished
+        while finished:
+            conn, item, response = finished.popleft()
+            conn._finish(item, response, b"")
+
     def _tick(self) -> None:
+        self.drain_finished()
         now = time.monotonic()
         for conn in list(self.conns):
             conn.tick(now)
@@ -211,6 +266,26 @@ class HttpServer:
     def release(self, n: int) -> None:
         self.body_bytes -= n
 
+    def body_buffer(self, n: int) -> bytearray:
+        """A buffer of ``n`` bytes to read a body into (on the loop): a spare one resized, or a
+        new one. Its old bytes are all overwritten before the body is handed to anyone."""
+        if not self._spares:
+            return bytearray(n)
+        buf = self._spares.pop()  # the last given back: the likeliest still in the cache
+        self._spare_bytes -= len(buf)
+        have = len(buf)
+        if have > n:
+            del buf[n:]
+        elif have < n:
+            buf.extend(bytes(n - have))
+        return buf
+
+    def spare_buffer(self, buf: bytearray) -> None:
+        """Keep a buffer nothing else holds for :meth:`body_buffer` (on the loop)."""
+        if len(self._spares) < _SPARES and self._spare_bytes + len(buf) <= _SPARE_BYTES:
+            self._spares.append(buf)
+            self._spare_bytes += len(buf)
+
     def acquire(self, route: Route) -> bool:
         """A slot of the route's pool (on the loop); False when it is at its limit."""
         if self._inflight[route] >= self._cap[route]:
@@ -219,7 +294,8 @@ class HttpServer:
         return True
 
     def run(self, route: Route, fn: Callable[..., None], *args: object) -> None:
-        self._pools[route].submit(fn, *args)
+        """Hand ``fn(*args)`` to the route's pool (on the loop, after :meth:`acquire`)."""
+        self._pools[route].submit(self._inflight[route], fn, args)
 
     def done(self, route: Route) -> None:
         self._inflight[route] -= 1

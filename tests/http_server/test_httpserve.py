@@ -163,3 +163,82 @@ def test_the_body_budget_refuses_as_busy() -> None:
             assert _answers(srv.port, _post("/small", b"ok"), 1)[0].endswith(b"POST 2 ok")
     finally:
         srv.stop()
+
+
+class Keeper(Echo):
+    """Keeps what some requests hand it: the whole request, its body, or a view of the body."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[object, bytes]] = []  # (what was kept, the bytes it had)
+        self.body_ids: list[int] = []
+
+    def handle(self, request: Request) -> Response:
+        self.body_ids.append(id(request.body))
+        keep = request.head.header("x-keep")
+        if keep:
+            what = {"request": request, "body": request.body,
+                    "view": memoryview(request.body)}[keep]
+            self.kept.append((what, bytes(request.body)))
+        return super().handle(request)
+
+
+def _content(kept: object) -> bytes:
+    return bytes(kept.body if isinstance(kept, Request) else kept)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("keep", ["request", "body", "view"])
+def test_a_body_buffer_is_reused_only_when_nothing_else_holds_it(keep: str) -> None:
+    """A handled body's buffer is read into again (no new buffer, zero-fill and page faults
+    per request), but never one the application kept, through the request, the body or a
+    view of it: what it kept still reads as it was after later bodies of other sizes."""
+    app = Keeper()
+    srv = HttpServer(app, Limits(max_body_bytes=1 << 22), "127.0.0.1", 0)
+    srv.start()
+    try:
+        sizes = [300_000, 200_000, 400_000, 350_000]
+        data = b"".join(_post("/a", bytes([65 + i]) * n) for i, n in enumerate(sizes))
+        _answers(srv.port, data, len(sizes))
+        assert len(set(app.body_ids)) < len(sizes)  # reused: fewer buffers than bodies
+        data = _post("/k", b"K" * 300_000, b"X-Keep: %s\r\n" % keep.encode()) + b"".join(
+            _post("/a", bytes([97 + i]) * n) for i, n in enumerate(sizes))
+        out = _answers(srv.port, data, len(sizes) + 1)
+        assert out[-1].endswith(b"POST 350000 dddddddd")
+        [(kept, had)] = app.kept
+        assert had == b"K" * 300_000 and _content(kept) == had
+    finally:
+        srv.stop()
+
+
+def test_answers_come_without_the_tick_when_the_pool_answers_in_full() -> None:
+    """A pool thread that sent the whole answer leaves the rest to the loop's next run (it does
+    not wake the loop for it): the next request, sequential or pipelined, still goes at once,
+    never after a tick (5 s here)."""
+    srv = HttpServer(Echo(), Limits(tick_s=5.0), "127.0.0.1", 0)
+    srv.start()
+    try:
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            for i in range(30):
+                s.sendall(_post("/seq", b"%d" % i))
+                assert s.recv(4096).endswith(b"POST %d %d" % (len(b"%d" % i), i))
+        out = _answers(srv.port, b"".join(_post("/pipe", b"p%d" % i) for i in range(30)), 30)
+        assert out[-1].endswith(b"POST 3 p29")
+        assert time.monotonic() - t0 < 4.0
+    finally:
+        srv.stop()
+
+
+def test_a_large_body_in_uneven_pieces_with_pauses_is_read_whole(server: HttpServer) -> None:
+    """The loop waits for a body's bytes in large reads (SO_RCVLOWAT on Linux), never for
+    more than is still to come: pieces of odd sizes and pauses, past the 512 KiB read."""
+    body = bytes(range(256)) * 4000  # 1,024,000 bytes
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+        pos = 0
+        for size in (1, 70_001, 3, 600_000, 12_345):
+            s.sendall(body[pos:pos + size])
+            pos += size
+            time.sleep(0.05)
+        s.sendall(body[pos:])
+        answer = s.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"POST 1024000 " + body[:8])
