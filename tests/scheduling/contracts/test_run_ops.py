@@ -153,3 +153,19 @@ def test_a_licence_withdrawn_while_waiting_runs_the_job_at_once(tmp_path: Path) 
     kinds = [e["type"] for e in events(log)]
     assert kinds == ["run-decision", "run-licence-withdrawn", "run-outcome"]
     assert "withdrawn while waiting" in p.stderr.read()
+
+
+def test_the_shadow_identity_is_the_contracts_content_the_guards_and_the_deciding_code() -> None:
+    from test_cli_contracts import JOB
+
+    from scheduling import contracts, decide, signals
+    from scheduling.contracts import parse_contract as parse
+    from scheduling.shadow_evidence import deciding_code, shadow_identity
+
+    base = shadow_identity(parse(JOB), Guards())
+    reordered = dict(reversed(list(JOB.items())))
+    assert shadow_identity(parse({**reordered, "fallback": "run_at_submit"}), Guards()) == base  # layout, a default
+    assert shadow_identity(parse({**JOB, "deadline": "07:00"}), Guards()) != base
+    assert shadow_identity(parse({**JOB, "max_deferral_minutes": 200}), Guards()) != base
+    assert shadow_identity(parse(JOB), Guards(stale_minutes=59)) != base
+    assert {decide, contracts, signals} <= set(deciding_code())
