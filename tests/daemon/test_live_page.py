@@ -70,6 +70,13 @@ def test_the_live_page_shows_the_open_and_archived_windows_in_a_browser(start_ag
         time.sleep(0.2)
     assert agent.records(), "no window was archived"
     _send(agent, ["open-svc"])
+    # a span the agent refuses (no valid trace id) must show under "Refused or ignored input"
+    bad = (b'{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":'
+           b'{"stringValue":"bad-svc"}}]},"scopeSpans":[{"spans":[{"traceId":"not-hex","spanId":'
+           b'"00000000000000a1","name":"q","kind":3,"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}')
+    urllib.request.urlopen(urllib.request.Request(
+        f"{agent.http_url}/v1/traces", data=bad, headers={"Content-Type": "application/json"}),
+        timeout=10).read()
 
     dom = chromium(tmp_path, "--dump-dom", f"{agent.http_url}/")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -81,6 +88,9 @@ def test_the_live_page_shows_the_open_and_archived_windows_in_a_browser(start_ag
     assert "archived-svc" in recent and "open-svc" in text
     assert re.search(r"<td>archived-svc</td><td class=\"n\">[0-9.e+-]+</td>", recent)
     assert "state: ready" in text
+    assert '<meta http-equiv="refresh" content="5">' in text  # refreshed periodically
+    rejected = text[text.index("Refused or ignored input"):]
+    assert re.search(r'<td>trace_id_invalid</td><td class="n">1</td>', rejected), rejected[:500]
     # self-contained: nothing is loaded from anywhere
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
     assert "<script" not in text
