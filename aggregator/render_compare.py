@@ -13,6 +13,7 @@ from html import escape
 from rich.table import Table
 from rich.text import Text
 
+from aggregator.render import band
 from aggregator.render_csv import csv_text, num
 from schema.report import Change, Comparison, DisclosureReport
 
@@ -67,6 +68,15 @@ def _total_rows(c: Comparison) -> list[tuple[str, Change, Callable[[float, bool]
     return rows
 
 
+#: The rows of the totals that are carbon figures: each gets its SCI band, before and now.
+CARBON_ROWS = ("carbon (total)", "operational carbon", "embodied carbon")
+BAND_HEAD = "SCI band before / now (x0.5 to x2)"
+
+
+def _bands(label: str, ch: Change) -> str:
+    return f"{band(ch.previous)} / {band(ch.current)}" if label in CARBON_ROWS else ""
+
+
 def _per_request_scaler(values_g: list[float]) -> Callable[[float, bool], str]:
     """gCO2e per request in g, mg or µg, one unit for the row."""
     top = max((abs(v) for v in values_g), default=0.0)
@@ -85,10 +95,11 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
         return []
     totals = Table(caption=f"previous report {c.previous.content_hash}", caption_justify="left")
     for col, justify in (("figure", "left"), ("before", "right"), ("now", "right"), ("change", "right"),
-                         ("change %", "right")):
+                         ("change %", "right"), (BAND_HEAD, "right")):
         totals.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for label, ch, fmt in _total_rows(c):
-        totals.add_row(label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch))
+        totals.add_row(label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch),
+                       _bands(label, ch))
     rows = c.services
     if max_rows is not None and len(rows) > max_rows:
         rows = sorted(rows, key=lambda s: -abs(s.carbon_kgco2eq.change))[:max_rows]
@@ -170,12 +181,13 @@ def html_section(report: DisclosureReport) -> str:
     p = c.previous
     intro = (f"This period against the report for {p.period.start} to {p.period.end}"
              + (f" ({p.organisation})" if p.organisation else "") + ", whose content hash is ")
-    head = ["", "before", "now", "change", "change %"]
+    head = ["", "before", "now", "change", "change %", BAND_HEAD]
     total_rows = "".join(
-        "<tr>" + "".join(f"<td{_cls(i, {1, 2, 3, 4})}>{escape(x)}</td>" for i, x in enumerate(
-            [label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch)]))
+        "<tr>" + "".join(f"<td{_cls(i, {1, 2, 3, 4, 5})}>{escape(x)}</td>" for i, x in enumerate(
+            [label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch),
+             _bands(label, ch)]))
         + "</tr>" for label, ch, fmt in _total_rows(c))
-    totals = ("<table><thead><tr>" + "".join(f"<th{_cls(i, {1, 2, 3, 4})}>{escape(h)}</th>" for i, h in enumerate(head))
+    totals = ("<table><thead><tr>" + "".join(f"<th{_cls(i, {1, 2, 3, 4, 5})}>{escape(h)}</th>" for i, h in enumerate(head))
               + f"</tr></thead><tbody>{total_rows}</tbody></table>")
     kg = scaler([v for s in c.services for v in (s.carbon_kgco2eq.previous, s.carbon_kgco2eq.current,
                                                  s.carbon_kgco2eq.change)], KG)

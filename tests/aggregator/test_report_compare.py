@@ -177,3 +177,21 @@ def test_verify_re_derives_the_comparison_with_or_without_the_previous_report(ar
     for extra in ((), ("--previous", prev)):
         run = carbonspan("verify", archive, "--report", cur, *extra)
         assert run.returncode == 1 and "rederivation_mismatch" in run.stdout and "comparison" in run.stdout
+
+
+def test_the_compared_carbon_totals_carry_their_sci_band_before_and_now(archive, tmp_path):
+    from aggregator.render import band
+
+    prev, cur, html = tmp_path / "prev.json", tmp_path / "cur.json", tmp_path / "r.html"
+    assert _day(archive, "2026-11-10", prev).returncode == 0
+    run = _day(archive, "2026-11-11", cur, "--compare", prev, "--html", html)
+    assert run.returncode == 0, run.stderr
+    t = orjson.loads(cur.read_bytes())["comparison"]["total"]
+    section = html.read_text(encoding="utf-8").split("<h2>Against the previous period</h2>")[1].split("<h2>")[0]
+    for label, key in (("carbon (total)", "carbon_kgco2eq"), ("operational carbon", "operational_kgco2eq"),
+                       ("embodied carbon", "embodied_kgco2eq")):
+        bands = f"{band(t[key]['previous'])} / {band(t[key]['current'])}"
+        line = next(x for x in run.stdout.splitlines() if f" {label} " in x)
+        assert bands in line, line
+        assert f'<td class="n">{bands}</td>' in section.split(f"<td>{label}</td>")[1].split("</tr>")[0]
+    assert "SCI band before / now (x0.5 to x2)" in run.stdout and "SCI band before / now" in section
