@@ -63,9 +63,10 @@ def file_digest(path: Path) -> str:
     return f"sha256:{h.hexdigest()}"
 
 
-def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
-             window_seconds: float) -> BackfillResult:
-    """Score ``files`` into windows and seal them as the new chain ``archive_root/agent_id``."""
+def check_target(archive_root: Path, agent_id: str, window_seconds: float) -> Path:
+    """The new chain's directory, or :class:`BackfillError` when the backfill cannot be
+    written there; checked before anything is fetched into ``<directory>/sources``, so a
+    refused run never overwrites the source files an existing chain's digests name."""
     if not math.isfinite(window_seconds) or window_seconds < MIN_WINDOW_S:
         # nan and inf were a traceback; 1e-12 a window of 0 ns, every span in one 1970 window
         raise BackfillError(f"--window-seconds must be positive, finite and at least "
@@ -77,6 +78,13 @@ def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
             f"{directory} already holds a chain; a backfill is a chain of its own: choose "
             f"another --agent-id (e.g. {agent_id}-backfill) or an empty --archive-dir"
         )
+    return directory
+
+
+def backfill(files: list[Path], cfg: Config, archive_root: Path, agent_id: str,
+             window_seconds: float) -> BackfillResult:
+    """Score ``files`` into windows and seal them as the new chain ``archive_root/agent_id``."""
+    directory = check_target(archive_root, agent_id, window_seconds)
     sources = sorted(file_digest(p) for p in files)
     batch = concat_batches([read_trace_file(p) for p in files])
     green = dataclasses.replace(cfg.green, hosts=())

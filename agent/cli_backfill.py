@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from agent.archive import ArchiveError
-    from agent.backfill import BackfillError, backfill
+    from agent.backfill import BackfillError, backfill, check_target
     from agent.config import ConfigError, load_config
     from agent.daemon_config import _AGENT_ID_RE
     from agent.otlp import OtlpDecodeError
@@ -69,6 +69,7 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         cfg = load_config(args.config)
+        check_target(args.archive_dir, args.agent_id, args.window_seconds)  # before fetching
         files = list(args.files) + _fetch(args)
         if not files:
             raise BackfillError("no input: give trace files, --from-jaeger URL or --from-tempo URL")
@@ -122,7 +123,7 @@ def _fetch(args: argparse.Namespace) -> list[Path]:
         if got.truncated:
             raise BackfillError(
                 f"{got.truncated[0]} returned --limit ({args.limit}) traces, so more may exist "
-                "in the period: raise --limit or fetch a shorter period (nothing was written)"
+                "in the period: raise --limit or fetch a shorter period (no chain was written)"
             )
         print(f"fetched {got.traces} traces from {url} into {sources}", file=sys.stderr)
         files += got.files

@@ -192,6 +192,15 @@ def test_backfill_from_a_jaeger_query_service_keeps_each_trace_once(tmp_path, qu
     assert set(lines[0]["report"]["methodology"]["backfill_sources"].split(",")) == digests
     assert cli("verify", str(archive)).returncode == 0
 
+    # fetching again into the same chain is refused before anything is fetched: the saved
+    # answers the lines' digests name stay as they were (they were overwritten, then refused)
+    _QueryApi.routes = {**_QueryApi.routes, "/api/traces?frontend": {"data": []}}
+    before, seen = {p: p.read_bytes() for p in saved}, len(_QueryApi.seen)
+    again = cli("backfill", "--from-jaeger", query_api, "--from", "2026-03-10T00:00:00Z",
+                "--to", "2026-03-11", "--agent-id", "j", "--archive-dir", str(archive))
+    assert again.returncode == 2 and "already holds a chain" in again.stderr, again.stderr
+    assert len(_QueryApi.seen) == seen and {p: p.read_bytes() for p in saved} == before
+
 
 def test_backfill_from_tempo_reads_batches_and_refuses_a_truncated_search(tmp_path, query_api,
                                                                           inputs):
