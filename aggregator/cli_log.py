@@ -3,7 +3,8 @@
 A kind is the warning's message template (``record.msg`` before its arguments), so "FILE: N
 window(s) ... used the I/O-proxy fallback" logged for 300 files prints once, and at the end
 of the run one line says how many more there were and where the files are listed (the
-report's ``inputs.fallback_files``; every file is also in ``inputs.files``).
+report's ``inputs.fallback_files`` for the fallback warning; every file is in ``inputs.files``,
+which is all a line about another kind, e.g. one-sided windows, can point to).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class RepeatSummary(logging.Filter):
 
     def lines(self) -> list[str]:
         """One line per template that repeated, in the order first seen."""
-        return [f"... and {n:,} more warning(s) like \"{self.first[key][:160]}\" (one per archive file; the "
-                "files are listed in the report's inputs.fallback_files and inputs.files)"
+        return [f"... and {n:,} more warning(s) like \"{self.first[key][:160]}\" (one per archive file; "
+                + ("the files are listed in the report's inputs.fallback_files and inputs.files)"
+                   if "I/O-proxy fallback" in key else
+                   "the report's inputs.files lists every file read, without this warning's count per file)")
                 for key, n in self.more.items()]
 
 

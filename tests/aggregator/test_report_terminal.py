@@ -67,3 +67,19 @@ def test_a_column_keeps_one_unit(mixed_archive, fold):
     assert len(rows) == len(report.applications)
     assert all(" MWh " in r and " kg " in r and " g " not in r and " Wh " not in r for r in rows)
     assert "2.500 kg" in rows[0] and "1.500 MWh" in rows[0]
+
+
+def test_a_repeated_warning_points_to_where_the_json_lists_its_files(tmp_path, caplog):
+    # two files with one-sided windows: the summary line must not send the reader to
+    # inputs.fallback_files, which does not list them (the fallback's own line does)
+    from tests.aggregator.test_totals_props import _one_sided
+
+    root = tmp_path / "archives"
+    for i in range(3):
+        (root / "agent-a").mkdir(parents=True, exist_ok=True)
+        (root / "agent-a" / f"windows-20261110-{i:06d}.jsonl").write_bytes(b"".join(_one_sided("per_service_carbon_kgco2eq")))
+    with caplog.at_level(logging.WARNING, logger="carbonspan.aggregate"):
+        assert main(["aggregate", str(root), "--from", "2026-11-10", "--to", "2026-11-10"]) == 0
+    lines = [r.getMessage() for r in caplog.records if "only one of per_service" in r.getMessage()]
+    assert len(lines) == 2 and lines[1].startswith("... and 2 more warning(s) like")
+    assert "inputs.fallback_files" not in lines[1] and "inputs.files lists every file read" in lines[1]
