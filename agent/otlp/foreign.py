@@ -22,7 +22,8 @@ of the three formats carried it. The translations are the documented ones:
   spans, or a list of such lists): ``localEndpoint.serviceName`` is ``service.name`` (Zipkin
   has no other resource attributes, so a region must be a span tag or come from the config);
   ``kind`` is ``CLIENT``/``SERVER``/``PRODUCER``/``CONSUMER`` (absent: internal);
-  ``timestamp``/``duration`` are microseconds; every tag value is a string, as the
+  ``timestamp``/``duration`` are microseconds (absent in an incomplete span: start 0, counted
+  as ``timestamp_absurd``, not scored as a time); every tag value is a string, as the
   OpenTelemetry Zipkin exporter writes them, so the response-size tags
   (``http.response.body.size``, ``http.response_content_length``) are read back as integers
   when they are decimal digits, and ``error`` is dropped.
@@ -248,7 +249,10 @@ def _zipkin(spans: list[Any]) -> dict[str, Any]:
         endpoint = span.get("localEndpoint")
         service = endpoint.get("serviceName") if isinstance(endpoint, dict) else None
         tags = span.get("tags") if isinstance(span.get("tags"), dict) else {}
-        start = _micros(span.get("timestamp"), f"{where}: timestamp")
+        # Zipkin v2 leaves timestamp (and duration) out of an incomplete span: it is read as 0,
+        # which the OTLP walk counts as timestamp_absurd (and backfill as untimed), not refused
+        stamp = span.get("timestamp")
+        start = 0 if stamp is None else _micros(stamp, f"{where}: timestamp")
         duration = _micros(span.get("duration", 0), f"{where}: duration")
         otlp: dict[str, Any] = {
             "traceId": _pad(span.get("traceId"), 32),

@@ -231,3 +231,26 @@ def test_unreadable_foreign_documents_are_refused_naming_the_file(tmp_path: Path
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert str(path) in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def test_a_zipkin_span_without_timestamp_is_counted_not_refusing_the_file(tmp_path: Path) -> None:
+    """Zipkin v2 leaves ``timestamp`` and ``duration`` out of an incomplete span (zipkin2-api:
+    "possibly absent if incomplete"); the file was refused for it. The span now counts as
+    timestamp_absurd, as the same OTLP span with start 0 does, and the others score as before."""
+    def span(n: int, **extra: object) -> dict:
+        return {"traceId": "5b8aa5a2d2c872e8321cf37308d69df2", "id": f"{n + 1:016x}", "kind": "CLIENT",
+                "name": "q", "localEndpoint": {"serviceName": "cart"},
+                "tags": {"db.system": "postgresql", "db.statement": "SELECT 1",
+                         "cloud.region": "eu-west-3"}, **extra}
+    timed = [span(0, timestamp=1773151200000000, duration=1000)]
+    whole, partial = tmp_path / "timed.json", tmp_path / "with-incomplete.json"
+    whole.write_text(json.dumps(timed))
+    partial.write_text(json.dumps(timed + [span(1)]))
+    proc = subprocess.run([sys.executable, "-m", "carbonspan", "score", str(partial)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "timestamp_absurd 1" in proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["counters"] == {"timestamp_absurd": 1} and got["window"]["spans"] == 2
+    assert got["green_summary"]["per_service_energy_kwh"]["cart"] == pytest.approx(
+        2 * score(whole)["green_summary"]["per_service_energy_kwh"]["cart"])
