@@ -141,18 +141,31 @@ def _resource(service: str, provider: str, region: str) -> Resource:
     return Resource(attributes=[_kv(k, v) for k, v in attrs.items()])
 
 
-def make_request(n_spans: int = 512, seed: int = 0) -> ExportTraceServiceRequest:
-    """A request of ``n_spans`` spans spread over the services, ~8 attributes per span."""
+def services_of(n: int | None) -> tuple[tuple[str, str, str], ...]:
+    """The five named services, or ``n`` numbered ones (``svc-00042``) over their regions."""
+    if n is None:
+        return SERVICES
+    return tuple((f"svc-{k:05d}", SERVICES[k % 5][1], SERVICES[k % 5][2]) for k in range(n))
+
+
+def make_request(n_spans: int = 512, seed: int = 0,
+                 services: int | None = None) -> ExportTraceServiceRequest:
+    """A request of ``n_spans`` spans spread over the services, ~8 attributes per span.
+
+    ``services``: draw each span's service from that many numbered ones (a window then meets
+    up to that many distinct services) instead of the five named ones."""
     rng = random.Random(seed)
-    per_service: list[list[Span]] = [[] for _ in SERVICES]
+    table = services_of(services)
+    per_service: dict[int, list[Span]] = {}
     trace_id, parent = rng.randbytes(16), rng.randbytes(8)
     for i in range(n_spans):
         if i % 8 == 0:  # a trace is ~8 spans
             trace_id, parent = rng.randbytes(16), rng.randbytes(8)
-        which = rng.randrange(len(SERVICES))
-        per_service[which].append(_span(rng, SERVICES[which][0], trace_id, parent))
+        which = rng.randrange(len(table))
+        per_service.setdefault(which, []).append(_span(rng, table[which][0], trace_id, parent))
     request = ExportTraceServiceRequest()
-    for (service, provider, region), spans in zip(SERVICES, per_service, strict=True):
+    for which in sorted(per_service):
+        (service, provider, region), spans = table[which], per_service[which]
         if not spans:
             continue
         scope = InstrumentationScope(name="opentelemetry.instrumentation.auto", version="0.48b0")
@@ -166,5 +179,5 @@ def make_request(n_spans: int = 512, seed: int = 0) -> ExportTraceServiceRequest
     return request
 
 
-def make_request_bytes(n_spans: int = 512, seed: int = 0) -> bytes:
-    return make_request(n_spans, seed).SerializeToString()
+def make_request_bytes(n_spans: int = 512, seed: int = 0, services: int | None = None) -> bytes:
+    return make_request(n_spans, seed, services).SerializeToString()
