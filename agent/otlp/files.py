@@ -8,7 +8,8 @@ be field 15 with the deprecated group wire type), and so is one starting with ``
 Zipkin v2 span list), anything else is protobuf. A gzip magic number is honoured under every
 name. A JSON document that is not OTLP is detected by content (``agent.otlp.foreign``): Jaeger
 and Zipkin v2 exports are translated to the OTLP spans they carry; anything else is refused
-naming what it is, never read as an empty batch.
+naming what it is, never read as an empty batch; a text file that is neither JSON nor
+protobuf (a CSV, a log) is refused as text, with the formats that are read.
 """
 
 from __future__ import annotations
@@ -99,7 +100,27 @@ def _decode_protobuf(data: bytes, path: Path, into: BatchBuilder | None = None) 
             return decode_request(parse_request(data), into)
         return decode_protobuf(data)
     except OtlpDecodeError as exc:
+        text = _as_text(data)
+        if text is not None:  # a CSV, a log, a YAML file: say so, not the protobuf parser's words
+            first = text.strip().splitlines()[0][:60] if text.strip() else ""
+            raise OtlpDecodeError(
+                f"{path}: not a trace file carbonspan reads: it is text (it begins {first!r}), "
+                "neither JSON nor OTLP protobuf; give an OTLP JSON/NDJSON or protobuf export, a "
+                "Jaeger JSON export (UI download or query API) or a Zipkin v2 JSON span list"
+            ) from None
         raise OtlpDecodeError(f"{path}: {exc}") from None
+
+
+def _as_text(data: bytes) -> str | None:
+    """``data`` as text when it reads as UTF-8 with no control bytes but tab, CR and LF (a
+    protobuf request is binary: its tags and lengths are mostly control bytes)."""
+    try:
+        text = data[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text or any(ord(c) < 32 and c not in "\t\r\n" for c in text):
+        return None
+    return text
 
 
 def read_trace_file(path: str | Path, into: BatchBuilder | None = None) -> SpanBatch:

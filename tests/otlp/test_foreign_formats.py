@@ -254,3 +254,21 @@ def test_a_zipkin_span_without_timestamp_is_counted_not_refusing_the_file(tmp_pa
     assert got["counters"] == {"timestamp_absurd": 1} and got["window"]["spans"] == 2
     assert got["green_summary"]["per_service_energy_kwh"]["cart"] == pytest.approx(
         2 * score(whole)["green_summary"]["per_service_energy_kwh"]["cart"])
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("spans.csv", "trace_id,span_id,service\n5b8aa5a2,0001,cart\n"),
+    ("export.txt", "2026-12-01T10:00:00Z GET /cart 200 12ms\n"),
+    ("traces.pb", "not protobuf at all\n"),
+])
+def test_a_text_file_that_is_no_trace_format_is_refused_as_text(tmp_path: Path, name: str,
+                                                                  content: str) -> None:
+    """A CSV or a log handed to score was refused with the protobuf parser's words
+    ("unsupported group wire type"); it is named as text, with the formats that are read."""
+    path = tmp_path / name
+    path.write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "carbonspan", "score", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{path}: not a trace file carbonspan reads: it is text" in proc.stderr, proc.stderr
+    assert "wire type" not in proc.stderr and "Zipkin v2" in proc.stderr
