@@ -6,7 +6,8 @@ itself every ``REFRESH_S`` seconds with ``<meta http-equiv="refresh">``. It show
 - the open window so far (start, spans, and per service energy, carbon, requests, model tag),
   as the window report it would archive now;
 - the last ``len(recent)`` archived windows per service (summed) and one row per window;
-- the measured-energy and live-intensity sources' freshness (``SourceManager.health``);
+- the measured-energy and live-intensity sources' freshness (``SourceManager.health``): state,
+  last success as UTC time and age, failures, fresh/stale signal and the last error;
 - what was refused or ignored (the windows' ``counters``), so a bad exporter is visible here.
 
 Every figure is read from the same window reports the agent archives; nothing is computed
@@ -16,7 +17,9 @@ twice. Behind the same bearer token as ingest when auth is on (``server_http``).
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 REFRESH_S = 5
@@ -77,15 +80,24 @@ def _counters(reports: list[dict[str, Any]]) -> list[list[object]]:
     return [[k, v] for k, v in sorted(total.items())]
 
 
-def _sources(health: dict[str, dict[str, Any]] | None) -> str:
+def _since(last_success: float | None, now: float) -> str:
+    """``last_success`` (Unix seconds) as UTC time and age, or ``never``."""
+    if last_success is None:
+        return "never"
+    at = datetime.fromtimestamp(last_success, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{at} ({max(0.0, now - last_success):.0f} s ago)"
+
+
+def _sources(health: dict[str, dict[str, Any]] | None, now: float) -> str:
     if health is None:
         return '<p class="muted">no [sources] configured: energy is the I/O proxy, intensity ' \
                "the annual/profile tables</p>"
-    rows = [[name, "ok" if h.get("ok") else "failing", h.get("last_success") or "never",
-             h.get("failures", 0), "stale" if h.get("stale") else "fresh"]
+    rows = [[name, "ok" if h.get("ok") else "failing", _since(h.get("last_success"), now),
+             h.get("failures", 0), "stale" if h.get("stale") else "fresh",
+             h.get("last_error") or "-"]
             for name, h in sorted(health.items())]
-    return _table("sources", ("source", "state", "last success", "failures", "signal"), rows,
-                  {3})
+    return _table("sources", ("source", "state", "last success", "failures", "signal",
+                              "last error"), rows, {3})
 
 
 def render(agent_id: str, state: str, open_report: dict[str, Any] | None,
@@ -117,7 +129,7 @@ def render(agent_id: str, state: str, open_report: dict[str, Any] | None,
 <h2>Archived windows</h2>
 {_table("windows", ("start", "end", "spans", "energy kWh", "carbon gCO2e (total mid)"), windows,
         {2, 3, 4})}
-<h2>Sources</h2>{_sources(health)}
+<h2>Sources</h2>{_sources(health, time.time())}
 <h2>Refused or ignored input</h2>
 {_table("rejected", ("counter", "count"), rejected, {1})}
 <p class="muted">Figures are the window reports the agent archives (docs/archive-format.md);

@@ -3,7 +3,9 @@
 A real agent takes spans from the OpenTelemetry SDK's OTLP/HTTP exporter; Chromium loads the
 page from it; the rendered DOM must list every service of the open window and of the archived
 ones, the page must load nothing from outside, a screenshot must not be blank, and with auth
-on the page is behind the same token as ingest.
+on the page is behind the same token as ingest. With a live Electricity Maps source polling
+a loopback server (the API's real answer, then 500), the page shows the source ok and fresh
+with its last success time and age, then failing and stale with the error.
 
 Chromium is Debian's ``chromium`` package, which ``.ci/run`` installs and then sets
 ``CARBONSPAN_REQUIRE_BROWSER=1``: in CI a missing browser fails these tests. Elsewhere
@@ -12,6 +14,7 @@ without Chromium they are skipped with a reason that says so (``pytest -rs`` lis
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +22,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -119,3 +123,73 @@ def test_the_live_page_is_behind_the_ingest_token(start_agent, tmp_path):
     assert b"no spans in the open window yet" in ok.read()
     # health stays outside auth, as the probes need
     assert urllib.request.urlopen(f"{agent.http_url}/healthz", timeout=10).status == 200
+
+
+_EM_KEY = "live-page-key"
+
+
+def _em_answer(state: dict[str, int]):
+    """Electricity Maps v3 ``/v3/carbon-intensity/latest``, as tests/sources/test_intensity.py
+    serves it (the documented answer), or 500 once ``state["status"]`` says so."""
+    def answer(path: str, headers) -> tuple[int, str, bytes]:
+        if state["status"] != 200:
+            return state["status"], "application/json", b'{"error": "internal server error"}'
+        if headers.get("auth-token") != _EM_KEY or "zone=FR" not in path:
+            return 401, "application/json", b'{"error": "unauthorised"}'
+        now = datetime.now(UTC)
+        iso = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.000Z")  # noqa: E731
+        return 200, "application/json", json.dumps({
+            "zone": "FR", "carbonIntensity": 41.0, "datetime": iso(now),
+            "updatedAt": iso(now), "createdAt": iso(now), "emissionFactorType": "lifecycle",
+            "isEstimated": False, "estimationMethod": None}).encode()
+    return answer
+
+
+def _sources_row(tmp_path: Path, agent) -> list[str]:
+    dom = chromium(tmp_path, "--dump-dom", f"{agent.http_url}/")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    section = dom.stdout[dom.stdout.index("<h2>Sources</h2>"):]
+    section = section[:section.index("</table>")]
+    assert "<th>last success</th>" in section and "<th>signal</th>" in section, section
+    rows = re.findall(r"<tr><td>(.*?)</td></tr>", section)
+    assert len(rows) == 1, section
+    return re.split(r'</td><td(?: class="n")?>', rows[0])
+
+
+@needs_browser
+def test_the_live_page_shows_a_live_sources_freshness_and_its_failure(
+        start_agent, loopback_http, tmp_path):
+    state = {"status": 200}
+    base = loopback_http(_em_answer(state))
+    # polled every second; a reading is stale 4 s after the feed last confirmed it
+    agent = start_agent(
+        env={"TEST_EM_KEY": _EM_KEY},
+        config=f'[green]\ndefault_region = "eu-west-3"\n[sources]\nmax_signal_age_s = 4\n'
+               f'[sources.electricity_maps]\nbase_url = "{base}"\napi_key_env = "TEST_EM_KEY"\n'
+               f'regions = ["eu-west-3"]\ninterval_s = 1\n')
+    agent.wait_for(lambda: agent.metric("carbonspan_source_up") >= 1, timeout=15,
+                   what="the Electricity Maps source to poll successfully")
+
+    name, up, since, failures, signal, error = _sources_row(tmp_path, agent)
+    assert (name, up, failures, signal, error) == ("electricity_maps", "ok", "0", "fresh", "-")
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) \((\d+) s ago\)", since)
+    assert m, since
+    at = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - at).total_seconds()) < 30 and int(m[2]) < 30
+
+    state["status"] = 500
+    agent.wait_for(lambda: agent.metric("carbonspan_source_up") == 0 and agent.metric(
+        "carbonspan_source_failures") >= 1 or None, timeout=30, what="a failed poll")
+    deadline = time.monotonic() + 30
+    while True:  # stale once the last reading is older than max_signal_age_s
+        name, up, since_failed, failures, signal, error = _sources_row(tmp_path, agent)
+        if signal == "stale" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert (name, up, signal) == ("electricity_maps", "failing", "stale")
+    assert int(failures) >= 1
+    assert "500" in error, error
+    # the last success is the one before the failures, now older
+    later = re.fullmatch(r"(\S+Z) \((\d+) s ago\)", since_failed)
+    assert later and later[1] >= m[1] and int(later[2]) >= 3, since_failed
+    assert agent.stop() == 0
