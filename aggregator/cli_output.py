@@ -40,8 +40,17 @@ def emit(report: DisclosureReport, data: bytes, fmt: str, console: Console) -> N
     if report.comparison is not None and not console.is_terminal:  # whole names in these tables too
         longest = max((len(s.service_name) for s in report.comparison.services), default=0)
         console.width = max(console.width, min(PLAIN_WIDTH, longest + 160))
-    for part in terminal_tables(report, MAX_ROWS if console.is_terminal else None):
-        console.print(part)
+    terminal = console.is_terminal
+    for part, width in terminal_tables(report, MAX_ROWS if terminal else None, console.width if terminal else None):
+        if width is None or width <= console.width:
+            console.print(part)
+            continue
+        narrow = console.width  # laid out as wide as it needs (on a terminal, the terminal wraps it)
+        console.width = width
+        try:
+            console.print(part)
+        finally:
+            console.width = narrow
 
 
 def verify_line(paths: list[str], out: Path | None, previous: Path | None) -> str:

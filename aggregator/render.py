@@ -246,12 +246,13 @@ def print_summary(report: DisclosureReport, console: Console | None = None) -> N
 
 def needed_width(table: Table) -> int:
     """The width ``table`` needs to show every figure whole (figure columns never wrap) with at
-    least 12 characters for a name or a region: its cells' widths, plus padding and rules."""
+    least 12 characters for a name or a region (and never less than a column's ``min_width``):
+    its cells' widths, plus padding and rules."""
     total = 1
     for column in table.columns:
         texts = [str(c) for c in (column.header, *column._cells)]
         widest = max((len(line) for t in texts for line in t.splitlines()), default=0)
-        total += (widest if column.no_wrap else min(widest, 12)) + 3
+        total += max(widest if column.no_wrap else min(widest, 12), column.min_width or 0) + 3
     return total
 
 

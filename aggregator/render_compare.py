@@ -13,9 +13,9 @@ from html import escape
 from rich.table import Table
 from rich.text import Text
 
-from aggregator.render import band
+from aggregator.render import band, needed_width
 from aggregator.render_csv import csv_text, num
-from schema.report import Change, Comparison, DisclosureReport
+from schema.report import Change, Comparison, DisclosureReport, ServiceChange
 
 STATUS = {"both": "", "appeared": "new", "disappeared": "gone"}
 UNDEFINED = "n/a (was 0)"
@@ -87,9 +87,62 @@ def _per_request_scaler(values_g: list[float]) -> Callable[[float, bool], str]:
 # -- terminal -----------------------------------------------------------------------------
 
 
-def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Table | Text]:
+#: The per-service table's column pairs a narrow terminal leaves out, in this order (every
+#: change and its % stay; the caption says what was left out).
+NARROW_DROPS = ("requests before/now", "energy before/now", "carbon before/now")
+
+
+def _service_columns(rows: list[ServiceChange]) -> list[tuple[str, str, Callable[[ServiceChange], str]]]:
+    """(group, header, cell) per figure column of the per-service table; ``group`` names the
+    pair a narrow terminal may leave out ("" for a change or a % column)."""
+    kg = scaler([v for s in rows for v in (s.carbon_kgco2eq.previous, s.carbon_kgco2eq.current,
+                                           s.carbon_kgco2eq.change)], KG)
+    kwh = scaler([v for s in rows for v in (s.energy_kwh.previous, s.energy_kwh.current, s.energy_kwh.change)], KWH)
+    return [
+        ("energy before/now", "energy\nbefore", lambda s: kwh(s.energy_kwh.previous, False)),
+        ("energy before/now", "energy\nnow", lambda s: kwh(s.energy_kwh.current, False)),
+        ("", "energy\nchange", lambda s: kwh(s.energy_kwh.change, True)),
+        ("", "energy\nchange %", lambda s: percent(s.energy_kwh)),
+        ("carbon before/now", "carbon\nbefore", lambda s: kg(s.carbon_kgco2eq.previous, False)),
+        ("carbon before/now", "carbon\nnow", lambda s: kg(s.carbon_kgco2eq.current, False)),
+        ("", "carbon\nchange", lambda s: kg(s.carbon_kgco2eq.change, True)),
+        ("", "carbon\nchange %", lambda s: percent(s.carbon_kgco2eq)),
+        ("requests before/now", "requests\nbefore", lambda s: _count(s.requests.previous)),
+        ("requests before/now", "requests\nnow", lambda s: _count(s.requests.current)),
+    ]
+
+
+def service_table(c: Comparison, rows: list[ServiceChange], drop: tuple[str, ...] = (),
+                  two_line_headers: bool = True) -> Table:
+    """Energy, operational carbon and requests per service, before and now, with each change
+    and its %; the column pairs named in ``drop`` left out (a narrow terminal, said in the
+    caption). Names fold, never cut (off a terminal, one line layout: never wrapped either);
+    figures never wrap."""
+    columns = [col for col in _service_columns(rows) if col[0] not in drop]
+    per = Table(title="energy, operational carbon and requests per service, before and now", caption_justify="left")
+    per.add_column("service", justify="left", overflow="fold", min_width=12, no_wrap=not two_line_headers)
+    per.add_column("", justify="left", no_wrap=True)
+    for _, header, _ in columns:
+        per.add_column(header if two_line_headers else header.replace("\n", " "), justify="right", no_wrap=True)
+    for s in rows:  # names as Text: never read as rich markup
+        per.add_row(Text(s.service_name), STATUS[s.status], *(cell(s) for *_, cell in columns))
+    hidden = len(c.services) - len(rows)
+    if hidden:
+        per.add_row(f"... {hidden} more (the {len(rows)} largest changes shown; every service: "
+                    "--csv DIR's comparison.csv, or comparison.services in the JSON)", *([""] * (len(columns) + 1)))
+    if drop:
+        per.caption = Text(f"columns left out to fit this terminal: {', '.join(drop)} (every column: a wider "
+                           "terminal, or --csv DIR's comparison.csv)")
+    return per
+
+
+def terminal_tables(report: DisclosureReport, max_rows: int | None,
+                    width: int | None = None) -> list[tuple[Table | Text, int | None]]:
     """The totals table, the per-service table (``max_rows`` largest changes on a terminal,
-    every service elsewhere) and the lines under them."""
+    every service elsewhere) and the lines under them, each with the width it needs (None: the
+    console's will do). ``width``: a terminal's, to fit the per-service table to it as
+    ``render.fitting_table`` fits the summary (column pairs left out, ``NARROW_DROPS``; if even
+    that does not fit, laid out at the width it needs and the terminal wraps it: nothing is cut)."""
     c = report.comparison
     if c is None:
         return []
@@ -103,26 +156,22 @@ def terminal_tables(report: DisclosureReport, max_rows: int | None) -> list[Tabl
     rows = c.services
     if max_rows is not None and len(rows) > max_rows:
         rows = sorted(rows, key=lambda s: -abs(s.carbon_kgco2eq.change))[:max_rows]
-    per = Table(title="operational carbon per service, before and now", caption_justify="left")
-    for col, justify in (("service", "left"), ("", "left"), ("carbon before", "right"), ("carbon now", "right"),
-                         ("change", "right"), ("change %", "right"), ("requests before", "right"),
-                         ("requests now", "right")):
-        per.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    kg = scaler([v for s in rows for v in (s.carbon_kgco2eq.previous, s.carbon_kgco2eq.current,
-                                           s.carbon_kgco2eq.change)], KG)
-    for s in rows:
-        ch = s.carbon_kgco2eq
-        per.add_row(Text(s.service_name), STATUS[s.status], kg(ch.previous, False), kg(ch.current, False),
-                    kg(ch.change, True), percent(ch), _count(s.requests.previous), _count(s.requests.current))
-    hidden = len(c.services) - len(rows)
-    if hidden:
-        per.add_row(f"... {hidden} more (the {len(rows)} largest changes shown; every service: "
-                    "--format csv, or comparison.services in the JSON)", "", "", "", "", "", "", "")
+    need: int | None = None
+    if width is None:  # off a terminal: every column and whole names, at the width they need
+        per = service_table(c, rows, two_line_headers=False)
+        need = needed_width(per)
+    else:
+        for n in range(len(NARROW_DROPS) + 1):
+            per = service_table(c, rows, NARROW_DROPS[:n])
+            need = needed_width(per)
+            if need <= width:
+                need = None
+                break
     lines = [f"appeared {len(c.appeared):,}" + (f" ({_names(c.appeared)})" if c.appeared else "")
              + f"; disappeared {len(c.disappeared):,}" + (f" ({_names(c.disappeared)})" if c.disappeared else "")]
     lines += [x for x in (undefined_line(c),) if x] + [f"NOTE: {n}" for n in c.notes]
     # the heading a line of its own (never wrapped to a table); names as Text, never read as rich markup
-    return [Text(heading(c)), totals, per, Text("\n".join(lines))]
+    return [(Text(heading(c)), None), (totals, None), (per, need), (Text("\n".join(lines)), None)]
 
 
 def _names(names: list[str], most: int = 6) -> str:
@@ -191,15 +240,17 @@ def html_section(report: DisclosureReport) -> str:
               + f"</tr></thead><tbody>{total_rows}</tbody></table>")
     kg = scaler([v for s in c.services for v in (s.carbon_kgco2eq.previous, s.carbon_kgco2eq.current,
                                                  s.carbon_kgco2eq.change)], KG)
-    kwh = scaler([v for s in c.services for v in (s.energy_kwh.previous, s.energy_kwh.current)], KWH)
-    sheads = ["service", "", "energy before", "energy now", "carbon before", "carbon now", "change", "change %",
-              "requests before", "requests now"]
-    numeric = set(range(2, 10))
+    kwh = scaler([v for s in c.services for v in (s.energy_kwh.previous, s.energy_kwh.current,
+                                                  s.energy_kwh.change)], KWH)
+    sheads = ["service", "", "energy before", "energy now", "energy change", "energy change %", "carbon before",
+              "carbon now", "carbon change", "carbon change %", "requests before", "requests now"]
+    numeric = set(range(2, 12))
     body = "".join(
         f'<tr><td class="name" title="{escape(s.service_name)}">{escape(s.service_name)}</td>'
         + "".join(f"<td{_cls(i, numeric)}>{escape(x)}</td>" for i, x in enumerate(
             ["", STATUS[s.status], kwh(s.energy_kwh.previous, False), kwh(s.energy_kwh.current, False),
-             kg(s.carbon_kgco2eq.previous, False), kg(s.carbon_kgco2eq.current, False),
+             kwh(s.energy_kwh.change, True), percent(s.energy_kwh), kg(s.carbon_kgco2eq.previous, False),
+             kg(s.carbon_kgco2eq.current, False),
              kg(s.carbon_kgco2eq.change, True), percent(s.carbon_kgco2eq), _count(s.requests.previous),
              _count(s.requests.current)]) if i > 0)
         + "</tr>" for s in c.services)
@@ -211,6 +262,7 @@ def html_section(report: DisclosureReport) -> str:
     notes = [x for x in (undefined_line(c),) if x] + c.notes
     return ("<h2>Against the previous period</h2>"
             f"<p>{escape(intro)}<code>{escape(p.content_hash)}</code>. Carbon per service is operational "
-            "(as in the table of every service); new: only in this period, gone: only in the previous one.</p>"
+            "(as in the table of every service); each change is now minus before; new: only in this period, gone: "
+            "only in the previous one.</p>"
             + totals + services + "".join(f"<p>{escape(x)}</p>" for x in lists)
             + "".join(f'<p class="note">{escape(n[0].upper() + n[1:])}.</p>' for n in notes))

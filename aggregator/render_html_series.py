@@ -6,19 +6,22 @@ services (and entries past the service cap) as one "other (N services)" segment,
 not per service (embodied and host carbon; host energy) on top, so a column is the bucket's
 total. A bucket in which no window started is marked under the axis ("no data", which is not
 zero emissions). Every column's tooltip gives the bucket, its figures and its windows; the
-legend gives each segment's figure for the whole period, "other" included.
+legend gives each segment's figure for the whole period, "other" included (and, on the carbon
+chart, its SCI band x0.5 to x2).
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import fmt_kg, fmt_kwh
+from aggregator.render import band, fmt_kg, fmt_kwh
 from aggregator.render_html_services import elide_middle
 from schema.report import DisclosureReport, SeriesBucket
 
 SERIES_SERVICES = 8
 PALETTE = ("#3f8f4f", "#7aa6c8", "#c77700", "#8e6bb8", "#c8553d", "#2a7f8f", "#b5a22c", "#d17fa4")
+#: The carbon legend's band column: each whole-period figure's SCI band (``render.band``).
+LEGEND_BAND = "SCI band (x0.5 to x2)"
 OTHER_COLOUR, REST_COLOUR = "#9aa5a0", "#e0cfa8"
 PLOT_W, PLOT_H, AXIS_W, FOOT_H = 660, 200, 76, 44
 
@@ -122,10 +125,12 @@ def _chart(report: DisclosureReport, carbon: bool) -> str:
     legend = "".join(
         f'<tr><td><svg width="12" height="12" aria-hidden="true">{_box(0, 0, 12, 12, _fill(colour))}</svg></td>'
         f'<td style="overflow-wrap:anywhere" title="{escape(label)}">{escape(label)}</td>'
-        f'<td class="n">{escape(fmt(total))}</td></tr>'
+        f'<td class="n">{escape(fmt(total))}</td>'
+        + (f'<td class="n">{escape(band(total))}</td>' if carbon else "") + "</tr>"
         for label, colour, total, _ in segments)
+    band_head = f'<th class="n">{escape(LEGEND_BAND)}</th>' if carbon else ""
     return ("".join(parts) + f'<table class="legend" style="width:auto;min-width:26rem"><thead><tr><th></th><th>{escape(what)} per {escape(unit)}</th>'
-            f'<th class="n">whole period</th></tr></thead><tbody>{legend}</tbody></table>')
+            f'<th class="n">whole period</th>{band_head}</tr></thead><tbody>{legend}</tbody></table>')
 
 
 def time_charts(report: DisclosureReport) -> str:

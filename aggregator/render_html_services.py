@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import backfill_share, fmt_kg, fmt_kwh, fmt_share
+from aggregator.render import backfill_share, band, fmt_kg, fmt_kwh, fmt_share
 from schema.report import Application, DisclosureReport
 
 CHART_BARS = 25
@@ -110,7 +110,7 @@ def services_table(report: DisclosureReport) -> str:
     measured = min(1.0, sum(a.measured_energy_kwh for a in apps) / energy) if energy > 0 else None
     sci = fmt_per_request(b.operational_kgco2eq + b.embodied_kgco2eq, agg.total_requests)
     foot = (f'<tr><th>all {len(apps):,} services</th><td></td><td class="n">{escape(fmt_kwh(sum(a.energy_kwh for a in apps)))}</td>'
-            f'<td class="n">{escape(fmt_kg(op))}</td><td class="n">{_share(op, agg.total_carbon_kgco2eq)}</td>'
+            f'<td class="n">{escape(fmt_kg(op))}{band_line(op)}</td><td class="n">{_share(op, agg.total_carbon_kgco2eq)}</td>'
             f'<td class="n">{agg.total_requests:,}</td>'
             f'<td class="n">{escape(fmt_per_request(op, agg.total_requests))}</td>'
             f'<td class="n">{escape(sci)}</td><td class="n">{escape(fmt_share(measured))}</td><td></td>'
@@ -121,10 +121,15 @@ def services_table(report: DisclosureReport) -> str:
             "its share of the requests (the archives record embodied carbon per window, not per service). "
             "Measured share of energy: the part of the service's energy a meter measured; the rest is "
             "modelled (estimated from I/O operations or cloud power curves). Share of total carbon: of "
-            f"{escape(fmt_kg(agg.total_carbon_kgco2eq))}, which also holds embodied and host carbon. Carbon from backfill: the share of the "
+            f"{escape(fmt_kg(agg.total_carbon_kgco2eq))} (SCI band {escape(band(agg.total_carbon_kgco2eq))}), which also holds embodied and host carbon. Carbon from backfill: the share of the "
             "service's carbon scored from historic traces by carbonspan backfill.</p>")
     return (f'<table class="services"><thead><tr>{head}</tr></thead><tbody>'
             + "".join(_row(a) for a in apps) + f"</tbody><tfoot>{foot}</tfoot></table>" + note)
+
+
+def band_line(kg: float) -> str:
+    """The SCI band of a carbon total on a line of its own under it (x0.5 to x2, ``render.band``)."""
+    return f'<br><span class="band">SCI band {escape(band(kg))}</span>'
 
 
 def _share(part: float, whole: float) -> str:
@@ -133,7 +138,7 @@ def _share(part: float, whole: float) -> str:
 
 PRINT_STYLE = """
 td.name{overflow-wrap:anywhere;word-break:break-word;max-width:18rem}td.n{white-space:nowrap}
-table.services{font-size:.9em}.print-footer{display:none}
+table.services{font-size:.9em}.print-footer{display:none}span.band{font-size:.85em;color:#58705c}
 @page{size:A4;margin:16mm 12mm 18mm 12mm;
 @bottom-left{font-size:8pt;color:#58705c}
 @bottom-right{content:"page " counter(page) " of " counter(pages);font-size:8pt;color:#58705c}}

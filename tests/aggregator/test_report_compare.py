@@ -56,6 +56,11 @@ def _kg(svc: Svc) -> float:
     return N * svc.energy_kwh * intensity * pue / 1000.0
 
 
+def _line(table: str, name: str) -> str:
+    """The row of a printed table whose first cell is ``name``."""
+    return next(x for x in table.splitlines() if x.count("\u2502") > 1 and x.split("\u2502")[1].strip() == name)
+
+
 def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp_path):
     prev, cur, csv_dir, html = tmp_path / "prev.json", tmp_path / "cur.json", tmp_path / "csv", tmp_path / "r.html"
     assert _day(archive, "2026-11-10", prev).returncode == 0
@@ -96,6 +101,14 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     assert "n/a (was 0)" in out and "appeared 1 (new); disappeared 1 (old)" in out
     assert "6 change(s) have no percentage" in out and "+50.0 %" in out and "-100.0 %" in out
     assert f"--report {cur} --previous {prev}" in run.stderr
+    # energy per service too: its change and %, "n/a (was 0)" where it was 0 (idle)
+    assert "energy change %" in out and "carbon change %" in out
+    per = out.split("per service, before and now")[1]
+    api_line = _line(per, "api")
+    assert "+5.000 Wh" in api_line and api_line.count("+50.0 %") == 2, api_line  # 10 Wh -> 15 Wh; carbon alike
+    idle_line = _line(per, "idle")
+    assert "+0.500 Wh" in idle_line and idle_line.count("n/a (was 0)") == 2, idle_line
+    assert "columns left out" not in out  # off a terminal every column
     # CSV: every service, the report's figures in full precision, empty where undefined
     with (csv_dir / "comparison.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -116,6 +129,13 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     for name in by:
         assert f'<td class="name" title="{name}">{name}</td>' in section
     assert "Appeared (1): new." in section and "Disappeared (1): old." in section
+    assert '<th class="n">energy change</th><th class="n">energy change %</th>' in section
+    api_row = section.split('title="api">api</td>')[1].split("</tr>")[0]
+    assert '<td class="n">+5.000 Wh</td><td class="n">+50.0 %</td>' in api_row, api_row
+    idle_row = section.split('title="idle">idle</td>')[1].split("</tr>")[0]
+    assert '<td class="n">+0.500 Wh</td><td class="n">n/a (was 0)</td>' in idle_row, idle_row
+    old_row = section.split('title="old">old</td>')[1].split("</tr>")[0]
+    assert '<td class="n">-2.500 Wh</td><td class="n">-100.0 %</td>' in old_row, old_row
 
 
 def test_a_previous_report_that_cannot_be_compared_is_refused_before_reading(archive, tmp_path):
@@ -195,3 +215,22 @@ def test_the_compared_carbon_totals_carry_their_sci_band_before_and_now(archive,
         assert bands in line, line
         assert f'<td class="n">{bands}</td>' in section.split(f"<td>{label}</td>")[1].split("</tr>")[0]
     assert "SCI band before / now (x0.5 to x2)" in run.stdout and "SCI band before / now" in section
+
+
+def test_on_a_narrow_terminal_the_per_service_comparison_leaves_out_before_and_now_first(archive, tmp_path):
+    from tests.aggregator import test_aggregate_cli_output as tty  # its pseudo-terminal runner
+
+    prev, cur = tmp_path / "prev.json", tmp_path / "cur.json"
+    assert _day(archive, "2026-11-10", prev).returncode == 0
+    args = ("aggregate", archive, "--from", "2026-11-11", "--to", "2026-11-11", "--out", cur, "--compare", prev)
+    wide = tty._on_a_tty(*args, columns=220)
+    assert "columns left out to fit" not in wide and "requests" in wide.split("per service, before and now")[1]
+    narrow = tty._on_a_tty(*args, columns=100)
+    per = narrow.split("per service, before and now")[1]
+    said = " ".join(per.split())
+    assert "columns left out to fit this terminal: requests before/now, energy before/now" in said, per
+    for line in per.splitlines():  # no row wider than the terminal: nothing wraps, every change whole
+        assert len(line) <= 100, line
+    api = _line(per, "api")
+    assert "+5.000 Wh" in api and api.count("+50.0 %") == 2, api
+    assert "n/a (was 0)" in per and "10.000 Wh" not in per  # energy before/now left out, its change kept

@@ -111,3 +111,36 @@ def test_the_breakdown_gives_the_embodied_share_of_the_total_and_says_what_it_is
     assert f'<td class="n">{share}</td>' in row and '<td class="n">100.0%</td>' in page.split(">total<")[1]
     assert EMBODIED_NOTE.replace("'", "&#x27;") in page and "SCI&#x27;s M term" in page
     assert f"; {share} of the total: making the servers" in breakdown(report)
+
+
+def test_the_total_row_and_the_series_legend_carry_the_sci_band(tmp_path, fold):
+    from aggregator.render import band
+    from aggregator.render_html_series import LEGEND_BAND, SERIES_SERVICES
+
+    report = _report(tmp_path, fold)
+    page = render_html(report)
+    agg = report.aggregate
+    # the table's "all N services" row: the operational carbon with its band x0.5 to x2 under it
+    foot = page.split("<tfoot>")[1].split("</tfoot>")[0]
+    op = sum(a.carbon_kgco2eq for a in report.applications)
+    assert f"all {len(report.applications):,} services" in foot
+    assert f'{fmt_kg(op)}<br><span class="band">SCI band {band(op)}</span></td>' in foot, foot
+    assert band(op) == f"{fmt_kg(op * 0.5)} to {fmt_kg(op * 2.0)}"
+    assert f"of {fmt_kg(agg.total_carbon_kgco2eq)} (SCI band {band(agg.total_carbon_kgco2eq)})" in page
+    # the carbon legend: every whole-period figure with its band ("other" and the rest included);
+    # the energy legend has no band (it is not a carbon figure)
+    over = page.split("<h2>Over time</h2>")[1].split("<h2>")[0]
+    carbon, energy = over.split("<h3>Energy</h3>")
+    legend = carbon.split('<table class="legend"')[1]
+    assert f'<th class="n">{LEGEND_BAND}</th>' in legend and LEGEND_BAND not in energy
+    rows = legend.split("<tbody>")[1].split("</tbody>")[0].split("</tr>")[:-1]
+    assert len(rows) == SERIES_SERVICES + 2  # the 8 services, "other", embodied and host carbon
+    first = report.applications[0]
+    assert f'<td class="n">{fmt_kg(first.carbon_kgco2eq)}</td><td class="n">{band(first.carbon_kgco2eq)}</td>' in rows[0]
+    for row in rows:
+        figure = row.split('<td class="n">')[1].split("</td>")[0]
+        assert row.count('<td class="n">') == 2 and " to " in row.split('<td class="n">')[2], row
+        assert figure in page
+    b = agg.carbon_breakdown
+    rest = b.embodied_kgco2eq + b.database_kgco2eq + b.messaging_kgco2eq
+    assert f'<td class="n">{band(rest)}</td>' in rows[-1]
