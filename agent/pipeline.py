@@ -38,6 +38,7 @@ from typing import Any
 
 from agent.archive import ArchiveWriter, RecoveryReport, utc_rfc3339
 from agent.batch import SpanBatch
+from agent.carbon.partial import WindowAccumulator
 from agent.metrics import AgentMetrics
 from agent.wal import WalError, WalRecord, WriteAheadLog, unarchived
 
@@ -80,7 +81,8 @@ class Pending:
 
 @dataclass(slots=True)
 class OpenWindow:
-    """The window being filled, whose line will be archive ``seq``. ``spans``/``requests``
+    """The window being filled, whose line will be archive ``seq``; ``partial`` accumulates the
+    merged partials in place (``WindowAccumulator``). ``spans``/``requests``
     count merged (durable) partials only; ``pending`` holds the partials queued for the WAL, in
     log order. ``opened`` is the monotonic time it opened (what ``window_seconds`` counts)."""
 
@@ -230,7 +232,7 @@ class Pipeline:
             w.pending_spans -= e.spans
             if e.state == "abandoned":
                 continue
-            w.partial = w.partial.merge(e.partial)
+            w.partial.add(e.partial)  # in place: O(batch), not O(window)
             if self.scoring.accepted is not None:
                 self.scoring.accepted(e.partial)
             e.state = "merged"
@@ -262,7 +264,8 @@ class Pipeline:
     # -- windows -----------------------------------------------------------------------
     def _new_window(self, start_ns: int) -> OpenWindow:
         last = self.archive.last_seq
-        return OpenWindow(start_ns, self.scoring.empty(), 0 if last is None else last + 1)
+        return OpenWindow(start_ns, WindowAccumulator(self.scoring.empty()),
+                          0 if last is None else last + 1)
 
     def restore(self, records: list[WalRecord], recovery: RecoveryReport) -> int:
         """Archive the WAL's records of windows the archive lacks; returns partials replayed.
@@ -296,7 +299,7 @@ class Pipeline:
 
     def _merge_replayed(self, w: OpenWindow, rec: WalRecord) -> None:
         partial = self.scoring.from_bytes(rec.payload)
-        w.partial = w.partial.merge(partial)
+        w.partial.add(partial)
         w.spans += int(partial.spans)
         w.requests += 1
 
@@ -304,7 +307,7 @@ class Pipeline:
         """Archive one window rebuilt from its records; the window if the archive refused it
         (it then stays open, holding the records, and the ticker retries)."""
         fresh = self._window
-        w = OpenWindow(records[0].start_ns, self.scoring.empty(), seq)
+        w = OpenWindow(records[0].start_ns, WindowAccumulator(self.scoring.empty()), seq)
         for rec in records:
             self._merge_replayed(w, rec)
         end = max(w.start_ns, max(r.appended_ns for r in records) // 1000 * 1000)
@@ -360,7 +363,7 @@ class Pipeline:
                         utc_rfc3339(self._archived_end_ns or 0))
         before = self.archive.bytes_written
         try:
-            report = self.scoring.report(w.partial, w.start_ns, end_ns, w.counters)
+            report = self.scoring.report(w.partial.snapshot(), w.start_ns, end_ns, w.counters)
             record = self.archive.append(report, utc_rfc3339())
         except Exception as exc:
             self._window = w  # keep the spans (they are still in the WAL) and retry later
@@ -396,7 +399,8 @@ class Pipeline:
             w = self._window
             if not w.spans:
                 return None, list(self.recent)
-            return self.scoring.report(w.partial, w.start_ns, now_ns(), dict(w.counters)), list(
+            return self.scoring.report(w.partial.snapshot(), w.start_ns, now_ns(),
+                                       dict(w.counters)), list(
                 self.recent)
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -316,3 +316,178 @@ def _combine_cells(mine: dict, theirs: dict, n_regions: int) -> dict[str, np.nda
         np.maximum.at(codes, inv, np.concatenate([mine[name], theirs[name]]))
         out[name] = codes
     return out
+
+
+class WindowAccumulator:
+    """An open window's partial, merged into in place: ``add(p)`` costs O(p), not O(window).
+
+    ``WindowPartial.merge`` rebuilds the service and region indexes, copies the endpoint map
+    and re-sorts every cell on each merge, so merging a batch into a window of 10,000 services
+    cost ~1 ms under the pipeline lock. This keeps the indexes (dicts), the per-cell sums
+    (arrays grown by doubling, a dict from (service, region) to cell) and the endpoint map
+    across merges and applies each merge's rules in the same order, with the same float
+    additions in the same order, so ``snapshot()`` is ``same_as`` (bit-identical) the fold
+    ``start.merge(p1).merge(p2)...``: tests/scoring/test_accumulator.py holds it to that.
+    """
+
+    def __init__(self, start: WindowPartial | None = None) -> None:
+        self.services: list[str] = []
+        self._svc: dict[str, int] = {}
+        self._real_svc = 0
+        self.service_region: list[int] = []
+        self.regions: list[str] = []
+        self._reg: dict[str, int] = {}
+        self._real_reg = 0
+        self._kind = np.zeros(16, np.int8)
+        self._est = np.zeros(16, np.bool_)
+        self._requests = np.zeros(64, np.int64)
+        self._cell: dict[tuple[int, int], int] = {}
+        self._n = 0  # cells in use
+        self._arrays = {k: np.zeros(64, _DTYPES.get(k, np.int64)) for k in (*_SUMS, *_MAXES)}
+        self._cell_svc = np.zeros(64, np.int64)
+        self._cell_reg = np.zeros(64, np.int64)
+        self.endpoints: dict[tuple[str, str], int] = {}
+        self._traces = np.zeros(0, np.uint64)
+        self._pending: list[np.ndarray] = []
+        self.spans = 0
+        self.counters: dict[str, int] = {}
+        self.root_spans = 0
+        if start is not None:
+            self.add(start)
+
+    @staticmethod
+    def _grow(a: np.ndarray, n: int) -> np.ndarray:
+        if n <= a.size:
+            return a
+        out = np.zeros(max(n, 2 * a.size), dtype=a.dtype)
+        out[: a.size] = a
+        return out
+
+    def add(self, other: WindowPartial) -> None:
+        """Merge ``other`` in, as ``WindowPartial.merge`` would (left's first-seen facts win)."""
+        counters = self.counters
+        for k, v in other.counters.items():
+            bump(counters, k, v)
+        s_map, renamed = self._add_services(other)
+        if renamed:
+            moved = np.isin(other.cell_svc, np.fromiter(renamed, np.int64, len(renamed)))
+            bump(counters, "service_overflow", int(other.span_count[moved].sum()))
+        r_map, folded = self._add_regions(other)
+        theirs = {k: getattr(other, k) for k in (*_SUMS, *_MAXES)}
+        folded_cells = folded[other.cell_reg]
+        if folded_cells.any():
+            bump(counters, "region_overflow", int(other.span_count[folded_cells].sum()))
+            theirs["carbon"] = np.where(folded_cells, 0.0, other.carbon)
+            theirs["etag"] = np.where(folded_cells, TO_UNKNOWN[other.etag], other.etag)
+            theirs["ltag"] = np.where(folded_cells, 0, other.ltag).astype(np.int8)
+        self._add_cells(s_map[other.cell_svc].tolist(), r_map[other.cell_reg].tolist(), theirs)
+        kept = ~folded
+        n_reg = len(self.regions)
+        self._kind = self._grow(self._kind, n_reg)
+        self._est = self._grow(self._est, n_reg)
+        np.maximum.at(self._kind, r_map[kept], other.region_kind[kept])
+        self._est[r_map[kept & other.region_estimated]] = True
+        self._requests = self._grow(self._requests, len(self.services))
+        np.add.at(self._requests, s_map, other.requests)
+        for i, row in enumerate(s_map.tolist()):
+            if row == len(self.service_region):
+                self.service_region.append(int(r_map[other.service_region[i]]))
+        self._add_endpoints(other, counters, renamed)
+        self._pending += [other.traces, *other.pending_traces]
+        if sum(c.size for c in self._pending) > max(self._traces.size, 4096):
+            self._traces = np.unique(np.concatenate([self._traces, *self._pending]))
+            self._pending = []
+        self.spans += other.spans
+        self.root_spans += other.root_spans
+
+    def _add_services(self, other: WindowPartial) -> tuple[np.ndarray, dict[int, str]]:
+        index = self._svc
+        s_map = np.zeros(len(other.services), dtype=np.int64)
+        renamed: dict[int, str] = {}
+        for j, name in enumerate(other.services):
+            if name not in index:
+                if name != OTHER_SERVICE and self._real_svc >= MAX_SERVICES - 1:
+                    renamed[j] = name
+                    name = OTHER_SERVICE
+                if name not in index:
+                    index[name] = len(self.services)
+                    self.services.append(name)
+                    self._real_svc += name != OTHER_SERVICE
+            s_map[j] = index[name]
+        return s_map, renamed
+
+    def _add_regions(self, other: WindowPartial) -> tuple[np.ndarray, np.ndarray]:
+        index = self._reg
+        r_map = np.zeros(len(other.regions), dtype=np.int64)
+        folded = np.zeros(len(other.regions), dtype=np.bool_)
+        for j, name in enumerate(other.regions):
+            if name not in index:
+                if name != UNKNOWN and self._real_reg >= MAX_REGIONS:
+                    folded[j] = True
+                    name = UNKNOWN
+                if name not in index:
+                    index[name] = len(self.regions)
+                    self.regions.append(name)
+                    self._real_reg += name != UNKNOWN
+            r_map[j] = index[name]
+        return r_map, folded
+
+    def _add_cells(self, svc: list[int], reg: list[int], theirs: dict[str, np.ndarray]) -> None:
+        cell = self._cell
+        rows = np.empty(len(svc), dtype=np.int64)
+        for i, key in enumerate(zip(svc, reg, strict=True)):
+            at = cell.get(key)
+            if at is None:
+                at = cell[key] = self._n
+                self._n += 1
+            rows[i] = at
+        n = self._n
+        if n > self._cell_svc.size:
+            self._cell_svc = self._grow(self._cell_svc, n)
+            self._cell_reg = self._grow(self._cell_reg, n)
+            for k in self._arrays:
+                self._arrays[k] = self._grow(self._arrays[k], n)
+        self._cell_svc[rows] = svc
+        self._cell_reg[rows] = reg
+        for name in _SUMS:  # in other's order: acc + a (+ b ...), as merge's bincount adds
+            np.add.at(self._arrays[name], rows, theirs[name])
+        for name in _MAXES:
+            np.maximum.at(self._arrays[name], rows, theirs[name])
+
+    def _add_endpoints(self, other: WindowPartial, counters: dict,
+                       renamed: dict[int, str]) -> None:
+        endpoints = self.endpoints
+        theirs = other.endpoints.items()
+        if renamed:
+            folded = set(renamed.values())
+            theirs = [((OTHER_SERVICE if s in folded else s, e), n) for (s, e), n in theirs]
+        if len(endpoints) + len(other.endpoints) <= MAX_ENDPOINTS:
+            for key, n in theirs:
+                endpoints[key] = endpoints.get(key, 0) + n
+        else:
+            for key, n in theirs:
+                WindowPartial.add_endpoint(endpoints, key, n, counters)
+
+    def snapshot(self) -> WindowPartial:
+        """The window so far as a ``WindowPartial`` (cells sorted by (service, region)); O(window),
+        for a report. Later ``add`` calls do not change it."""
+        n = self._n
+        order = np.lexsort((self._cell_reg[:n], self._cell_svc[:n]))
+        cells = {k: a[:n][order] for k, a in self._arrays.items()}
+        return WindowPartial(
+            services=list(self.services),
+            service_region=list(self.service_region),
+            regions=list(self.regions),
+            region_kind=self._kind[: len(self.regions)].copy(),
+            region_estimated=self._est[: len(self.regions)].copy(),
+            cell_svc=self._cell_svc[:n][order],
+            cell_reg=self._cell_reg[:n][order],
+            requests=self._requests[: len(self.services)].copy(),
+            endpoints=dict(self.endpoints),
+            traces=self._traces,
+            spans=self.spans,
+            counters=dict(self.counters),
+            root_spans=self.root_spans,
+            pending_traces=list(self._pending),
+            **cells,
+        )
