@@ -32,6 +32,7 @@ from schema.report import (
     ComparisonTotal,
     DisclosureReport,
     ServiceChange,
+    content_hash,
 )
 
 #: Period lengths that differ by more than this fraction get a note (a month against a week).
@@ -104,7 +105,6 @@ def load_previous(path: Path, period: Period) -> Previous:
 
 def check_previous(raw: Any, period: Period, what: str = "the previous report") -> Previous:
     """A previous report's JSON (already parsed) checked and read; CompareError otherwise."""
-    from aggregator.report import content_hash  # report imports this module
 
     if (type(raw) is not dict or "schema_version" not in raw or not isinstance(raw.get("integrity"), dict)
             or not isinstance(raw["integrity"].get("content_hash"), str)):

@@ -13,8 +13,8 @@ from html import escape
 from rich.table import Table
 from rich.text import Text
 
+from aggregator.csv_cells import csv_text, num
 from aggregator.render import band, needed_width
-from aggregator.render_csv import csv_text, num
 from schema.report import Change, Comparison, DisclosureReport, ServiceChange
 
 STATUS = {"both": "", "appeared": "new", "disappeared": "gone"}

@@ -15,10 +15,11 @@ and rows keep the report's order, so the same archives give the same bytes.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
+from aggregator.csv_cells import csv_text as _csv
+from aggregator.csv_cells import num as _num
+from aggregator.render_compare import comparison_csvs
 from schema.report import Application, BackfillShare, DisclosureReport
 
 SERVICES_CSV = "services.csv"
@@ -39,21 +40,9 @@ SERIES_HEADERS = ("bucket_start_utc", "bucket_end_utc", "row", "service", "windo
                   "host_carbon_kgco2e", "dropped_energy_kwh", "dropped_carbon_kgco2e")
 
 
-def _num(value: float) -> str:
-    return repr(float(value))
-
-
 def _opt(value: float | None) -> str:
     """A figure the report may leave null (no requests, no energy): empty, never a made-up 0."""
     return "" if value is None else _num(value)
-
-
-def _csv(headers: tuple[str, ...], rows: list[list[str]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(headers)
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 def _backfill_cells(a: Application) -> list[str]:
@@ -97,7 +86,6 @@ def series_csv(report: DisclosureReport) -> str:
 
 def write_csv(report: DisclosureReport, directory: Path) -> list[Path]:
     """Write the CSV files into ``directory`` (created if missing); returns their paths."""
-    from aggregator.render_compare import comparison_csvs  # it builds on this module
 
     directory.mkdir(parents=True, exist_ok=True)
     out = []
@@ -111,4 +99,3 @@ def write_csv(report: DisclosureReport, directory: Path) -> list[Path]:
 
 
 #: for the other CSV writers (aggregator.render_compare)
-num, csv_text = _num, _csv

@@ -20,7 +20,7 @@ from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
 from aggregator.scope2 import methodology_block, scope2
 from aggregator.series import build_series
-from schema.canonical import canonical_json, sha256_tag
+from schema.canonical import canonical_json
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
     SCI_HIGH_FACTOR,
@@ -37,10 +37,13 @@ from schema.report import (
     Integrity,
     Methodology,
     RegionTotal,
+    content_hash,
 )
 from schema.report import Period as PeriodModel
 from schema.tags import pick_window_tag
 from schema.version import __version__
+
+__all__ = ["build_report", "content_hash", "report_bytes"]
 
 
 def _share(part: float, whole: float) -> float:
@@ -227,15 +230,6 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
         report.comparison = comparison(report, previous)
     report.integrity.content_hash = content_hash(report.model_dump(mode="json"))
     return report
-
-
-def content_hash(report: dict[str, Any]) -> str:
-    """SHA-256 of the canonical report with ``integrity.content_hash`` empty."""
-    body = dict(report)
-    integrity = dict(body.get("integrity") or {})
-    integrity["content_hash"] = ""
-    body["integrity"] = integrity
-    return sha256_tag(canonical_json(body))
 
 
 def report_bytes(report: DisclosureReport) -> bytes:

@@ -461,3 +461,16 @@ class DisclosureReport(_OmitNone):
         None, description="against a previous report (--compare); absent without it"
     )
     integrity: Integrity = Field(default_factory=Integrity)
+
+
+def content_hash(report: dict[str, Any]) -> str:
+    """The report's content hash: SHA-256 of its canonical JSON with ``integrity.content_hash``
+    empty (docs/report-format.md, Integrity). Here, in the contract, because every reader of a
+    report (aggregate --compare, verify, attestations) checks it the same way."""
+    from schema.canonical import canonical_json, sha256_tag
+
+    body = dict(report)
+    integrity = dict(body.get("integrity") or {})
+    integrity["content_hash"] = ""
+    body["integrity"] = integrity
+    return sha256_tag(canonical_json(body))
