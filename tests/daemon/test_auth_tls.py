@@ -22,6 +22,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
+from tls_cert import self_signed
 
 TOKEN = "t0ken-for-tests"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -30,13 +31,8 @@ EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 @pytest.fixture(scope="module")
 def secured(start_agent, tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
-    cert, key, token = d / "cert.pem", d / "key.pem", d / "token"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )
+    cert, key = self_signed(d)
+    token = d / "token"
     token.write_text(TOKEN + "\n")
     agent = start_agent(
         "--window-seconds", "60",

@@ -20,7 +20,6 @@ import os
 import resource
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +33,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
+from tls_cert import self_signed
 
 CAP = 128
 FILES = 256  # the second agent's open-file limit (RLIMIT_NOFILE), above CAP
@@ -41,15 +41,7 @@ FILES = 256  # the second agent's open-file limit (RLIMIT_NOFILE), above CAP
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("tls-flood")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls-flood"))
 
 
 def _tls_config(files: tuple[Path, Path]) -> str:

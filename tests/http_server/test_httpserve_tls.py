@@ -5,19 +5,19 @@ must keep: requests that arrive in the same read as the client's last handshake 
 answered (they reach the connection before ``start_tls`` has returned), a connection that
 never handshakes counts against ``max_connections`` and is evicted oldest first, and every
 handshake that does not finish is told to ``on_event`` by reason. The certificate is made by
-the ``openssl`` CLI for 127.0.0.1.
+the ``openssl`` CLI for 127.0.0.1 (tests/_shared/tls_cert.py).
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tls_cert import self_signed
 
 from httpserve import Head, HttpServer, Limits, Request, Response, Route, load_tls_context
 
@@ -39,15 +39,7 @@ class Echo:
 
 @pytest.fixture(scope="module")
 def cert_files(tmp_path_factory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 def _server(cert_files: tuple[Path, Path], handshake_timeout_s: float) -> HttpServer:
