@@ -200,6 +200,7 @@ class FileStat:
     lines: int = 0
     windows_in_period: int = 0
     malformed_lines: int = 0
+    one_sided_windows: int = 0  # of aggregate.one_sided_windows (set by engines.fold_lines)
     first_hash: str = ""  # the file's first and last line hashes: its identity by content
     last_hash: str = ""
 

@@ -100,5 +100,5 @@ def warnings(agg: Aggregate, methodology: Methodology) -> list[ReportWarning]:
     if agg.one_sided_windows:
         out.append(ReportWarning(code="one_sided_windows", message=(
             f"{agg.one_sided_windows:,} window(s) had only one of the two per-service maps; they were "
-            "split by I/O operations from the line's totals")))
+            "split by I/O operations from the line's totals (the files: inputs.one_sided_files)")))
     return out

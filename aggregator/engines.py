@@ -51,6 +51,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     state = AggregateState() if state is None else state
     state.set_grid(period)  # the time buckets of aggregate.series (aggregator.series)
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
+    one_sided_before = state.one_sided_windows  # this file's count: inputs.files[].one_sided_windows
     lo, hi = period.start, period.end
     tally, process, loads = state.tally, state.process_window, orjson.loads
     c = FAST if c_fold else None
@@ -117,6 +118,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     if in_run:
         state.add_run(agent, run_lo, run_hi)
     stat.windows_in_period = in_period
+    stat.one_sided_windows = state.one_sided_windows - one_sided_before
     stat.first_hash, stat.last_hash = _line_hash(first_rec), _line_hash(last_rec)
     stat.lines = lineno
     state.lines += lineno

@@ -21,31 +21,60 @@ from schema.report import (
 MAX_ROWS = 20
 
 
+#: What a non-zero figure too small for its column's unit prints as (never "0.000").
+TINY = "<0.001"
+
+
+def fixed(value: float, name: str, signed: bool = False) -> str:
+    """``value`` (already in unit ``name``) to 3 decimals; a non-zero figure that would print
+    as zero prints ``<0.001`` (``-<0.001`` below zero, ``+<0.001`` for a signed change), so
+    every figure of a column keeps the column's unit and none reads as nothing."""
+    text = f"{value:{'+' if signed else ''},.3f}"
+    if value != 0.0 and text.lstrip("+-").strip("0.,") == "":
+        text = ("-" if value < 0 else "+" if signed else "") + TINY
+    return f"{text} {name}"
+
+
+def unit_of(values: list[float], units: tuple[str, str, str]) -> tuple[float, str]:
+    """(scale, unit) for a whole column, chosen by its largest magnitude: x1000 below 1,
+    /1000 from 1000 (a column never mixes g and kg)."""
+    small, unit, large = units
+    top = max((abs(v) for v in values), default=0.0)
+    return (1e-3, large) if top >= 1000.0 else (1.0, unit) if top >= 1.0 else (1e3, small)
+
+
 def _scaled(value: float, units: tuple[str, str, str]) -> str:
     """``value`` (in the middle unit) in the unit a reader expects: x1000 below 1, /1000 above 1000."""
-    small, unit, large = units
-    if value >= 1000.0:
-        return f"{value / 1000.0:,.3f} {large}"
-    if value >= 1.0:
-        return f"{value:,.3f} {unit}"
-    return f"{value * 1000.0:,.3f} {small}"
+    scale, name = unit_of([value], units)
+    return fixed(value * scale, name)
 
 
 def column_format(values: list[float], units: tuple[str, str, str]):
     """One unit for a whole column, chosen by its largest value as ``_scaled`` would: a column
-    never mixes g and kg."""
-    small, unit, large = units
-    top = max(values, default=0.0)
-    scale, name = (1e-3, large) if top >= 1000.0 else (1.0, unit) if top >= 1.0 else (1e3, small)
-    return lambda v: f"{v * scale:,.3f} {name}"
+    never mixes g and kg; a figure too small for it prints ``<0.001`` in it (``fixed``)."""
+    scale, name = unit_of(values, units)
+    return lambda v: fixed(v * scale, name)
+
+
+#: gCO2e per request: g, mg or µg (the middle unit is mg: a request's carbon is small).
+PER_REQUEST_UNITS = ("\u00b5g", "mg", "g")
 
 
 def per_request_format(values: list[float | None]):
     """One unit (g, mg or µg of CO2e per request) for a whole column, by its largest value;
     None (no requests) prints "-"."""
-    top = max((v for v in values if v is not None), default=0.0)
-    scale, name = (1.0, "g") if top >= 1.0 else (1e3, "mg") if top >= 1e-3 else (1e6, "\u00b5g")
-    return lambda v: "-" if v is None else f"{v * scale:,.3f} {name}"
+    scale, name = unit_of([v * 1e3 for v in values if v is not None], PER_REQUEST_UNITS)
+    return lambda v: "-" if v is None else fixed(v * 1e3 * scale, name)
+
+
+def fmt_g(g: float | None) -> str:
+    """gCO2e (per request) in g, mg or µg; "-" for None (no requests)."""
+    return per_request_format([g])(g)
+
+
+def g_band(g: float) -> str:
+    """The SCI band of a per-request figure (x0.5 .. x2), as ``band`` is of a carbon total."""
+    return f"{fmt_g(g * SCI_LOW_FACTOR)} to {fmt_g(g * SCI_HIGH_FACTOR)}"
 
 
 def fmt_share(share: float | None) -> str:
@@ -97,6 +126,15 @@ def breakdown(report: DisclosureReport) -> str:
         f"+ messaging hosts {with_band(b.messaging_kgco2eq)}; host energy {fmt_kwh(agg.host_energy_kwh)}; "
         f"SCI band x{SCI_LOW_FACTOR:g} to x{SCI_HIGH_FACTOR:g}"
     )
+
+
+def per_request_line(report: DisclosureReport) -> str:
+    """The period's carbon per request with its SCI band (``aggregate.per_request``)."""
+    pr = report.aggregate.per_request
+    if pr is None:
+        return "per request: - (no requests in the period)"
+    return (f"per request ({pr.requests:,} requests): operational {fmt_g(pr.operational_gco2e)} "
+            f"(band {g_band(pr.operational_gco2e)}), SCI (O+M)/R {fmt_g(pr.sci_gco2e)} (band {g_band(pr.sci_gco2e)})")
 
 
 def embodied_share(report: DisclosureReport) -> str:
@@ -205,7 +243,7 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
         f"dropped service entries {agg.dropped_services:,}"
         + (f" ({fmt_kwh(agg.dropped_energy_kwh)}, {fmt_kg(agg.dropped_carbon_kgco2eq)})" if agg.dropped_services else "")
-        + "\n" + breakdown(report) + "\n" + backfill_line(report)
+        + "\n" + breakdown(report) + "\n" + per_request_line(report) + "\n" + backfill_line(report)
         + "\ncarbon: operational; CO2e per request: operational; SCI per request: (operational + embodied "
         "allocated by requests) / requests; measured energy: the share of the service's energy a meter measured "
         "(the rest is modelled)"

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aggregator.csv_cells import csv_text, num
-from aggregator.render import band, needed_width
+from aggregator.render import PER_REQUEST_UNITS, band, fixed, needed_width, unit_of
 from schema.report import Change, Comparison, DisclosureReport, ServiceChange
 
 STATUS = {"both": "", "appeared": "new", "disappeared": "gone"}
@@ -32,10 +32,8 @@ def percent(ch: Change) -> str:
 def scaler(values: list[float], units: tuple[str, str, str]) -> Callable[[float, bool], str]:
     """One unit for a column (by its largest magnitude, as ``render.column_format``); the second
     argument asks for a sign (a change)."""
-    small, unit, large = units
-    top = max((abs(v) for v in values), default=0.0)
-    scale, name = (1e-3, large) if top >= 1000.0 else (1.0, unit) if top >= 1.0 else (1e3, small)
-    return lambda v, signed=False: f"{v * scale:{'+' if signed else ''},.3f} {name}"
+    scale, name = unit_of(values, units)
+    return lambda v, signed=False: fixed(v * scale, name, signed)
 
 
 def _count(v: float, signed: bool = False) -> str:
@@ -79,9 +77,8 @@ def _bands(label: str, ch: Change) -> str:
 
 def _per_request_scaler(values_g: list[float]) -> Callable[[float, bool], str]:
     """gCO2e per request in g, mg or µg, one unit for the row."""
-    top = max((abs(v) for v in values_g), default=0.0)
-    scale, name = (1.0, "g") if top >= 1.0 else (1e3, "mg") if top >= 1e-3 else (1e6, "\u00b5g")
-    return lambda v, signed=False: f"{v * scale:{'+' if signed else ''},.3f} {name}"
+    scale, name = unit_of([v * 1e3 for v in values_g], PER_REQUEST_UNITS)
+    return lambda v, signed=False: fixed(v * 1e3 * scale, name, signed)
 
 
 # -- terminal -----------------------------------------------------------------------------
@@ -109,6 +106,8 @@ def _service_columns(rows: list[ServiceChange]) -> list[tuple[str, str, Callable
         ("", "carbon\nchange %", lambda s: percent(s.carbon_kgco2eq)),
         ("requests before/now", "requests\nbefore", lambda s: _count(s.requests.previous)),
         ("requests before/now", "requests\nnow", lambda s: _count(s.requests.current)),
+        ("", "requests\nchange", lambda s: _count(s.requests.change, True)),
+        ("", "requests\nchange %", lambda s: percent(s.requests)),
     ]
 
 
@@ -243,8 +242,9 @@ def html_section(report: DisclosureReport) -> str:
     kwh = scaler([v for s in c.services for v in (s.energy_kwh.previous, s.energy_kwh.current,
                                                   s.energy_kwh.change)], KWH)
     sheads = ["service", "", "energy before", "energy now", "energy change", "energy change %", "carbon before",
-              "carbon now", "carbon change", "carbon change %", "requests before", "requests now"]
-    numeric = set(range(2, 12))
+              "carbon now", "carbon change", "carbon change %", "requests before", "requests now",
+              "requests change", "requests change %"]
+    numeric = set(range(2, 14))
     body = "".join(
         f'<tr><td class="name" title="{escape(s.service_name)}">{escape(s.service_name)}</td>'
         + "".join(f"<td{_cls(i, numeric)}>{escape(x)}</td>" for i, x in enumerate(
@@ -252,7 +252,7 @@ def html_section(report: DisclosureReport) -> str:
              kwh(s.energy_kwh.change, True), percent(s.energy_kwh), kg(s.carbon_kgco2eq.previous, False),
              kg(s.carbon_kgco2eq.current, False),
              kg(s.carbon_kgco2eq.change, True), percent(s.carbon_kgco2eq), _count(s.requests.previous),
-             _count(s.requests.current)]) if i > 0)
+             _count(s.requests.current), _count(s.requests.change, True), percent(s.requests)]) if i > 0)
         + "</tr>" for s in c.services)
     services = ('<table class="services compare"><thead><tr>'
                 + "".join(f"<th{_cls(i, numeric)}>{escape(h)}</th>" for i, h in enumerate(sheads))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from aggregator.render import backfill_share, band, fmt_kg, fmt_kwh, fmt_share
+from aggregator.render import backfill_share, band, fmt_g, fmt_kg, fmt_kwh, fmt_share, g_band
 from schema.report import Application, DisclosureReport
 
 CHART_BARS = 25
@@ -25,24 +25,6 @@ def elide_middle(name: str, most: int = LABEL_CHARS) -> str:
     keep = most - 1
     head = (keep + 1) // 2
     return name[:head] + "\u2026" + name[len(name) - (keep - head):]
-
-
-def fmt_per_request(kg: float, requests: int) -> str:
-    """gCO2e per request in a readable unit, or "-" when there were no requests."""
-    if requests <= 0:
-        return "-"
-    return fmt_g(kg * 1000.0 / requests)
-
-
-def fmt_g(g: float | None) -> str:
-    """gCO2e (per request) in g, mg or µg; "-" for None (no requests)."""
-    if g is None:
-        return "-"
-    if g >= 1.0:
-        return f"{g:,.3f} g"
-    if g >= 1e-3:
-        return f"{g * 1e3:,.3f} mg"
-    return f"{g * 1e6:,.3f} \u00b5g"
 
 
 def _bar_rows(report: DisclosureReport) -> list[tuple[str, str, float, str]]:
@@ -98,7 +80,7 @@ def services_table(report: DisclosureReport) -> str:
     apps = report.applications
     if not apps:
         return "<p>No services in this period.</p>"
-    agg, b = report.aggregate, report.aggregate.carbon_breakdown
+    agg = report.aggregate
     heads = ["service", "region", "energy", "operational carbon", "share of total carbon", "requests",
              "operational CO2e per request", "SCI per request (O+M)/R", "measured share of energy", "energy model",
              "carbon from backfill"]
@@ -108,15 +90,19 @@ def services_table(report: DisclosureReport) -> str:
     op = sum(a.carbon_kgco2eq for a in apps)
     energy = sum(a.energy_kwh for a in apps)
     measured = min(1.0, sum(a.measured_energy_kwh for a in apps) / energy) if energy > 0 else None
-    sci = fmt_per_request(b.operational_kgco2eq + b.embodied_kgco2eq, agg.total_requests)
+    pr = agg.per_request  # the period's per-request figures and their SCI band (null: no requests)
+    op_cell = "-" if pr is None else fmt_g(pr.operational_gco2e) + g_band_line(pr.operational_gco2e)
+    sci = "-" if pr is None else fmt_g(pr.sci_gco2e)
+    sci_cell = "-" if pr is None else sci + g_band_line(pr.sci_gco2e)
+    sci_text = "-" if pr is None else f"{sci} (SCI band {g_band(pr.sci_gco2e)})"
     foot = (f'<tr><th>all {len(apps):,} services</th><td></td><td class="n">{escape(fmt_kwh(sum(a.energy_kwh for a in apps)))}</td>'
             f'<td class="n">{escape(fmt_kg(op))}{band_line(op)}</td><td class="n">{_share(op, agg.total_carbon_kgco2eq)}</td>'
             f'<td class="n">{agg.total_requests:,}</td>'
-            f'<td class="n">{escape(fmt_per_request(op, agg.total_requests))}</td>'
-            f'<td class="n">{escape(sci)}</td><td class="n">{escape(fmt_share(measured))}</td><td></td>'
+            f'<td class="n">{op_cell}</td>'
+            f'<td class="n">{sci_cell}</td><td class="n">{escape(fmt_share(measured))}</td><td></td>'
             f'<td class="n">{backfilled:.1%}</td></tr>')
     note = (f'<p class="note">Operational carbon is the electricity of running each service. SCI per request '
-            f"(operational + embodied) / requests for the whole period: {escape(sci)}. A service's SCI per "
+            f"(operational + embodied) / requests for the whole period: {escape(sci_text)}. A service's SCI per "
             "request adds to its operational carbon its part of the period's embodied carbon, allocated by "
             "its share of the requests (the archives record embodied carbon per window, not per service). "
             "Measured share of energy: the part of the service's energy a meter measured; the rest is "
@@ -130,6 +116,11 @@ def services_table(report: DisclosureReport) -> str:
 def band_line(kg: float) -> str:
     """The SCI band of a carbon total on a line of its own under it (x0.5 to x2, ``render.band``)."""
     return f'<br><span class="band">SCI band {escape(band(kg))}</span>'
+
+
+def g_band_line(g: float) -> str:
+    """The SCI band of a per-request figure on a line of its own under it (``render.g_band``)."""
+    return f'<br><span class="band">SCI band {escape(g_band(g))}</span>'
 
 
 def _share(part: float, whole: float) -> str:

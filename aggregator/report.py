@@ -36,6 +36,7 @@ from schema.report import (
     Inputs,
     Integrity,
     Methodology,
+    PerRequest,
     RegionTotal,
     content_hash,
 )
@@ -103,6 +104,17 @@ def _applications(state: AggregateState, total_kg: float) -> list[Application]:
     return apps
 
 
+def _per_request(state: AggregateState) -> PerRequest | None:
+    """The period's carbon per request with its SCI band; None (null) without requests."""
+    if state.requests <= 0:
+        return None
+    op = state.operational_kg * 1000.0 / state.requests
+    sci = (state.operational_kg + state.embodied_kg) * 1000.0 / state.requests
+    return PerRequest(requests=state.requests, operational_gco2e=op, operational_low_gco2e=op * SCI_LOW_FACTOR,
+                      operational_high_gco2e=op * SCI_HIGH_FACTOR, sci_gco2e=sci,
+                      sci_low_gco2e=sci * SCI_LOW_FACTOR, sci_high_gco2e=sci * SCI_HIGH_FACTOR)
+
+
 def _methodology(state: AggregateState, market: MarketFactors | None) -> Methodology:
     meta = state.methodology
 
@@ -144,6 +156,7 @@ def _aggregate(state: AggregateState, period: Period, apps: list[Application],
         carbon_low_kgco2eq=total_kg * SCI_LOW_FACTOR,
         carbon_high_kgco2eq=total_kg * SCI_HIGH_FACTOR,
         carbon_breakdown=breakdown,
+        per_request=_per_request(state),
         period_coverage=_share(state.runtime_windows, state.runtime_windows + state.fallback_windows),
         runtime_windows=state.runtime_windows,
         fallback_windows=state.fallback_windows,
@@ -181,6 +194,7 @@ def _inputs(state: AggregateState) -> Inputs:
         runtime_windows=state.runtime_windows,
         fallback_windows=state.fallback_windows,
         fallback_files=list(state.fallback_files),
+        one_sided_files=[f"{f.agent}/{f.file}" for f in state.files if f.one_sided_windows],
     )
 
 

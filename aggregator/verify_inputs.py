@@ -6,8 +6,8 @@ the same, so re-deriving the report must give the same report. Every file in
 ``inputs.files`` carries the hashes of its first and last line (``first_hash``,
 ``last_hash``), which no rename changes and which the hash chain makes unique per agent.
 Before comparing, the re-derived report takes the name the checked report gives the file of
-the same (agent, first_hash, last_hash), in ``inputs.files``, ``inputs.fallback_files`` and
-``inputs.malformed_samples``; each rename is returned so ``verify`` can print it.
+the same (agent, first_hash, last_hash), in ``inputs.files``, ``inputs.fallback_files``,
+``inputs.one_sided_files`` and ``inputs.malformed_samples``; each rename is returned so ``verify`` can print it.
 """
 
 from __future__ import annotations
@@ -47,5 +47,6 @@ def named_as_stated(fresh: dict[str, Any], stated: dict[str, Any]) -> tuple[dict
     if renames:
         inputs = out["inputs"]
         inputs["fallback_files"] = [_relabel(x, renames) for x in inputs["fallback_files"]]
+        inputs["one_sided_files"] = [_relabel(x, renames) for x in inputs.get("one_sided_files", [])]
         inputs["malformed_samples"] = [_relabel(x, renames) for x in inputs["malformed_samples"]]
     return out, [f"{now} is the report's {then} (same first and last line hashes)" for now, then in renames.items()]

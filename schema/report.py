@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 #: archives" (``tests/schema/test_report_version.py`` pins each version's JSON schema).
 #: 1.0: the first; 1.1: comparison, per-service SCI and measured share, produced_by;
 #: 1.2: aggregate.series (the period over time);
-#: 1.3: the share from backfilled chains (aggregate.backfill, applications[].backfill).
-REPORT_SCHEMA_VERSION = "1.3"
+#: 1.3: the share from backfilled chains (aggregate.backfill, applications[].backfill);
+#: 1.4: the period's per-request figures with their SCI band (aggregate.per_request) and the
+#: files with one-sided windows (inputs.one_sided_files, inputs.files[].one_sided_windows).
+REPORT_SCHEMA_VERSION = "1.4"
 #: The SCI uncertainty band of a carbon figure (the window line's co2.total low / high): x0.5 .. x2.
 SCI_LOW_FACTOR = 0.5
 SCI_HIGH_FACTOR = 2.0
@@ -230,6 +232,21 @@ class BackfillShare(_Model):
     requests_share: float = Field(0.0, description="requests / the service's requests (0 when that is 0)")
 
 
+class PerRequest(_Model):
+    """The whole period's carbon per request with its SCI band (x0.5 .. x2, as every carbon
+    total): the figures of the HTML table's total row."""
+
+    requests: int = Field(0, description="aggregate.total_requests (more than 0: the block is null without requests)")
+    operational_gco2e: float = Field(0.0, description="carbon_breakdown.operational_kgco2eq x 1000 / requests")
+    operational_low_gco2e: float = Field(0.0, description="operational_gco2e x 0.5")
+    operational_high_gco2e: float = Field(0.0, description="operational_gco2e x 2")
+    sci_gco2e: float = Field(
+        0.0, description="SCI (O + M) / R: (operational_kgco2eq + embodied_kgco2eq) x 1000 / requests"
+    )
+    sci_low_gco2e: float = Field(0.0, description="sci_gco2e x 0.5")
+    sci_high_gco2e: float = Field(0.0, description="sci_gco2e x 2")
+
+
 class Aggregate(_OmitNone):
     _omit_when_none: ClassVar[tuple[str, ...]] = ("scope2", "backfill")
 
@@ -241,6 +258,9 @@ class Aggregate(_OmitNone):
     carbon_low_kgco2eq: float = Field(0.0, description="SCI band: total_carbon_kgco2eq x 0.5")
     carbon_high_kgco2eq: float = Field(0.0, description="SCI band: total_carbon_kgco2eq x 2")
     carbon_breakdown: CarbonBreakdown = Field(default_factory=CarbonBreakdown)
+    per_request: PerRequest | None = Field(
+        None, description="the period's carbon per request with its SCI band; null without requests"
+    )
     period_coverage: float = Field(
         0.0, description="attributed by the agent: runtime / (runtime + fallback) windows (not time)"
     )
@@ -346,6 +366,7 @@ class FileInput(_Model):
     lines: int = 0
     windows_in_period: int = 0
     malformed_lines: int = 0
+    one_sided_windows: int = Field(0, description="windows of this file counted in aggregate.one_sided_windows")
     first_hash: str = Field("", description="hash of the file's first line: with last_hash, the file's identity by content")
     last_hash: str = Field("", description="hash of the file's last line (a rotation that renames or gzips the file keeps both)")
 
@@ -364,6 +385,9 @@ class Inputs(_Model):
     fallback_windows: int = 0
     fallback_files: list[str] = Field(
         default_factory=list, description="archive files with at least one fallback window"
+    )
+    one_sided_files: list[str] = Field(
+        default_factory=list, description="archive files with at least one one-sided window (files[].one_sided_windows: how many)"
     )
 
 

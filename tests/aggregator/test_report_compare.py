@@ -107,7 +107,11 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     api_line = _line(per, "api")
     assert "+5.000 Wh" in api_line and api_line.count("+50.0 %") == 2, api_line  # 10 Wh -> 15 Wh; carbon alike
     idle_line = _line(per, "idle")
-    assert "+0.500 Wh" in idle_line and idle_line.count("n/a (was 0)") == 2, idle_line
+    assert "+0.500 Wh" in idle_line and idle_line.count("n/a (was 0)") == 3, idle_line  # energy, carbon, requests
+    # requests per service too: the change and its % (0 -> 15 for idle; 50 -> 0 for old)
+    cells = lambda line: [c.strip() for c in line.split("\u2502")][1:-1]  # noqa: E731
+    assert "requests change %" in out and cells(idle_line)[-2:] == ["+15", "n/a (was 0)"], idle_line
+    assert cells(_line(per, "old"))[-4:] == ["50", "0", "-50", "-100.0 %"]
     assert "columns left out" not in out  # off a terminal every column
     # CSV: every service, the report's figures in full precision, empty where undefined
     with (csv_dir / "comparison.csv").open(newline="", encoding="utf-8") as f:
@@ -136,6 +140,10 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     assert '<td class="n">+0.500 Wh</td><td class="n">n/a (was 0)</td>' in idle_row, idle_row
     old_row = section.split('title="old">old</td>')[1].split("</tr>")[0]
     assert '<td class="n">-2.500 Wh</td><td class="n">-100.0 %</td>' in old_row, old_row
+    assert '<th class="n">requests change</th><th class="n">requests change %</th>' in section
+    assert old_row.endswith('<td class="n">-50</td><td class="n">-100.0 %</td>'), old_row
+    assert idle_row.endswith('<td class="n">+15</td><td class="n">n/a (was 0)</td>'), idle_row
+    assert api_row.endswith('<td class="n">+0</td><td class="n">+0.0 %</td>'), api_row
 
 
 def test_a_previous_report_that_cannot_be_compared_is_refused_before_reading(archive, tmp_path):

@@ -71,7 +71,8 @@ def test_a_column_keeps_one_unit(mixed_archive, fold):
 
 def test_a_repeated_warning_points_to_where_the_json_lists_its_files(tmp_path, caplog):
     # two files with one-sided windows: the summary line must not send the reader to
-    # inputs.fallback_files, which does not list them (the fallback's own line does)
+    # inputs.fallback_files, which does not list them (the fallback's own line does), but to
+    # inputs.one_sided_files (tests/aggregator/test_report_one_sided_files.py)
     from tests.aggregator.test_totals_props import _one_sided
 
     root = tmp_path / "archives"
@@ -82,4 +83,4 @@ def test_a_repeated_warning_points_to_where_the_json_lists_its_files(tmp_path, c
         assert main(["aggregate", str(root), "--from", "2026-11-10", "--to", "2026-11-10"]) == 0
     lines = [r.getMessage() for r in caplog.records if "only one of per_service" in r.getMessage()]
     assert len(lines) == 2 and lines[1].startswith("... and 2 more warning(s) like")
-    assert "inputs.fallback_files" not in lines[1] and "inputs.files lists every file read" in lines[1]
+    assert "inputs.fallback_files" not in lines[1] and "inputs.one_sided_files" in lines[1]

@@ -16,6 +16,9 @@ PINNED = {
     "1.1": "sha256:9ce340a5b97cfe511762cfc3a73375072e3034c5602cd29dfb34a078bca1580c",
     "1.2": "sha256:d0231337e0806e873a26aa50a1ae8ee34e2ada742fc4d699a1f522063910a3f5",  # aggregate.series
     "1.3": "sha256:f51b32b152943df2d6d09a064108e269014d540d11bcbc1353c34802396d72ce",  # backfill shares
+    # aggregate.per_request (the period's per-request figures, SCI band), inputs.one_sided_files
+    # and inputs.files[].one_sided_windows
+    "1.4": "sha256:799bdeea3ef69474d99398fdc1333a0934a89428f0054dfa41d8553b615bb169",
 }
 
 
