@@ -13,7 +13,9 @@ examples:
   carbonspan agent --config carbonspan.toml --archive-dir /var/lib/carbonspan
   CARBONSPAN_WINDOW_SECONDS=10 carbonspan agent --grpc-port 14317 --http-port 14318
 
-Port 0 picks a free port (printed on start). Settings come from the [agent] tables of the
+With --workers N > 1 this process supervises N agent processes that share both ports
+(SO_REUSEPORT), worker k writing its own chain <archive-dir>/<agent-id>-w<k>/; a worker that
+dies is restarted on its chain. Port 0 picks a free port (printed on start). Settings come from the [agent] tables of the
 config, then CARBONSPAN_* variables, then these flags; see docs/operations.md.
 """
 
@@ -39,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="close a window every this many seconds (default 60)")
     p.add_argument("--max-window-spans", type=int, default=None,
                    help="close a window early at this many spans (default 2,000,000)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="agent processes sharing the ports, each with its own chain "
+                   "<agent-id>-w<k> (default 0: one per usable core, at most 8; 1: one process, "
+                   "chain <agent-id>, as before)")
     p.set_defaults(func=handle)
 
 
@@ -47,6 +53,15 @@ def handle(args: argparse.Namespace) -> int:
     from agent.config import ConfigError, load_config
     from agent.daemon import serve
     from agent.daemon_config import env_typos, resolve
+    from agent.workers import (
+        Worker,
+        orphan_error,
+        orphaned_chains,
+        supervise,
+        worker_count,
+        worker_from_env,
+        worker_settings,
+    )
 
     config_path = args.config or (Path(os.environ["CARBONSPAN_CONFIG"])
                                   if os.environ.get("CARBONSPAN_CONFIG") else None)
@@ -59,12 +74,36 @@ def handle(args: argparse.Namespace) -> int:
             os.environ,
             {"archive_dir": args.archive_dir, "agent_id": args.agent_id, "bind": args.bind,
              "grpc_port": args.grpc_port, "http_port": args.http_port,
-             "window_seconds": args.window_seconds, "max_window_spans": args.max_window_spans},
+             "window_seconds": args.window_seconds, "max_window_spans": args.max_window_spans,
+             "workers": args.workers},
         )
-        return serve(settings, cfg)
+        worker = worker_from_env(os.environ)
+        if worker is not None:  # started by a supervisor (agent/workers.py)
+            return serve(worker_settings(settings, worker), cfg, worker)
+        count, why = worker_count(settings)
+        chains = [settings.agent_id] if count == 1 else [
+            worker_settings(settings, Worker(k, count)).agent_id for k in range(count)]
+        orphans = orphaned_chains(settings, chains)
+        if orphans:
+            raise ArchiveError(orphan_error(settings, orphans))
+        if count == 1:
+            return serve(settings, cfg)
+        return supervise(settings, count, why, _worker_argv(args))
     except (ConfigError, ArchiveError) as exc:
         print(f"carbonspan agent: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     except OSError as exc:
         print(f"carbonspan agent: cannot start: {exc}", file=sys.stderr)
         return 1
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of a worker: this one's flags (the config file and environment are
+    inherited), every worker on the same settings."""
+    argv = [sys.executable, "-m", "carbonspan", "agent"]
+    for dest in ("config", "archive_dir", "agent_id", "bind", "grpc_port", "http_port",
+                 "window_seconds", "max_window_spans", "workers"):
+        value = getattr(args, dest)
+        if value is not None:
+            argv += [f"--{dest.replace('_', '-')}", str(value)]
+    return argv

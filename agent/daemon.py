@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from agent.pipeline import Pipeline, Scoring
 from agent.server_grpc import GrpcReceiver
 from agent.server_http import HttpReceiver
 from agent.wal import WriteAheadLog
+from agent.workers import Worker
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -103,11 +105,14 @@ def start_signal_log(settings: AgentSettings, metrics: AgentMetrics) -> Any | No
 class Agent:
     """One running agent; :meth:`run` blocks until a stop signal and returns the exit code."""
 
-    def __init__(self, settings: AgentSettings, cfg: Config) -> None:
+    def __init__(self, settings: AgentSettings, cfg: Config, worker: Worker | None = None) -> None:
         self.settings = settings
         self.cfg = cfg
+        self.worker = worker  # one of a supervisor's workers (agent/workers.py), or None
         self.stop_event = threading.Event()
         self.metrics = AgentMetrics()
+        if worker is not None:
+            self.metrics.worker_on(worker.index, worker.count, settings.agent_id, worker.restarts)
 
     def request_stop(self, signum: int = 0, _frame: Any = None) -> None:
         if signum:
@@ -182,10 +187,10 @@ class Agent:
                 from agent.debug_batch import LastBatch
 
                 handler.last_batch = LastBatch(scoring.context)
-            http = HttpReceiver(handler, s)
+            http = HttpReceiver(handler, s, self.worker)
             http.start()
             replayed = pipeline.restore(wal.open(), recovery)
-            grpc_rx = GrpcReceiver(handler, s)
+            grpc_rx = GrpcReceiver(handler, s, reuse_port=self.worker is not None)
             grpc_port = grpc_rx.start()
         except BaseException:
             if http is not None:
@@ -201,13 +206,15 @@ class Agent:
         handler.ready = True
         self.metrics.ready.set(1)
         pipeline.start_ticker()
-        print(
-            f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
-            f"{s.bind}:{http.port}, archive {s.archive_path} (next seq "
-            f"{0 if archive.last_seq is None else archive.last_seq + 1}, {replayed} partials "
-            "replayed from the WAL)",
-            flush=True,
-        )
+        next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
+        if self.worker is None:
+            _say(f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
+                 f"{s.bind}:{http.port}, archive {s.archive_path} (next seq {next_seq}, "
+                 f"{replayed} partials replayed from the WAL)")
+        else:  # the supervisor prints the ports once every worker is ready
+            _say(f"carbonspan agent {s.agent_id}: worker {self.worker.label} (pid "
+                 f"{os.getpid()}) ready, archive {s.archive_path} (next seq {next_seq}, "
+                 f"{replayed} partials replayed from the WAL)")
         while not self.stop_event.wait(0.5):
             if sources is not None:
                 self._publish_signal_ages(sources)
@@ -263,18 +270,27 @@ class Agent:
         if self.signing is not None:  # after the archive's shutdown checkpoint was queued
             self.signing.stop()
         if code == 0:
-            print(f"carbonspan agent {self.settings.agent_id}: stopped cleanly", flush=True)
+            _say(f"carbonspan agent {self.settings.agent_id}: stopped cleanly")
         return code
 
 
-def serve(settings: AgentSettings, cfg: Config) -> int:
-    agent = Agent(settings, cfg)
+def _say(line: str) -> None:
+    """A line on stdout; a worker whose supervisor died (its stdout pipe closed) goes on."""
+    try:
+        print(line, flush=True)
+    except (BrokenPipeError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
+
+
+def serve(settings: AgentSettings, cfg: Config, worker: Worker | None = None) -> int:
+    agent = Agent(settings, cfg, worker)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, agent.request_stop)
         signal.signal(signal.SIGINT, agent.request_stop)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s %(name)s"
+        + ("" if worker is None else f"[{settings.agent_id}]") + ": %(message)s",
     )
     return agent.run()

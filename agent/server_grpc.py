@@ -66,7 +66,8 @@ class _Backlog(ThreadPoolExecutor):
 
 
 class GrpcReceiver:
-    def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
+    def __init__(self, handler: ExportHandler, settings: AgentSettings, *,
+                 reuse_port: bool = False) -> None:
         self.handler = handler
         self.settings = settings
         self.port = 0
@@ -82,7 +83,8 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", 1 << 20),
-                ("grpc.so_reuseport", 0),
+                # a single agent refuses a port in use; workers share theirs (agent/workers.py)
+                ("grpc.so_reuseport", 1 if reuse_port else 0),
             ],
         )
         method = grpc.unary_unary_rpc_method_handler(self._export)

@@ -20,6 +20,7 @@ admission (``ExportHandler.export``) refuses past the queue.
 from __future__ import annotations
 
 import logging
+import os
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -35,6 +36,7 @@ from agent.export import (
 )
 from agent.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from agent.otlp.jsonfmt import WALK_BUDGET
+from agent.workers import Worker
 from httpserve import Head, HttpServer, Limits, Request, Response, Route, load_tls_context
 
 log = logging.getLogger("carbonspan.agent")
@@ -60,11 +62,22 @@ def _content_type(head: Head | None) -> str:
 
 
 class OtlpHttpApp:
-    """The agent's routes, on top of ``httpserve`` (see ``httpserve.App``)."""
+    """The agent's routes, on top of ``httpserve`` (see ``httpserve.App``).
 
-    def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
+    A worker of ``carbonspan agent --workers N`` (agent/workers.py) names itself in a
+    ``Carbonspan-Worker: k/N <agent id>`` header on every answer and in the bodies of
+    ``/healthz`` and ``/readyz``: the kernel chose which worker took the connection."""
+
+    def __init__(self, handler: ExportHandler, settings: AgentSettings,
+                 worker: Worker | None = None) -> None:
         self.handler = handler
         self.settings = settings
+        self.worker = worker
+        self._who = b""
+        self._headers: tuple[tuple[str, str], ...] = ()
+        if worker is not None:
+            self._who = f" (worker {worker.label}, {settings.agent_id}, pid {os.getpid()})".encode()
+            self._headers = (("Carbonspan-Worker", f"{worker.label} {settings.agent_id}"),)
 
     def route(self, head: Head) -> Route:
         if head.method == "POST" and head.path == _INGEST:
@@ -106,17 +119,19 @@ class OtlpHttpApp:
 
     def _get(self, path: str) -> Response:
         h = self.handler
+        who, headers = self._who, self._headers
         if path == "/healthz":
             if h.is_alive():
-                return Response(200, b"ok\n", _TEXT)
-            return Response(503, b"unhealthy: the write-ahead log failed, so nothing more can be "
-                                 b"acknowledged; fix the disk (see the agent's log) and restart "
-                                 b"the agent\n", _TEXT)
+                return Response(200, b"ok" + who + b"\n", _TEXT, headers)
+            return Response(503, b"unhealthy" + who + b": the write-ahead log failed, so nothing "
+                                 b"more can be acknowledged; fix the disk (see the agent's log) "
+                                 b"and restart the agent\n", _TEXT, headers)
         if path == "/readyz":
             if h.is_ready():
-                return Response(200, b"ready\n", _TEXT)
-            return Response(503, f"not ready: the agent is {h.state()}\n".encode(), _TEXT)
-        return Response(200, h.metrics.exposition(), METRICS_CONTENT_TYPE)
+                return Response(200, b"ready" + who + b"\n", _TEXT, headers)
+            return Response(503, b"not ready" + who + f": the agent is {h.state()}\n".encode(),
+                            _TEXT, headers)
+        return Response(200, h.metrics.exposition(), METRICS_CONTENT_TYPE, headers)
 
     def _page(self, head: Head) -> Response:
         """The live page (agent/livepage.py), behind the ingest token when auth is on."""
@@ -132,7 +147,7 @@ class OtlpHttpApp:
         page = render(self.settings.agent_id, "ready" if h.is_ready() else h.state(),
                       open_report, recent, health)
         return Response(200, page, "text/html; charset=utf-8",
-                        (("Cache-Control", "no-store"),))
+                        (("Cache-Control", "no-store"), *self._headers))
 
     def _last_batch(self, head: Head) -> Response:
         """The explain view of the last acknowledged batch (agent/debug_batch.py): behind the
@@ -182,7 +197,7 @@ class OtlpHttpApp:
                                                        "errorMessage": outcome.message}})
         else:
             payload = b"{}"
-        return Response(200, payload, _content_type(head))
+        return Response(200, payload, _content_type(head), self._headers)
 
     def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
         """The server's own refusals, counted and worded for OTLP clients."""
@@ -210,7 +225,7 @@ class OtlpHttpApp:
             payload = orjson.dumps({"code": code, "message": message})
         if status in (429, 503):
             extra = (*extra, ("Retry-After", str(self.settings.retry_after_s)))
-        return Response(status, payload, ctype, extra, close)
+        return Response(status, payload, ctype, extra + self._headers, close)
 
 
 def http_limits(settings: AgentSettings) -> Limits:
@@ -227,7 +242,8 @@ def http_limits(settings: AgentSettings) -> Limits:
 
 
 class HttpReceiver:
-    def __init__(self, handler: ExportHandler, settings: AgentSettings) -> None:
+    def __init__(self, handler: ExportHandler, settings: AgentSettings,
+                 worker: Worker | None = None) -> None:
         tls = settings.tls
         ctx = None
         if tls.enabled:
@@ -254,9 +270,10 @@ class HttpReceiver:
                 metrics.http_request_timeouts.inc()
 
         try:
-            self.server = HttpServer(OtlpHttpApp(handler, settings), http_limits(settings),
-                                     settings.bind, settings.http_port, ssl_context=ctx,
-                                     on_event=on_event)
+            self.server = HttpServer(OtlpHttpApp(handler, settings, worker),
+                                     http_limits(settings), settings.bind, settings.http_port,
+                                     ssl_context=ctx, on_event=on_event,
+                                     reuse_port=worker is not None)
         except OSError as exc:  # name what could not be bound, not just errno's words
             raise OSError(
                 f"cannot listen for OTLP/HTTP on {settings.bind}:{settings.http_port} "

@@ -15,8 +15,14 @@ and measures the trivial-handler ceiling of each transport in the same run (``--
 the same client and request bytes against a grpcio handler, resp. an ``httpserve`` handler,
 that answers OK without looking at the body), printing the agent's share of it.
 
+``--workers N`` runs ``carbonspan agent --workers N`` (agent/workers.py: N processes sharing the
+ports, one chain each); the agent's CPU is then the supervisor's and every worker's, its peak
+RSS the largest one process reached (the issue's bound is per process), and the archived spans
+those of every chain.
+
     python -m bench ingest                       # via make bench
     python -m bench.bench_ingest --seconds 20 --clients 8 [--http-json] [--services N] [--ceiling]
+    python -m bench.bench_ingest --workers 2 [--http-json]
 """
 
 from __future__ import annotations
@@ -207,10 +213,11 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _drive(target: str, pid: int, seconds: float, clients: int, warmup: float, http_json: bool,
+def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: float, http_json: bool,
            services: int | None, fresh_ids: bool, env: dict[str, str]) -> dict:
-    """Run the load generator against ``target``; its figures and server ``pid``'s CPU s."""
-    cpu0 = _proc_cpu_s(pid)
+    """Run the load generator against ``target``; its figures and the CPU s of the server
+    processes ``pids``."""
+    cpu0 = sum(_proc_cpu_s(pid) for pid in pids)
     gen = subprocess.run(
         [sys.executable, "-m", "bench.bench_ingest", "--loadgen", target,
          "--seconds", str(seconds), "--clients", str(clients), "--warmup", str(warmup),
@@ -221,7 +228,7 @@ def _drive(target: str, pid: int, seconds: float, clients: int, warmup: float, h
     if gen.returncode != 0:
         raise RuntimeError(f"load generator failed: {gen.stderr[-2000:]}")
     result = json.loads(gen.stdout.strip().splitlines()[-1])
-    result["server_cpu_s"] = _proc_cpu_s(pid) - cpu0
+    result["server_cpu_s"] = sum(_proc_cpu_s(pid) for pid in pids) - cpu0
     result["spans_per_s"] = result["measured_spans"] / seconds
     result["fresh_ids"] = fresh_ids
     result["services"] = services or 5
@@ -231,24 +238,22 @@ def _drive(target: str, pid: int, seconds: float, clients: int, warmup: float, h
 
 def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         agent_env: dict[str, str] | None = None, window_seconds: float = 10.0,
-        http_json: bool = False, services: int | None = None, fresh_ids: bool = True) -> dict:
+        http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
+        workers: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         agent = subprocess.Popen(
             [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", tmp, "--agent-id",
              "bench", "--grpc-port", "0", "--http-port", "0", "--window-seconds",
-             str(window_seconds)],
+             str(window_seconds), "--workers", str(workers)],
             cwd=REPO, env={**env, **(agent_env or {})}, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
         try:
-            assert agent.stdout is not None
-            line = agent.stdout.readline()
-            m = re.search(r"OTLP/gRPC ([\d.]+:\d+), OTLP/HTTP ([\d.]+:\d+)", line)
-            if not m:
-                raise RuntimeError(f"agent did not start: {line!r}")
-            result = _drive(m.group(2 if http_json else 1), agent.pid, seconds, clients, warmup,
-                            http_json, services, fresh_ids, env)
-            result["peak_rss_mb"] = _peak_rss_mb(agent.pid)
+            target, pids = _started(agent, http_json)
+            result = _drive(target, pids, seconds, clients, warmup, http_json, services,
+                            fresh_ids, env)
+            result["peak_rss_mb"] = max(_peak_rss_mb(pid) for pid in pids)
+            result["workers"] = workers
             agent.send_signal(signal.SIGTERM)
             result["exit_code"] = agent.wait(timeout=60)
         finally:
@@ -257,10 +262,28 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
                 agent.wait()
         from agent.archive import read_records  # plain and gzip window files alike
 
-        result["archived_spans"] = sum(rec["report"]["window"]["spans"]
-                                       for _, rec in read_records(Path(tmp) / "bench") if rec)
+        chains = [Path(tmp) / "bench"] if workers == 1 else [
+            Path(tmp) / f"bench-w{k}" for k in range(workers)]
+        result["archived_spans"] = sum(rec["report"]["window"]["spans"] for chain in chains
+                                       for _, rec in read_records(chain) if rec)
         result["agent_cpu_s_per_million"] = result["server_cpu_s"] / max(1, result["acked_spans"]) * 1e6
         return result
+
+
+def _started(agent: subprocess.Popen, http_json: bool) -> tuple[str, list[int]]:
+    """Wait for the agent's ports line: the target and the pids of its processes (with
+    workers: the supervisor's and each worker's, from their ready lines)."""
+    assert agent.stdout is not None
+    pids = [agent.pid]
+    for line in agent.stdout:
+        w = re.search(r"worker \d+/\d+ \(pid (\d+)\) ready", line)
+        if w:
+            pids.append(int(w.group(1)))
+        m = re.search(r"OTLP/gRPC ([\d.]+:\d+), OTLP/HTTP ([\d.]+:\d+)", line)
+        if m:
+            threading.Thread(target=agent.stdout.read, daemon=True).start()  # keep it drained
+            return m.group(2 if http_json else 1), pids
+    raise RuntimeError(f"agent did not start (exit {agent.wait()})")
 
 
 def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
@@ -279,7 +302,7 @@ def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         line = srv.stdout.readline()
         if not line.startswith("PORT "):
             raise RuntimeError(f"trivial server did not start: {line!r}")
-        result = _drive(f"127.0.0.1:{line.split()[1]}", srv.pid, seconds, clients, warmup,
+        result = _drive(f"127.0.0.1:{line.split()[1]}", [srv.pid], seconds, clients, warmup,
                         http_json, services, fresh_ids, env)
     finally:
         srv.kill()
@@ -329,6 +352,8 @@ def serve_trivial(kind: str) -> None:
 def _report(r: dict, what: str, target: str) -> None:
     loss = r["acked_spans"] - r["archived_spans"]
     ids = "fresh trace ids per request" if r["fresh_ids"] else "16 bodies repeated (same trace ids)"
+    workers = r.get("workers", 1)
+    what += "" if workers == 1 else f", {workers} workers (agent CPU: all processes; RSS: the largest)"
     print(f"{what}, 512-span requests, {r['services']:,} services, {ids}, 8 client threads in a "
           f"second process, {r['seconds']:.0f} s measured after warm-up, load average "
           f"{r['load_average']:.1f}")
@@ -361,6 +386,15 @@ def main() -> None:
     r["ceiling"] = c = ceiling(http_json=True, services=10)
     r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
     _report(r, "OTLP/HTTP JSON ingest", "(the JSON bodies are ~4x the protobuf bytes)")
+    from agent.daemon_config import AgentSettings
+    from agent.workers import worker_count
+
+    auto = worker_count(AgentSettings())[0]  # the agent's default on this machine
+    if auto > 1:
+        for http_json in (False, True):
+            _report(run(http_json=http_json, services=10, workers=auto),
+                    "OTLP/HTTP JSON ingest" if http_json else "OTLP/gRPC ingest",
+                    "(the default worker count for this machine's cores)")
 
 
 if __name__ == "__main__":
@@ -386,6 +420,8 @@ if __name__ == "__main__":
     ap.add_argument("--ceiling", action="store_true",
                     help="also measure the trivial-handler ceiling of the transport and print "
                     "the agent's share of it")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="run 'carbonspan agent --workers N' (default 1: one agent process)")
     ap.add_argument("--serve-trivial", choices=("grpc", "http"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     fresh = not a.repeat_ids
@@ -396,7 +432,7 @@ if __name__ == "__main__":
                                  a.services, fresh)))
     else:
         r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env),
-                a.window_seconds, a.http_json, a.services, fresh)
+                a.window_seconds, a.http_json, a.services, fresh, a.workers)
         if a.ceiling:
             c = ceiling(a.seconds, a.clients, a.warmup, a.http_json, a.services, fresh)
             r["ceiling"] = c

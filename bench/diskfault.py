@@ -161,7 +161,7 @@ class Agent:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", str(root),
              "--agent-id", AGENT_ID, "--grpc-port", str(grpc_port), "--http-port",
-             str(http_port), "--window-seconds", window_s],
+             str(http_port), "--window-seconds", window_s, "--workers", "1"],
             cwd=REPO, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=preexec)
         self.log: list[str] = []

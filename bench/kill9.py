@@ -8,13 +8,18 @@ SIGKILL again and again, at a random moment (seeded) of one of three phases:
 - ``startup``: right after spawning, while it recovers the archive and replays the WAL;
 - ``drain``: a few milliseconds after SIGTERM, while it drains and archives its window.
 
-After each kill it is restarted on the same archive; after the last, stopped cleanly. Then the
-chain must verify and the archived spans must lie between the acknowledged spans and the
+With ``--workers N`` (N > 1) the agent is ``carbonspan agent --workers N`` (agent/workers.py):
+a kill is SIGKILL to the supervisor and every worker at once (its process group: a crashed
+node), and a fourth phase, ``worker``, SIGKILLs one worker under load, lets the supervisor
+restart it on its chain while the clients go on, then kills them all.
+
+After each kill it is restarted on the same archive; after the last, stopped cleanly. Then
+every chain must verify and the archived spans must lie between the acknowledged spans and the
 acknowledged + the spans of requests that failed (in flight at a kill, or refused while
 starting or draining: never acknowledged, so their clients would retry them). Not a timed
 benchmark: it prints what it counted.
 
-    python -m bench.kill9 --kills 30 --seed 1
+    python -m bench.kill9 --kills 30 --seed 1 [--workers 2]
 """
 
 from __future__ import annotations
@@ -89,25 +94,41 @@ class Clients:
         self.channel.close()
 
 
-def _spawn(root: str, grpc_port: int, http_port: int) -> subprocess.Popen:
+def _spawn(root: str, grpc_port: int, http_port: int, workers: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
     return subprocess.Popen(
         [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", root, "--agent-id",
          "k9", "--grpc-port", str(grpc_port), "--http-port", str(http_port),
-         "--window-seconds", "0.3"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+         "--window-seconds", "0.3", "--workers", str(workers)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True)  # its own process group: a kill reaches every worker
 
 
-def _wait_ready(agent: subprocess.Popen) -> None:
+def _wait_ready(agent: subprocess.Popen) -> list[int]:
+    """Wait for the ports line; the workers' pids (none for a single agent)."""
     assert agent.stdout is not None
-    line = agent.stdout.readline()
-    if "OTLP/gRPC" not in line:
-        raise RuntimeError(f"agent did not start (exit {agent.poll()}): {line!r}")
+    pids = []
+    for line in agent.stdout:
+        if " ready, archive " in line:
+            pids.append(int(line.split("(pid ", 1)[1].split(")", 1)[0]))
+        if "OTLP/gRPC" in line:
+            threading.Thread(target=agent.stdout.read, daemon=True).start()  # keep it drained
+            return pids
+    raise RuntimeError(f"agent did not start (exit {agent.poll()})")
 
 
-def campaign(kills: int, seed: int, threads: int) -> dict:
+def _kill(agent: subprocess.Popen) -> None:
+    """SIGKILL the agent and, with workers, every process of its group at once."""
+    try:
+        os.killpg(agent.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    agent.wait(timeout=30)
+
+
+def campaign(kills: int, seed: int, threads: int, workers: int = 1) -> dict:
     rng = random.Random(seed)
-    phases = {"load": 0, "startup": 0, "drain": 0}
+    phases = {"load": 0, "startup": 0, "drain": 0, **({"worker": 0} if workers > 1 else {})}
     grpc_port, http_port = _free_port(), _free_port()
     with tempfile.TemporaryDirectory(prefix="carbonspan-kill9-") as root:
         clients = Clients(grpc_port, threads)
@@ -115,20 +136,22 @@ def campaign(kills: int, seed: int, threads: int) -> dict:
             for _ in range(kills):
                 phase = rng.choice(list(phases))
                 phases[phase] += 1
-                agent = _spawn(root, grpc_port, http_port)
+                agent = _spawn(root, grpc_port, http_port, workers)
                 if phase == "startup":
                     time.sleep(rng.uniform(0.0, 0.6))  # Python start, recovery, WAL replay
                 else:
-                    _wait_ready(agent)
+                    pids = _wait_ready(agent)
                     clients.up.set()
                     time.sleep(rng.uniform(0.2, 1.5))
+                    if phase == "worker":  # one worker dies; the supervisor restarts it
+                        os.kill(rng.choice(pids), signal.SIGKILL)
+                        time.sleep(rng.uniform(1.5, 3.0))
                     clients.up.clear()  # requests in flight go on; no new ones start
                     if phase == "drain":
                         agent.send_signal(signal.SIGTERM)
                         time.sleep(rng.uniform(0.0, 0.05))
-                agent.kill()
-                agent.wait(timeout=30)
-            agent = _spawn(root, grpc_port, http_port)  # the last life ends cleanly
+                _kill(agent)
+            agent = _spawn(root, grpc_port, http_port, workers)  # the last life ends cleanly
             _wait_ready(agent)
             clients.up.set()
             time.sleep(1.0)
@@ -141,8 +164,13 @@ def campaign(kills: int, seed: int, threads: int) -> dict:
         from agent.archive import read_records
         from schema.chain import verify_chain
 
-        records = read_records(Path(root) / "k9")
-        findings = verify_chain(records)[0]
+        chains = [Path(root) / "k9"] if workers == 1 else [
+            Path(root) / f"k9-w{k}" for k in range(workers)]
+        findings, records = [], []
+        for chain in chains:  # each worker's chain on its own
+            lines = read_records(chain)
+            findings += verify_chain(lines)[0]
+            records += lines
         archived = sum(r["report"]["window"]["spans"] for _, r in records if r)
     return {"kills": kills, "phases": phases, "acked": clients.acked, "failed": clients.failed,
             "archived": archived, "findings": len(findings), "exit_code": exit_code,
@@ -155,12 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=30, help="SIGKILLs before the clean stop")
     ap.add_argument("--seed", type=int, default=1, help="seeds the phases and moments")
     ap.add_argument("--clients", type=int, default=4, help="client threads")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="run 'carbonspan agent --workers N' (default 1: one process)")
     args = ap.parse_args(argv)
-    r = campaign(args.kills, args.seed, args.clients)
+    r = campaign(args.kills, args.seed, args.clients, args.workers)
     lost = max(0, r["acked"] - r["archived"])
     extra = r["archived"] - r["acked"]
     ok = lost == 0 and extra <= r["failed"] and r["findings"] == 0 and r["exit_code"] == 0
-    print(f"{r['kills']} kill -9 ({', '.join(f'{k} {v}' for k, v in r['phases'].items())}), "
+    print(f"{r['kills']} kill -9 of {args.workers} worker(s) ({', '.join(f'{k} {v}' for k, v in r['phases'].items())}), "
           f"{r['lines']} window lines, chain findings {r['findings']}, clean stop exit "
           f"{r['exit_code']}")
     print(f"acknowledged {r['acked']:,} spans, archived {r['archived']:,}: lost {lost}; "

@@ -124,7 +124,7 @@ class _Agent:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", str(root),
              "--agent-id", "demo", "--grpc-port", "0", "--http-port", "0",
-             "--window-seconds", "3"],
+             "--window-seconds", "3", "--workers", "1"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self._stderr: list[str] = []
         threading.Thread(target=self._drain, daemon=True).start()

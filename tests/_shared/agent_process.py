@@ -33,7 +33,9 @@ class AgentProcess:
         self.agent_id = "test-agent"
         self.dir = root / self.agent_id
         cmd = [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", str(root),
-               "--agent-id", self.agent_id, "--grpc-port", "0", "--http-port", "0", *args]
+               "--agent-id", self.agent_id, "--grpc-port", "0", "--http-port", "0",
+               # one process, one chain root/agent-id, unless the test asks for workers
+               *([] if "--workers" in args else ["--workers", "1"]), *args]
         if config is not None:
             cfg = root.parent / f"{root.name}.toml"
             cfg.write_text(config)

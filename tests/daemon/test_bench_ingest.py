@@ -54,3 +54,10 @@ def test_a_short_run_and_its_ceiling_report_fresh_ids_cpu_and_no_loss() -> None:
     c = ceiling(seconds=1.0, clients=2, warmup=0.5, http_json=True)
     assert c["failed_requests"] == 0 and c["spans_per_s"] > 0
     assert c["server_cpu_s_per_million"] > 0
+
+
+def test_a_short_run_with_two_workers_counts_every_process_and_chain() -> None:
+    r = run(seconds=1.0, clients=4, warmup=0.5, workers=2, http_json=True)
+    assert r["workers"] == 2 and r["failed_requests"] == 0
+    assert r["acked_spans"] == r["archived_spans"] > 0 and r["exit_code"] == 0
+    assert r["agent_cpu_s_per_million"] > 0 and 0 < r["peak_rss_mb"] < 250
