@@ -1,7 +1,8 @@
 """Build hook for carbonspan's C accelerator (everything else is in pyproject.toml).
 
 ``agent.otlp._wire`` is the fast OTLP protobuf decoder, ``agent.otlp._jsonwalk`` the fast
-OTLP/JSON one, and ``aggregator._fold`` the aggregator's per-window fold. Both are optional so that a machine without a C compiler still
+OTLP/JSON one, ``agent._score`` the scorer's per-span pass and ``aggregator._fold`` the
+aggregator's per-window fold. Both are optional so that a machine without a C compiler still
 installs carbonspan (``agent.otlp`` then falls back to the reference decoder, the aggregator to
 its Python fast path); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
 CI never runs slowly unnoticed.
@@ -25,6 +26,14 @@ setup(
             sources=["agent/otlp/_jsonwalk.c"],
             depends=["agent/otlp/_batch.h", "agent/otlp/_jsonlex.h"],
             extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        # the scorer's per-span pass: no -ffast-math and no fused multiply-add, so that every
+        # sum is the reference's, bit for bit
+        Extension(
+            "agent._score",
+            sources=["agent/_score.c"],
+            extra_compile_args=[*FLAGS, "-ffp-contract=off"],
             optional=True,
         ),
         # gnu11: unsigned __int128 for exact counts; no -ffast-math: the sums must be IEEE exact

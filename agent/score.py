@@ -9,49 +9,62 @@ For each span (docs/carbon-model.md has the formulas and the worked arithmetic):
 
 and the figures are added to a (service, region) cell. Every per-span step is a numpy gather
 or ``np.bincount`` over integer columns; the only Python loops run over the batch's small
-string tables (services, regions, endpoints). ``WindowPartial`` (agent.carbon.partial) holds the
+string tables (services, regions, endpoints). That numpy pass is the reference; the agent
+runs the same pass in C with the GIL released (``agent/_score.c``, see ``score_batch``), so
+that scoring in one request thread no longer stalls the others. ``WindowPartial`` (agent.carbon.partial) holds the
 cells and merges in order, so scoring batches one by one and merging equals scoring their
 concatenation.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from agent import score_fast
 from agent.batch import OP_HTTP, OP_NONE, SpanBatch
 from agent.carbon.cells import span_cells
 from agent.carbon.model import (
-    ANNUAL_COLUMN,
     ENERGY_PER_IO_OP_KWH,
     KIND_ANNUAL,
     KIND_REAL_TIME,
-    MAX_INTENSITY_GCO2_KWH,
-    MAX_KWH_PER_OP,
-    PROXY_TAG_BY_KIND,
     CarbonModel,
     http_weights,
     op_weight_table,
 )
 from agent.carbon.names import all_short, intern_table
 from agent.carbon.partial import MAX_ENDPOINTS, MAX_REGIONS, UNKNOWN, WindowPartial, bump
+from agent.carbon.plan import (
+    METERED,
+    PROXY_CODES,
+    batch_counters,
+    live_ok,
+    measured_rates,
+    plan_regions,
+)
 from agent.carbon.signals import Signals
-from agent.carbon.tagcodes import CODE, SOURCE_TAGS, TAGS, proxy_code
 from agent.config import Config, GreenConfig
 from schema.constants import REGION_RE
-from schema.tags import LIVE_INTENSITY_TAGS, is_measured
 
-__all__ = ["MAX_ENDPOINTS", "MAX_REGIONS", "ScoringContext", "WindowPartial", "score_batch"]
+__all__ = [
+    "FAST_SCORER",
+    "MAX_ENDPOINTS",
+    "MAX_REGIONS",
+    "ScoringContext",
+    "WindowPartial",
+    "live_ok",
+    "score_batch",
+    "score_batch_reference",
+    "scorer_fallbacks",
+]
 
-#: [calibrated][KIND_*] -> tag code of a proxy-scored span
-PROXY_CODES = np.array(
-    [[proxy_code(PROXY_TAG_BY_KIND[k], c) for k in range(4)] for c in (False, True)], dtype=np.int8
-)
-#: per tag code: a meter, counted in per_service_measured_ratio (not cloud SPECpower, a model)
-METERED = np.array([is_measured(t) for t in TAGS])
+#: True when the C per-span pass (agent/_score.c via agent.score_fast) scores batches; False:
+#: the numpy reference below does (not built, or a stale build: ``SCORER_STATUS`` says which)
+FAST_SCORER = score_fast.FAST_SCORER
+SCORER_STATUS = score_fast.STATUS
+scorer_fallbacks = score_fast.fallbacks
 
 
 @dataclass(frozen=True)
@@ -84,11 +97,22 @@ class ScoringContext:
 
 
 def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
-    """Score one batch as a window partial of its own (merge it into the window's)."""
+    """Score one batch as a window partial of its own (merge it into the window's).
+
+    The C pass when it is built and takes the batch (a decoder's batch always fits it), else
+    the reference; both give the same partial, byte for byte (tests/scoring/test_score_fast.py).
+    """
+    if FAST_SCORER:
+        partial = score_fast.score(batch, ctx)
+        if partial is not None:
+            return partial
+    return score_batch_reference(batch, ctx)
+
+
+def score_batch_reference(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
+    """The specification of a scoring pass, in numpy: what the C pass must equal."""
     n = len(batch)
-    counters = {k: int(v) for k, v in batch.counters.items() if v}
-    if batch.rejected:
-        bump(counters, "spans_rejected", int(batch.rejected))
+    counters = batch_counters(batch)
     if n == 0:
         return WindowPartial.empty(counters)
     keys, span_key = _service_keys(batch, counters)
@@ -154,85 +178,6 @@ def _first_seen(names: list[str], idx: np.ndarray) -> tuple[list[str], np.ndarra
     return [names[i] for i in used[order]], remap[idx], first[order]
 
 
-@dataclass(slots=True)
-class _RegionPlan:
-    rows: np.ndarray  # (R, 289) intensity per month x hour cell, last column annual
-    pue: np.ndarray  # (R,)
-    kind: np.ndarray  # (R,) KIND_* the region uses when a span has a timestamp
-    live_code: np.ndarray  # (R,) tag code of a fresh live signal, 0 if none
-    estimated: np.ndarray  # (R,) bool
-    stale: np.ndarray  # (R,) bool: a live signal was there but stale or invalid
-
-
-def _plan_regions(names: list[str], ctx: ScoringContext) -> _RegionPlan:
-    """Intensity rows, PUE, kind and live tag of the batch's few regions."""
-    r = len(names)
-    plan = _RegionPlan(
-        rows=np.zeros((r, ANNUAL_COLUMN + 1)),
-        pue=np.ones(r),
-        kind=np.zeros(r, dtype=np.int8),
-        live_code=np.zeros(r, dtype=np.int8),
-        estimated=np.zeros(r, dtype=np.bool_),
-        stale=np.zeros(r, dtype=np.bool_),
-    )
-    use_profiles = ctx.config.use_hourly_profiles
-    sig = ctx.signals
-    for i, name in enumerate(names):
-        if ctx.model.region(name) is None:  # unknown or out of table: energy counted, 0 g
-            continue
-        plan.pue[i] = ctx.model.pue_of(name)
-        live = sig.live_intensity.get(name)
-        if live is not None:
-            if live_ok(live, ctx.now_s(), sig.max_signal_age_s):
-                plan.rows[i] = live.gco2_kwh
-                plan.kind[i] = KIND_REAL_TIME
-                plan.live_code[i] = CODE[live.tag]
-                plan.estimated[i] = bool(live.estimated)
-                continue
-            plan.stale[i] = plan.estimated[i] = True
-        plan.rows[i] = ctx.model.intensity_row(name, use_profiles)
-        plan.kind[i] = ctx.model.profile_kind(name, use_profiles)
-    return plan
-
-
-def live_ok(live, now_s: float, max_age_s: float) -> bool:
-    """A usable live reading: a known tag, a plausible value, and no older (nor further in the
-    future) than its source's own bound if it has one (ENTSO-E publishes an hour late), else
-    ``max_age_s`` (``[sources] max_signal_age_s``)."""
-    value = live.gco2_kwh
-    own = getattr(live, "max_age_s", None)
-    if own is not None:
-        max_age_s = own
-    return (
-        live.tag in LIVE_INTENSITY_TAGS
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and 0 <= value <= MAX_INTENSITY_GCO2_KWH
-        and -max_age_s <= now_s - live.taken_at <= max_age_s  # a future date is no fresher
-    )
-
-
-def _measured(keys: list[str], ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per service key: fresh measured kWh/op (or NaN), its tag code, and "stale/invalid"."""
-    rate = np.full(len(keys), np.nan)
-    code = np.zeros(len(keys), dtype=np.int8)
-    stale = np.zeros(len(keys), dtype=np.bool_)
-    now = ctx.now_s()
-    for k, key in enumerate(keys):
-        m = ctx.signals.measured.get(key)
-        if m is None:
-            continue
-        ok = (
-            m.tag in SOURCE_TAGS
-            and math.isfinite(m.kwh_per_op)
-            and 0 <= m.kwh_per_op <= MAX_KWH_PER_OP
-            and abs(now - m.taken_at) <= 3 * m.interval_s  # nor stuck in the future
-        )
-        if ok:
-            rate[k], code[k] = m.kwh_per_op, CODE[m.tag]
-        else:
-            stale[k] = True
-    return rate, code, stale
 
 
 def _accumulate(
@@ -246,7 +191,7 @@ def _accumulate(
     counters: dict,
 ) -> WindowPartial:
     s, r = len(keys), len(regions)
-    plan = _plan_regions(regions, ctx)
+    plan = plan_regions(regions, ctx)
     op = batch.op_class
     io = op != OP_NONE
     # intensity of each span's region at its month x hour
@@ -337,7 +282,7 @@ def _energy(
     etag = PROXY_CODES[calibrated[span_key], span_kind]
     if not ctx.signals.measured:
         return energy, None, etag
-    rate, meas_code, meas_stale = _measured(keys, ctx)
+    rate, meas_code, meas_stale = measured_rates(keys, ctx)
     bump(counters, "measured_stale_spans", int((io & meas_stale[span_key]).sum()))
     measured = io & ~np.isnan(rate)[span_key]
     if not measured.any():

@@ -47,6 +47,12 @@ def accelerators() -> dict[str, bool]:
     except ImportError:
         found["otlp-protobuf"] = found["otlp-json"] = False
     try:
+        from agent.score import FAST_SCORER
+
+        found["score"] = bool(FAST_SCORER)
+    except ImportError:
+        found["score"] = False
+    try:
         from aggregator.fold_fast import FAST
 
         found["aggregate-fold"] = FAST is not None
@@ -63,7 +69,7 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         parts = ", ".join(f"{k} {'C' if v else 'python'}" for k, v in accelerators().items())
-        print(f"carbonspan {__version__} (decoders and fold: {parts})")
+        print(f"carbonspan {__version__} (decoders, scorer and fold: {parts})")
         parser.exit()
 
 

@@ -62,7 +62,7 @@ def test_wheel_builds_without_warnings_and_runs_without_a_compiler(tmp_path: Pat
 
     version = _run_installed(target, "--version")
     assert version.returncode == 0, version.stderr
-    assert "otlp-protobuf python, otlp-json python, aggregate-fold python" in version.stdout
+    assert "otlp-protobuf python, otlp-json python, score python, aggregate-fold python" in version.stdout
 
     pure = _run_installed(target, "score", str(EXAMPLE))
     assert pure.returncode == 0, pure.stderr
@@ -79,8 +79,8 @@ def test_version_names_the_accelerators_of_this_build() -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
     )
     # the suite asserts elsewhere that every extension is built, so here all say C
-    assert out.stdout.strip().endswith("(decoders and fold: otlp-protobuf C, otlp-json C, "
-                                       "aggregate-fold C)"), out.stdout
+    assert out.stdout.strip().endswith("(decoders, scorer and fold: otlp-protobuf C, "
+                                       "otlp-json C, score C, aggregate-fold C)"), out.stdout
 
 
 def test_the_version_is_said_once_and_pyproject_agrees() -> None:

@@ -65,8 +65,8 @@ HTTP_SMALL_BYTES = 10 * 1024  # below: weight 0.8
 HTTP_LARGE_BYTES = 1024 * 1024  # above: weight 2.0; between (inclusive): 1.2
 HTTP_WEIGHTS = (0.8, 1.2, 2.0)
 # buckets by searchsorted(edges, size, "right"): <0 unknown | <10 KiB | <=1 MiB | >1 MiB
-_HTTP_EDGES = np.array([0, HTTP_SMALL_BYTES, HTTP_LARGE_BYTES + 1], dtype=np.int64)
-_HTTP_BY_BUCKET = np.array([1.0, *HTTP_WEIGHTS])
+HTTP_EDGES = np.array([0, HTTP_SMALL_BYTES, HTTP_LARGE_BYTES + 1], dtype=np.int64)
+HTTP_WEIGHT_BY_BUCKET = np.array([1.0, *HTTP_WEIGHTS])
 
 #: intensity kinds, in increasing fidelity (codes used in WindowPartial)
 KIND_ANNUAL, KIND_HOURLY, KIND_MONTHLY_HOURLY, KIND_REAL_TIME = 0, 1, 2, 3
@@ -169,8 +169,8 @@ def op_weight_table(per_operation_coefficients: bool) -> np.ndarray:
 
 def http_weights(response_bytes: np.ndarray) -> np.ndarray:
     """HTTP weight by response size: < 10 KiB 0.8, 10 KiB..1 MiB 1.2, > 1 MiB 2.0, unknown 1.0."""
-    bucket = np.searchsorted(_HTTP_EDGES, response_bytes, side="right")
-    return _HTTP_BY_BUCKET[bucket]
+    bucket = np.searchsorted(HTTP_EDGES, response_bytes, side="right")
+    return HTTP_WEIGHT_BY_BUCKET[bucket]
 
 
 def _profile(zone_doc: dict) -> Profile:

@@ -1,0 +1,228 @@
+"""The scoring pass with its per-span loop in C (``agent/_score.c``), the GIL released.
+
+``agent.score.score_batch_reference`` (numpy) is the specification. This module does the
+reference's per-table work in Python, exactly as it does (service keys lowercased and
+bounded, region names interned, each region's intensity row/PUE/kind/live tag and each
+service's calibration and measured rate: ``agent.carbon.plan``), then hands the span columns
+and those small tables to ``_score.score``, which runs the per-span pass without the GIL, so
+that the agent's request threads score in parallel instead of queueing for the interpreter.
+
+``FAST_SCORER`` says whether the C pass is in use, ``STATUS`` why not: the extension is not
+built (no C compiler: the reference scores, same answers, slower) or is a stale build whose
+``SCORE_VERSION`` differs from this file's (refused, with a warning). ``score`` returns None
+for a batch the C pass does not take (a column of another dtype, an id outside its string
+table, an op class with no weight: hand-built batches, never a decoder's), and the caller
+scores it with the reference; each such fallback is counted by reason (``fallbacks()``) and
+logged once per reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from agent.carbon.model import (
+    ENERGY_PER_IO_OP_KWH,
+    HTTP_EDGES,
+    HTTP_WEIGHT_BY_BUCKET,
+    op_weight_table,
+)
+from agent.carbon.names import all_short, intern_table
+from agent.carbon.partial import UNKNOWN, WindowPartial, bump
+from agent.carbon.plan import METERED, PROXY_CODES, batch_counters, measured_rates, plan_regions
+from schema.constants import REGION_RE
+
+if TYPE_CHECKING:
+    from agent.batch import SpanBatch
+    from agent.config import GreenConfig
+    from agent.score import ScoringContext
+
+log = logging.getLogger("carbonspan.score")
+
+#: What ``_score.c`` computes; bumped with it (its SCORE_VERSION must match).
+SCORE_VERSION = 1
+
+try:
+    from agent import _score
+except ImportError:  # not built (no C compiler): the reference scores, same answers, slower
+    _score = None
+    STATUS = "reference: agent._score is not built"
+else:
+    if getattr(_score, "SCORE_VERSION", None) != SCORE_VERSION:
+        STATUS = (
+            f"reference: agent._score ({_score.__file__}) is a stale build (score version "
+            f"{getattr(_score, 'SCORE_VERSION', 'none')}, expected {SCORE_VERSION}); rebuild it "
+            "with `.venv/bin/pip install -e '.[test]'`"
+        )
+        log.warning("%s", STATUS)
+        _score = None
+    else:
+        STATUS = "c"
+FAST_SCORER = _score is not None
+
+#: the span columns the C pass reads, with the dtype it reads them as
+_COLUMNS = (
+    ("service_id", np.int32), ("region_id", np.int32), ("endpoint_id", np.int32),
+    ("op_class", np.uint8), ("response_bytes", np.int64), ("start_ns", np.int64),
+    ("is_entry", np.bool_), ("is_root", np.bool_),
+)  # fmt: skip
+_NONE = {np.dtype(np.int64): np.zeros(0, np.int64), np.dtype(np.uint8): np.zeros(0, np.uint8),
+         np.dtype(np.float64): np.zeros(0, np.float64), np.dtype(np.int8): np.zeros(0, np.int8)}
+_E_HTTP = ENERGY_PER_IO_OP_KWH * HTTP_WEIGHT_BY_BUCKET  # the reference's E x weight, per bucket
+_PROXY = np.ascontiguousarray(PROXY_CODES.ravel())
+_FALLBACKS: Counter[str] = Counter()
+
+
+def fallbacks() -> dict[str, int]:
+    """Batches the C pass handed to the reference since start, by reason."""
+    return dict(_FALLBACKS)
+
+
+def _fallback(reason: str) -> None:
+    if not _FALLBACKS[reason]:
+        log.warning("scoring a batch with the numpy reference (the C pass does not take it: %s)",
+                    reason)
+    _FALLBACKS[reason] += 1
+
+
+def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
+    """The reference's partial of ``batch``, computed by the C pass; None: use the reference."""
+    counters = batch_counters(batch)
+    n = len(batch)
+    if n == 0:
+        return WindowPartial.empty(counters)
+    cols = []
+    for name, dtype in _COLUMNS:
+        col = getattr(batch, name)
+        if not isinstance(col, np.ndarray) or col.dtype != dtype or col.shape != (n,):
+            _fallback(f"column {name} is not {np.dtype(dtype).name}[{n}]")
+            return None
+        cols.append(np.ascontiguousarray(col))
+    keys, key_of_svc, svc_cut = _service_keys(batch.services)
+    cfg = ctx.config
+    names, name_of_reg, name_of_key = _region_names(batch.regions, keys, cfg)
+    plan = plan_regions(names, ctx)
+    cal, calibrated = _calibration(keys, cfg.calibration)
+    if cal is None:
+        _fallback("a calibration factor is not a number")
+        return None
+    rate, mcode = _NONE[np.dtype(np.float64)], _NONE[np.dtype(np.int8)]
+    mstale = metered = _NONE[np.dtype(np.uint8)]
+    if ctx.signals.measured:
+        rate, mcode, mstale = measured_rates(keys, ctx)
+        metered = METERED[mcode].astype(np.uint8)
+    eps, ep_of_table, ep_cut = _endpoint_names(batch.endpoints)
+    buffers = (
+        *cols, key_of_svc, svc_cut, name_of_reg, name_of_key,
+        plan.rows, plan.pue, plan.kind, plan.live_code, plan.stale.view(np.uint8),
+        cal, calibrated, rate, mcode, mstale.view(np.uint8), metered,
+        ENERGY_PER_IO_OP_KWH * op_weight_table(cfg.per_operation_coefficients),
+        _E_HTTP if cfg.per_operation_coefficients else _NONE[np.dtype(np.float64)],
+        HTTP_EDGES, _PROXY, ep_of_table, ep_cut,
+    )  # fmt: skip
+    out = _score.score(buffers, len(batch.endpoints), len(eps), ctx.now_ns)
+    if out is None:
+        _fallback("an id outside its table or an unknown op class")
+        return None
+    return _partial(batch, out, keys, names, eps, plan.estimated, counters)
+
+
+def _service_keys(services: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Service keys (table order), each table entry's key, and which entries were cut."""
+    if all_short(services, lowercased=True):  # usual: nothing to cut
+        index: dict[str, int] = {}
+        of_table = [index.setdefault(name.lower(), len(index)) for name in services]
+        return list(index), np.array(of_table, np.int64), _NONE[np.dtype(np.uint8)]
+    keys, of_table, cut = intern_table(services, str.lower)
+    flags = np.zeros(len(services), np.uint8)
+    flags[cut] = 1
+    return keys, of_table, flags
+
+
+def _region_names(
+    regions: list[str], keys: list[str], cfg: GreenConfig
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Region names as the reference interns them (the batch's valid regions lowercased, then
+    each service's configured or default region), each table entry's name (-1: invalid) and
+    each key's name."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    own = [intern(raw.lower()) if REGION_RE.fullmatch(raw) else -1 for raw in regions]
+    fallback = cfg.default_region or UNKNOWN
+    by_key = [intern(cfg.service_regions.get(key, fallback)) for key in keys]
+    return names, np.array(own, np.int64), np.array(by_key, np.int64)
+
+
+def _calibration(keys: list[str], table: dict) -> tuple[np.ndarray | None, np.ndarray]:
+    """Each key's calibration factor and whether it has one (empty: no calibration)."""
+    if not table:
+        return _NONE[np.dtype(np.float64)], _NONE[np.dtype(np.uint8)]
+    cal = np.array([table.get(k, 1.0) for k in keys])  # as the reference builds it
+    if cal.dtype.kind not in "fiub":
+        return None, _NONE[np.dtype(np.uint8)]
+    return cal.astype(np.float64), np.array([k in table for k in keys], np.uint8)
+
+
+def _endpoint_names(endpoints: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Endpoint names (bounded), each table entry's name and cut flags (empty: as they are)."""
+    if all_short(endpoints):
+        return endpoints, _NONE[np.dtype(np.int64)], _NONE[np.dtype(np.uint8)]
+    eps, of_table, cut = intern_table(endpoints)
+    flags = np.zeros(len(endpoints), np.uint8)
+    flags[cut] = 1
+    return eps, of_table, flags
+
+
+def _partial(batch: SpanBatch, out: tuple, keys: list[str], names: list[str], eps: list[str],
+             estimated: np.ndarray, counters: dict) -> WindowPartial:
+    (key_order, name_order, service_region, region_kind, cell_svc, cell_reg, energy, carbon,
+     ops, measured_ops, span_count, etag, ltag, requests, ep_key, ep_name, ep_count, counts) = out
+    svc_cut, reg_invalid, meas_stale, live_stale, ep_cut, root_spans = counts
+    # in the reference's order of first mention, so that the WAL record's bytes are the same
+    bump(counters, "service_name_truncated", svc_cut)
+    bump(counters, "region_invalid", reg_invalid)
+    bump(counters, "measured_stale_spans", meas_stale)
+    bump(counters, "live_intensity_stale_spans", live_stale)
+    bump(counters, "endpoint_name_truncated", ep_cut)
+    i64 = np.int64
+    key_order = np.frombuffer(key_order, i64).tolist()
+    name_order = np.frombuffer(name_order, i64)
+    services = [keys[i] for i in key_order]
+    return WindowPartial(
+        services=services,
+        service_region=np.frombuffer(service_region, i64).tolist(),
+        regions=[names[i] for i in name_order.tolist()],
+        region_kind=np.frombuffer(region_kind, np.int8),
+        region_estimated=estimated[name_order],
+        cell_svc=np.frombuffer(cell_svc, i64),
+        cell_reg=np.frombuffer(cell_reg, i64),
+        energy=np.frombuffer(energy, np.float64),
+        carbon=np.frombuffer(carbon, np.float64),
+        ops=np.frombuffer(ops, i64),
+        measured_ops=np.frombuffer(measured_ops, i64),
+        span_count=np.frombuffer(span_count, i64),
+        etag=np.frombuffer(etag, np.int8),
+        ltag=np.frombuffer(ltag, np.int8),
+        requests=np.frombuffer(requests, i64),
+        endpoints={
+            (services[a], eps[b]): c
+            for a, b, c in zip(np.frombuffer(ep_key, i64).tolist(),
+                               np.frombuffer(ep_name, i64).tolist(),
+                               np.frombuffer(ep_count, i64).tolist(), strict=True)
+        },
+        traces=np.zeros(0, np.uint64),
+        pending_traces=[batch.trace_lo.astype(np.uint64)],
+        spans=len(batch),
+        counters=counters,
+        root_spans=root_spans,
+    )
