@@ -8,12 +8,12 @@ never as 0 % or infinity; a line under each table says how many there are.
 from __future__ import annotations
 
 from collections.abc import Callable
-from html import escape
 
 from rich.table import Table
 from rich.text import Text
 
 from aggregator.csv_cells import csv_text, num
+from aggregator.html_templates import render
 from aggregator.render import PER_REQUEST_UNITS, band, fixed, needed_width, unit_of
 from schema.report import Change, Comparison, DisclosureReport, ServiceChange
 
@@ -217,10 +217,6 @@ def comparison_csvs(report: DisclosureReport) -> dict[str, str]:
 # -- HTML ---------------------------------------------------------------------------------
 
 
-def _cls(i: int, numeric: set[int]) -> str:
-    return ' class="n"' if i in numeric else ""
-
-
 def html_section(report: DisclosureReport) -> str:
     """The "Against the previous period" section (empty without a comparison)."""
     c = report.comparison
@@ -229,40 +225,25 @@ def html_section(report: DisclosureReport) -> str:
     p = c.previous
     intro = (f"This period against the report for {p.period.start} to {p.period.end}"
              + (f" ({p.organisation})" if p.organisation else "") + ", whose content hash is ")
-    head = ["", "before", "now", "change", "change %", BAND_HEAD]
-    total_rows = "".join(
-        "<tr>" + "".join(f"<td{_cls(i, {1, 2, 3, 4, 5})}>{escape(x)}</td>" for i, x in enumerate(
-            [label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch),
-             _bands(label, ch)]))
-        + "</tr>" for label, ch, fmt in _total_rows(c))
-    totals = ("<table><thead><tr>" + "".join(f"<th{_cls(i, {1, 2, 3, 4, 5})}>{escape(h)}</th>" for i, h in enumerate(head))
-              + f"</tr></thead><tbody>{total_rows}</tbody></table>")
+    totals = [[label, fmt(ch.previous, False), fmt(ch.current, False), fmt(ch.change, True), percent(ch),
+               _bands(label, ch)] for label, ch, fmt in _total_rows(c)]
     kg = scaler([v for s in c.services for v in (s.carbon_kgco2eq.previous, s.carbon_kgco2eq.current,
                                                  s.carbon_kgco2eq.change)], KG)
     kwh = scaler([v for s in c.services for v in (s.energy_kwh.previous, s.energy_kwh.current,
                                                   s.energy_kwh.change)], KWH)
-    sheads = ["service", "", "energy before", "energy now", "energy change", "energy change %", "carbon before",
-              "carbon now", "carbon change", "carbon change %", "requests before", "requests now",
-              "requests change", "requests change %"]
-    numeric = set(range(2, 14))
-    body = "".join(
-        f'<tr><td class="name" title="{escape(s.service_name)}">{escape(s.service_name)}</td>'
-        + "".join(f"<td{_cls(i, numeric)}>{escape(x)}</td>" for i, x in enumerate(
-            ["", STATUS[s.status], kwh(s.energy_kwh.previous, False), kwh(s.energy_kwh.current, False),
-             kwh(s.energy_kwh.change, True), percent(s.energy_kwh), kg(s.carbon_kgco2eq.previous, False),
-             kg(s.carbon_kgco2eq.current, False),
-             kg(s.carbon_kgco2eq.change, True), percent(s.carbon_kgco2eq), _count(s.requests.previous),
-             _count(s.requests.current), _count(s.requests.change, True), percent(s.requests)]) if i > 0)
-        + "</tr>" for s in c.services)
-    services = ('<table class="services compare"><thead><tr>'
-                + "".join(f"<th{_cls(i, numeric)}>{escape(h)}</th>" for i, h in enumerate(sheads))
-                + f"</tr></thead><tbody>{body}</tbody></table>")
+    heads = ["service", "", "energy before", "energy now", "energy change", "energy change %", "carbon before",
+             "carbon now", "carbon change", "carbon change %", "requests before", "requests now",
+             "requests change", "requests change %"]
+    rows = [{"name": s.service_name, "cells": [
+        STATUS[s.status], kwh(s.energy_kwh.previous, False), kwh(s.energy_kwh.current, False),
+        kwh(s.energy_kwh.change, True), percent(s.energy_kwh), kg(s.carbon_kgco2eq.previous, False),
+        kg(s.carbon_kgco2eq.current, False), kg(s.carbon_kgco2eq.change, True), percent(s.carbon_kgco2eq),
+        _count(s.requests.previous), _count(s.requests.current), _count(s.requests.change, True),
+        percent(s.requests)]} for s in c.services]
     lists = [f"Appeared ({len(c.appeared):,}): {', '.join(c.appeared) or 'none'}.",
              f"Disappeared ({len(c.disappeared):,}): {', '.join(c.disappeared) or 'none'}."]
     notes = [x for x in (undefined_line(c),) if x] + c.notes
-    return ("<h2>Against the previous period</h2>"
-            f"<p>{escape(intro)}<code>{escape(p.content_hash)}</code>. Carbon per service is operational "
-            "(as in the table of every service); each change is now minus before; new: only in this period, gone: "
-            "only in the previous one.</p>"
-            + totals + services + "".join(f"<p>{escape(x)}</p>" for x in lists)
-            + "".join(f'<p class="note">{escape(n[0].upper() + n[1:])}.</p>' for n in notes))
+    return render("compare.html", intro=intro, content_hash=p.content_hash,
+                  total_heads=["", "before", "now", "change", "change %", BAND_HEAD], total_numeric={1, 2, 3, 4, 5},
+                  totals=totals, heads=heads, numeric=set(range(2, 14)), rows=rows, lists=lists,
+                  notes=[f"{n[0].upper()}{n[1:]}." for n in notes])

@@ -1,8 +1,11 @@
 """The report as one self-contained HTML page for readers who are not engineers.
 
 No scripts, fonts, images or style sheets are fetched: the style sits in a ``<style>`` block
-and the chart is inline SVG, so the file can be mailed, archived or printed as it is.
-Every string from the archives is HTML-escaped (service names are untrusted input).
+and the chart is inline SVG, so the file can be mailed, archived or printed as it is. The
+markup is in Jinja2 templates (``aggregator/templates/``, ``report.html`` for the page; the
+environment in ``aggregator.html_templates`` autoescapes, so every string from the archives is
+HTML-escaped: service names are untrusted input); this module turns the report into the
+figures' texts the templates show.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from html import escape
 
 from aggregator.caveats import PARTIAL
 from aggregator.coverage import GAP_TOLERANCE_S
+from aggregator.html_templates import render
 from aggregator.render import (
     LOCATION_LABEL,
     MARKET_LABEL,
@@ -26,22 +29,9 @@ from aggregator.render import (
 from aggregator.render_compare import html_section
 from aggregator.render_html_regions import chains, region_chart
 from aggregator.render_html_series import time_charts
-from aggregator.render_html_services import PRINT_STYLE, bars, page_footer_style, services_table
+from aggregator.render_html_services import bars, page_footer_style, services_table
 from schema.report import DisclosureReport
 from schema.version import __version__
-
-_STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:60rem;
-color:#1d2b1f;padding:0 1rem;line-height:1.45}
-h1{margin-bottom:.2rem}h2{border-bottom:2px solid #cfe3d2;padding-bottom:.2rem;margin-top:2rem}
-.sub{color:#58705c}.cards{display:flex;flex-wrap:wrap;gap:1rem}
-.card{background:#f1f8f2;border-radius:.5rem;padding:.8rem 1.1rem;min-width:10rem}
-.card b{display:block;font-size:1.5rem}table{border-collapse:collapse;width:100%}
-th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #e2ece3}td.n,th.n{text-align:right}
-code{font-size:.85em;word-break:break-all}.note{color:#58705c;font-size:.9em}
-.warn{background:#fff4e0;border-left:4px solid #c77700;padding:.6rem 1rem;margin:.6rem 0}
-"""
-
 
 #: What the embodied line of the breakdown is, under the table (terminal: render.breakdown).
 EMBODIED_NOTE = ("Embodied carbon (SCI's M term) is the carbon of making the servers, charged by the agent per "
@@ -49,42 +39,21 @@ EMBODIED_NOTE = ("Embodied carbon (SCI's M term) is the carbon of making the ser
                  "measured: it is in the total, not in any service's operational carbon.")
 
 
-def _card(label: str, value: str, note: str = "") -> str:
-    extra = f'<span class="note">{escape(note)}</span>' if note else ""
-    return f'<div class="card">{escape(label)}<b>{escape(value)}</b>{extra}</div>'
-
-
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
-    head = "".join(f'<th class="{"n" if i in numeric else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"n" if i in numeric else ""}">{escape(c)}</td>' for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _regions(report: DisclosureReport) -> str:
-    rows = [[r.region, r.status, f"{r.grid_intensity_gco2_kwh:g} g/kWh", f"{r.pue:g}", r.intensity_source,
+def _regions(report: DisclosureReport) -> list[list[str]]:
+    return [[r.region, r.status, f"{r.grid_intensity_gco2_kwh:g} g/kWh", f"{r.pue:g}", r.intensity_source,
              fmt_kwh(r.energy_kwh), fmt_kg(r.carbon_kgco2eq)] for r in report.regions]
-    if not rows:
-        return "<p>No regions recorded.</p>"
-    return _table(["region", "status", "grid intensity", "PUE", "intensity data", "energy", "carbon"],
-                  rows, {2, 3, 5, 6})
 
 
-def _scope2(report: DisclosureReport) -> str:
+def _scope2(report: DisclosureReport) -> dict | None:
     """The electricity's carbon two ways, in words a non-engineer can follow."""
     s2, factors = report.aggregate.scope2, report.methodology.market_factors
     if s2 is None or factors is None:
-        return ""
+        return None
     rows = [[r.region,
              "the factor given" if r.market_basis == "contractual" else "the grid average (no factor given)",
              f"{r.market_factor_gco2_kwh:g} g/kWh" if r.market_factor_gco2_kwh is not None else "-",
              f"{r.location_intensity_gco2_kwh:.4g} g/kWh", fmt_kwh(r.facility_energy_kwh),
              fmt_kg(r.location_based_kgco2eq), fmt_kg(r.market_based_kgco2eq)] for r in s2.regions]
-    table = _table(["region", "market-based uses", "market factor", "grid average", "electricity (with PUE)",
-                    "location-based", "market-based"], rows, {2, 3, 4, 5, 6})
     texts = [
         f"The electricity behind these services emitted {fmt_kg(s2.location_based_kgco2eq)} "
         f"{LOCATION_LABEL} (SCI band {band(s2.location_based_kgco2eq)}) and {fmt_kg(s2.market_based_kgco2eq)} "
@@ -99,11 +68,10 @@ def _scope2(report: DisclosureReport) -> str:
     if s2.unmatched_factor_regions:
         texts.append("Market factors given for regions with no activity in the period (check the "
                      "spelling): " + ", ".join(s2.unmatched_factor_regions) + ".")
-    return ("<h2>Electricity two ways (Scope 2)</h2>" + "".join(f"<p>{escape(t)}</p>" for t in texts[:2])
-            + table + "".join(f'<p class="note">{escape(t)}</p>' for t in texts[2:]))
+    return {"texts": texts[:2], "rows": rows, "notes": texts[2:]}
 
 
-def _temporal(report: DisclosureReport) -> str:
+def _temporal(report: DisclosureReport) -> dict:
     """Time covered: the period's share inside each agent's windows, and the longest gaps."""
     agg = report.aggregate
     partial = [w for w in report.warnings if w.code == "partial_period"]
@@ -111,20 +79,15 @@ def _temporal(report: DisclosureReport) -> str:
             if partial else f"The windows cover {agg.temporal_coverage:.1%} of the period")
     text = (f"{head} ({agg.period_seconds:,.0f} s per agent; gaps under {GAP_TOLERANCE_S:g} s between "
             "windows are not gaps). Time an agent did not run is not in the figures.")
-    rows = [[a.agent, f"{a.temporal_coverage:.1%}", f"{a.covered_seconds:,.0f} s", f"{a.runs:,}"]
-            for a in agg.temporal_coverage_by_agent]
-    out = f"<p>{escape(text)}</p>"
-    if rows:
-        out += _table(["agent", "temporal coverage", "covered", "unbroken runs"], rows, {1, 2, 3})
+    agents = [[a.agent, f"{a.temporal_coverage:.1%}", f"{a.covered_seconds:,.0f} s", f"{a.runs:,}"]
+              for a in agg.temporal_coverage_by_agent]
     gaps = [[g.agent, g.start, g.end, f"{g.seconds:,.0f} s"] for g in agg.largest_gaps]
-    if gaps:
-        out += "<p>The longest gaps:</p>" + _table(["agent", "from", "to", "length"], gaps, {3})
-    return out
+    return {"text": text, "agents": agents, "gaps": gaps}
 
 
-def _coverage(report: DisclosureReport) -> str:
+def _coverage(report: DisclosureReport) -> list[str]:
     agg, inp = report.aggregate, report.inputs
-    lines = [
+    return [
         f"Attributed by the agent: {agg.period_coverage:.1%} of the {agg.windows:,} measurement windows "
         f"carried per-service figures from the agent ({agg.runtime_windows:,}); {agg.fallback_windows:,} came from older "
         "agents and were split between services by their share of I/O operations.",
@@ -137,10 +100,9 @@ def _coverage(report: DisclosureReport) -> str:
         f"{backfill_line(report).capitalize()}: windows scored afterwards from historic traces "
         "(carbonspan backfill), not measured by an agent while they ran.",
     ]
-    return "".join(f"<p>{escape(t)}</p>" for t in lines)
 
 
-def _methodology(report: DisclosureReport) -> str:
+def _methodology(report: DisclosureReport) -> list[list[str]]:
     m = report.methodology
     rows = [
         ["formula", m.sci_formula],
@@ -155,7 +117,7 @@ def _methodology(report: DisclosureReport) -> str:
     if m.market_factors is not None:
         factors = ", ".join(f"{k} {v:g} g/kWh" for k, v in m.market_factors.regions.items())
         rows.append(["market-based factors", f"{factors} (source: {m.market_factors.source})"])
-    return _table(["", ""], rows, set())
+    return rows
 
 
 def generated_at(environ: Mapping[str, str] | None = None) -> str:
@@ -167,69 +129,54 @@ def generated_at(environ: Mapping[str, str] | None = None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _provenance(report: DisclosureReport, generated: str) -> str:
-    """Who made the page from what: carbonspan's version, the report's content hash and, outside
-    the hashed JSON, when the page was generated."""
-    made = f"Generated {generated} by carbonspan {__version__}" if generated else f"Made by carbonspan {__version__}"
-    return (f'<p class="sub provenance">{escape(made)} from the report with content hash '
-            f"<code>{escape(report.integrity.content_hash)}</code> "
-            f"({len(report.integrity.chains):,} archive chain(s), listed under Integrity).</p>")
+def _cards(report: DisclosureReport) -> list[tuple[str, str, str]]:
+    """(label, figure, note) per card at the top."""
+    agg, s2 = report.aggregate, report.aggregate.scope2
+    electricity = [] if s2 is None else [
+        (f"Electricity CO2e, {LOCATION_LABEL}", fmt_kg(s2.location_based_kgco2eq),
+         f"SCI band {band(s2.location_based_kgco2eq)}"),
+        (f"Electricity CO2e, {MARKET_LABEL}", fmt_kg(s2.market_based_kgco2eq),
+         f"SCI band {band(s2.market_based_kgco2eq)}"),
+    ]
+    return [
+        ("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq), f"SCI band {band(agg.total_carbon_kgco2eq)}"),
+        *electricity,
+        ("Energy", fmt_kwh(agg.total_energy_kwh), ""),
+        ("Requests", f"{agg.total_requests:,}", ""),
+        ("Temporal coverage", f"{agg.temporal_coverage:.1%}",
+         PARTIAL if any(w.code == "partial_period" for w in report.warnings) else ""),
+        ("Attributed by the agent", f"{agg.period_coverage:.1%}", ""),
+        ("From backfill", f"{agg.backfill.carbon_share if agg.backfill else 0.0:.1%}", "of the carbon"),
+    ]
+
+
+def _breakdown(report: DisclosureReport) -> list[list[str]]:
+    b, total = report.aggregate.carbon_breakdown, report.aggregate.total_carbon_kgco2eq
+    return [[part, fmt_kg(kg), f"{kg / total:.1%}" if total > 0 else "-", band(kg)] for part, kg in (
+        ("running the applications", b.operational_kgco2eq),
+        ("making the hardware (embodied)", b.embodied_kgco2eq),
+        ("database servers", b.database_kgco2eq),
+        ("message brokers", b.messaging_kgco2eq),
+        ("total", total))]
 
 
 def render_html(report: DisclosureReport, generated: str = "") -> str:
     """The whole page as a string; ``generated`` (e.g. ``generated_at()``) is shown on the page
-    and on each printed page, and is not in the JSON report (empty: not shown)."""
-    agg, integ = report.aggregate, report.integrity
-    b = agg.carbon_breakdown
-    s2 = agg.scope2
-    electricity = [] if s2 is None else [
-        _card(f"Electricity CO2e, {LOCATION_LABEL}", fmt_kg(s2.location_based_kgco2eq),
-              f"SCI band {band(s2.location_based_kgco2eq)}"),
-        _card(f"Electricity CO2e, {MARKET_LABEL}", fmt_kg(s2.market_based_kgco2eq),
-              f"SCI band {band(s2.market_based_kgco2eq)}"),
-    ]
-    cards = "".join([
-        _card("Carbon (CO2e)", fmt_kg(agg.total_carbon_kgco2eq), f"SCI band {band(agg.total_carbon_kgco2eq)}"),
-        *electricity,
-        _card("Energy", fmt_kwh(agg.total_energy_kwh)),
-        _card("Requests", f"{agg.total_requests:,}"),
-        _card("Temporal coverage", f"{agg.temporal_coverage:.1%}",
-              PARTIAL if any(w.code == "partial_period" for w in report.warnings) else ""),
-        _card("Attributed by the agent", f"{agg.period_coverage:.1%}"),
-        _card("From backfill", f"{agg.backfill.carbon_share if agg.backfill else 0.0:.1%}", "of the carbon"),
-    ])
-    total = agg.total_carbon_kgco2eq
-    breakdown = _table(["part", "carbon", "share of the total", "SCI band (x0.5 to x2)"], [
-        [part, fmt_kg(kg), f"{kg / total:.1%}" if total > 0 else "-", band(kg)] for part, kg in (
-            ("running the applications", b.operational_kgco2eq),
-            ("making the hardware (embodied)", b.embodied_kgco2eq),
-            ("database servers", b.database_kgco2eq),
-            ("message brokers", b.messaging_kgco2eq),
-            ("total", total))
-    ], {1, 2, 3}) + f'<p class="note">{escape(EMBODIED_NOTE)}</p>'
+    and on each printed page, and is not in the JSON report (empty: not shown). Who made the
+    page from what (under the title): carbonspan's version, the report's content hash and,
+    outside the hashed JSON, when the page was generated."""
+    integ = report.integrity
     first, last = report.period.first_window or "-", report.period.last_window or "-"
     period = f"{report.period.start or first} to {report.period.end or last}"
     windows = f"Windows folded start from {first} to {last}." if report.period.first_window else "No window in the period."
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>Carbon disclosure {escape(report.organisation)}</title>"
-        f"<style>{_STYLE}{PRINT_STYLE}{page_footer_style(period, generated)}</style></head><body>"
-        f"<h1>Carbon disclosure{': ' + escape(report.organisation) if report.organisation else ''}</h1>"
-        f'<p class="sub">Period {escape(period)} (end excluded). {escape(windows)} Report format {escape(report.schema_version)}.</p>'
-        + _provenance(report, generated)
-        + "".join(f'<p class="warn"><b>Warning.</b> {escape(w)}</p>' for w in warnings(report))
-        + f'<div class="cards">{cards}</div>'
-        f"<h2>Where the carbon comes from</h2>{breakdown}{_scope2(report)}"
-        f"<h2>Carbon per service</h2>{bars(report)}"
-        f"<h2>Every service</h2>{services_table(report)}"
-        f"{html_section(report)}"
-        f"<h2>Over time</h2>{time_charts(report)}"
-        f"<h2>Per region</h2>{region_chart(report)}{_regions(report)}"
-        f"<h2>Coverage</h2>{_temporal(report)}{_coverage(report)}"
-        f"<h2>Methodology</h2>{_methodology(report)}"
-        "<h2>Integrity</h2><p>Anyone with the archives can check this report with "
-        "<code>carbonspan verify ARCHIVES --report report.json</code>.</p>"
-        f"<p>Content hash <code>{escape(integ.content_hash)}</code><br>first archive record "
-        f"<code>{escape(integ.first_archive_hash)}</code><br>last archive record "
-        f"<code>{escape(integ.last_archive_hash)}</code></p>{chains(report)}</body></html>\n"
-    )
+    made = f"Generated {generated} by carbonspan {__version__}" if generated else f"Made by carbonspan {__version__}"
+    return str(render(
+        "report.html", organisation=report.organisation, footer_style=page_footer_style(period, generated),
+        period=period, windows=windows, schema_version=report.schema_version, made=made,
+        content_hash=integ.content_hash, n_chains=len(integ.chains), warnings=warnings(report),
+        cards=_cards(report), breakdown=_breakdown(report), embodied_note=EMBODIED_NOTE, scope2=_scope2(report),
+        bars=bars(report), services_table=services_table(report), comparison=html_section(report),
+        time_charts=time_charts(report), region_chart=region_chart(report), regions=_regions(report),
+        temporal=_temporal(report), coverage=_coverage(report), methodology=_methodology(report),
+        first_archive_hash=integ.first_archive_hash, last_archive_hash=integ.last_archive_hash,
+        chains=chains(report)))

@@ -12,8 +12,7 @@ chart, its SCI band x0.5 to x2).
 
 from __future__ import annotations
 
-from html import escape
-
+from aggregator.html_templates import render
 from aggregator.render import band, fmt_kg, fmt_kwh
 from aggregator.render_html_services import elide_middle
 from schema.report import DisclosureReport, SeriesBucket
@@ -24,15 +23,6 @@ PALETTE = ("#3f8f4f", "#7aa6c8", "#c77700", "#8e6bb8", "#c8553d", "#2a7f8f", "#b
 LEGEND_BAND = "SCI band (x0.5 to x2)"
 OTHER_COLOUR, REST_COLOUR = "#9aa5a0", "#e0cfa8"
 PLOT_W, PLOT_H, AXIS_W, FOOT_H = 660, 200, 76, 44
-
-
-def _box(x: float, y: float, w: float, h: float, attrs: str) -> str:
-    """A filled box as an SVG path (the page's bar charts are counted by their rects)."""
-    return f'<path d="M{x:.2f} {y:.2f}h{w:.2f}v{h:.2f}h{-w:.2f}z" {attrs}/>'
-
-
-def _fill(colour: str) -> str:
-    return f'fill="{colour}"'
 
 
 def _label(bucket: SeriesBucket, hourly: bool, first: bool) -> tuple[str, str]:
@@ -74,11 +64,11 @@ def _segments(report: DisclosureReport, carbon: bool) -> tuple[list[tuple[str, s
     return out, "database and broker hosts"
 
 
-def _chart(report: DisclosureReport, carbon: bool) -> str:
+def _chart(report: DisclosureReport, carbon: bool) -> dict:
+    """One chart's geometry and texts (the template ``series.html`` draws it)."""
     series = report.aggregate.series
     buckets = series.buckets
     fmt = fmt_kg if carbon else fmt_kwh
-    what = "carbon" if carbon else "energy"
     segments, _ = _segments(report, carbon)
     totals = [b.carbon_kgco2eq if carbon else b.energy_kwh for b in buckets]
     top = max(max(totals, default=0.0), max((sum(s[3][i] for s in segments) for i in range(len(buckets))), default=0.0))
@@ -88,14 +78,7 @@ def _chart(report: DisclosureReport, carbon: bool) -> str:
     bar = step * (0.8 if step >= 4 else 1.0)
     hourly = series.bucket == "hour"
     every = max(1, -(-n // 12))  # at most ~12 labels on the time axis
-    unit = {"hour": "hour", "day": "day"}.get(series.bucket, series.bucket)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="chart series" width="{AXIS_W + PLOT_W + 8}" '
-             f'height="{PLOT_H + FOOT_H}" aria-label="{what} over time, per {escape(unit)}">']
-    for frac in (0.0, 0.5, 1.0):  # the value axis: 0, half and the largest column
-        y = PLOT_H + 4 - frac * PLOT_H
-        parts.append(f'<line x1="{AXIS_W}" x2="{AXIS_W + PLOT_W}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e2ece3"/>'
-                     f'<text x="{AXIS_W - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">'
-                     f"{escape(fmt(top * frac))}</text>")
+    columns = []
     for i, b in enumerate(buckets):
         x = AXIS_W + i * step + (step - bar) / 2
         tip = [f"{b.start} to {b.end}: {fmt(totals[i])} {'CO2e' if carbon else ''}".rstrip()
@@ -107,44 +90,40 @@ def _chart(report: DisclosureReport, carbon: bool) -> str:
             if h <= 0:
                 continue
             y -= h
-            rects.append(_box(x, y, bar, h, _fill(colour)))
+            rects.append((x, y, bar, h, colour))
+        no_data = None
         if b.windows == 0:  # no window started here: a gap in the data, not a zero
-            rects.append(_box(x, PLOT_H + 6, bar, 4, 'fill="#c77700" class="no-data"'))
+            no_data = (x, PLOT_H + 6, bar, 4, "#c77700", "no-data")
             tip[0] += " (no data: no window started in it)"
-        label = ""
+        label = None
         if i % every == 0:
             text, under = _label(b, hourly, i == 0)
-            cx = AXIS_W + i * step + step / 2
-            label = (f'<text x="{cx:.1f}" y="{PLOT_H + 24}" text-anchor="middle" font-size="11">{escape(text)}</text>'
-                     + (f'<text x="{cx:.1f}" y="{PLOT_H + 38}" text-anchor="middle" font-size="10" fill="#58705c">'
-                        f"{escape(under)}</text>" if under else ""))
-        hit = _box(AXIS_W + i * step, 4, step, PLOT_H + 8, 'fill="transparent"')  # the tooltip's area
-        parts.append(f'<g><title>{escape("; ".join(tip))}</title>{hit}{"".join(rects)}{label}</g>')
-    parts.append(f'<line x1="{AXIS_W}" x2="{AXIS_W + PLOT_W}" y1="{PLOT_H + 4}" y2="{PLOT_H + 4}" stroke="#58705c"/>'
-                 "</svg>")
-    legend = "".join(
-        f'<tr><td><svg width="12" height="12" aria-hidden="true">{_box(0, 0, 12, 12, _fill(colour))}</svg></td>'
-        f'<td style="overflow-wrap:anywhere" title="{escape(label)}">{escape(label)}</td>'
-        f'<td class="n">{escape(fmt(total))}</td>'
-        + (f'<td class="n">{escape(band(total))}</td>' if carbon else "") + "</tr>"
-        for label, colour, total, _ in segments)
-    band_head = f'<th class="n">{escape(LEGEND_BAND)}</th>' if carbon else ""
-    return ("".join(parts) + f'<table class="legend" style="width:auto;min-width:26rem"><thead><tr><th></th><th>{escape(what)} per {escape(unit)}</th>'
-            f'<th class="n">whole period</th>{band_head}</tr></thead><tbody>{legend}</tbody></table>')
+            label = {"x": AXIS_W + i * step + step / 2, "text": text, "under": under}
+        columns.append({"tip": "; ".join(tip), "hit": (AXIS_W + i * step, 4, step, PLOT_H + 8, "transparent"),  # the tooltip's area
+                        "rects": rects, "no_data": no_data, "label": label})
+    return {
+        "what": "carbon" if carbon else "energy", "unit": {"hour": "hour", "day": "day"}.get(series.bucket, series.bucket),
+        "width": AXIS_W + PLOT_W + 8, "height": PLOT_H + FOOT_H, "x0": AXIS_W, "x1": AXIS_W + PLOT_W,
+        "axis_y": PLOT_H + 4, "label_y": PLOT_H + 24, "under_y": PLOT_H + 38,
+        # the value axis: 0, half and the largest column
+        "ticks": [{"y": PLOT_H + 4 - frac * PLOT_H, "text": fmt(top * frac)} for frac in (0.0, 0.5, 1.0)],
+        "columns": columns, "band_head": LEGEND_BAND if carbon else "",
+        "legend": [{"colour": colour, "label": label, "total": fmt(total), "band": band(total) if carbon else None}
+                   for label, colour, total, _ in segments],
+    }
 
 
 def time_charts(report: DisclosureReport) -> str:
     """The "Over time" section's body: the carbon chart, the energy chart and what they show."""
     series = report.aggregate.series
     if not series.buckets:
-        return "<p>No time buckets: the period has no bounds and no window.</p>"
+        return render("series.html", charts=[])
     empty = sum(1 for b in series.buckets if b.windows == 0)
     unit = series.bucket
-    note = (f"One column per {escape(unit)} (UTC), {len(series.buckets):,} in the period; a window counts in the "
-            f"{escape(unit)} its start falls in. The {min(SERIES_SERVICES, len(series.services))} services with the "
+    note = (f"One column per {unit} (UTC), {len(series.buckets):,} in the period; a window counts in the "
+            f"{unit} its start falls in. The {min(SERIES_SERVICES, len(series.services))} services with the "
             "most carbon have their own colour; the rest are one segment, with their figure in the legend.")
     if empty:
         note += (f" {empty:,} of them had no window at all (marked in orange under the axis): no data, not zero "
                  "emissions; see Coverage.")
-    return (f'<p class="note">{note}</p><h3>Carbon (CO2e)</h3>{_chart(report, True)}'
-            f"<h3>Energy</h3>{_chart(report, False)}")
+    return render("series.html", note=note, charts=[_chart(report, True), _chart(report, False)])

@@ -59,6 +59,17 @@ def test_wheel_builds_without_warnings_and_runs_without_a_compiler(tmp_path: Pat
     )
     assert not list(target.rglob("*.so")), "CC=/bin/false must leave the optional C out"
     assert (target / "agent" / "carbon" / "data" / "profiles.json").is_file()
+    # the HTML report's templates are package data: the installed tree renders a page from them
+    assert (target / "aggregator" / "templates" / "report.html").is_file()
+    page = subprocess.run(
+        [sys.executable, "-S", "-c", "import aggregator.render_html as r, aggregator.report as b, aggregator.fold as f, "
+         "aggregator.read as p; print(r.__file__); print(r.render_html(b.build_report(f.AggregateState(), "
+         "p.Period.everything(), '<ACME>')))"],
+        capture_output=True, text=True, cwd=target.parent, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]])},
+    )
+    assert page.returncode == 0, page.stderr
+    assert page.stdout.startswith(str(target)) and "<h1>Carbon disclosure: &lt;ACME&gt;</h1>" in page.stdout
 
     version = _run_installed(target, "--version")
     assert version.returncode == 0, version.stderr
