@@ -13,8 +13,9 @@ The connections are ``httpserve``'s (one event loop, httptools' parser): at most
 longest-idle (then the oldest still arriving or handshaking) evicted to make room for a new
 one, one deadline of ``http_request_timeout_s`` for each request's head and body. ``/healthz``
 and ``/readyz`` are answered on the loop itself, so they answer whatever the ingest load;
-``/metrics`` has a pool of its own; exports run in a pool of ``queue_size`` threads, where
-admission (``ExportHandler.export``) refuses past the queue.
+``/metrics`` has a pool of its own; exports run in a pool of ``http_workers`` threads (as gRPC's
+``grpc_workers``: threads contending for the GIL slow each other down), at most ``queue_size``
+admitted (handled or waiting for a thread), past which the answer is 429.
 """
 
 from __future__ import annotations
@@ -237,7 +238,8 @@ def http_limits(settings: AgentSettings) -> Limits:
         max_body_bytes=settings.max_request_bytes,
         # bodies held at once: eight of the largest, and never less than 64 MiB
         body_budget_bytes=max(8 * settings.max_request_bytes, 64 << 20),
-        workers=settings.queue_size,
+        workers=settings.queue_size,  # admitted: handled, or waiting for one of
+        work_threads=settings.http_workers,  # the threads that decode, score and commit
     )
 
 

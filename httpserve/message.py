@@ -97,7 +97,9 @@ class Limits:
     declared ``Content-Length`` is refused before any of the body is read, a chunked body as
     soon as it passes it. ``body_budget_bytes``: bodies held at once by all connections
     (arriving or being handled); a request that does not fit is refused as busy. ``workers``:
-    WORK requests handled at once (more are refused as busy, never queued)."""
+    WORK requests admitted at once, being handled or waiting for a thread (more are refused as
+    busy); ``work_threads``: of those, how many are handled at once (0: ``workers``), the rest
+    wait in the pool's queue in arrival order, their bodies held (and counted in the budget)."""
 
     max_connections: int = 512
     request_timeout_s: float = 30.0
@@ -107,6 +109,7 @@ class Limits:
     max_body_bytes: int = 16 * 1024 * 1024
     body_budget_bytes: int = 128 * 1024 * 1024
     workers: int = 64
+    work_threads: int = 0
     control_workers: int = 2
     max_control: int = 8  # CONTROL requests at once (handled or waiting for the pool)
     linger_s: float = 2.0  # after a refusal with close: read and drop what the client still sends

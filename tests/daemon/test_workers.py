@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -260,3 +261,47 @@ def test_a_port_in_use_is_refused_by_the_supervisor_too(start_agent) -> None:
         assert agent.proc.wait(timeout=30) == 1
     err = "".join(agent.stderr_text())
     assert f"cannot listen for OTLP/gRPC on 127.0.0.1:{port}" in err and "in use" in err, err
+
+
+def test_tls_and_the_token_bind_every_worker(start_agent, tmp_path) -> None:
+    import ssl
+
+    import grpc
+    from tls_cert import self_signed
+
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "token").write_text("w0rkers\n")
+    agent = start_agent("--workers", "2", config=(
+        f'[agent.auth]\ntoken_file = "{tmp_path / "token"}"\n'
+        f'[agent.tls]\ncert_file = "{cert}"\nkey_file = "{key}"\n'))
+    creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    for _ in range(24):  # a new channel, so a new TLS connection, each: both workers get some
+        with grpc.secure_channel(agent.grpc_target, creds) as channel:
+            call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/"
+                                       "Export", request_serializer=None,
+                                       response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as info:
+                call(b"", timeout=10)
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert call(b"", timeout=10, metadata=[("authorization", "Bearer w0rkers")]) == b""
+    ctx = ssl.create_default_context(cafile=str(cert))
+    url = f"https://127.0.0.1:{agent.http_port}"
+    refused, metrics = {}, {}
+    for _ in range(200):
+        req = urllib.request.Request(f"{url}/v1/traces", data=b"{}", headers={
+            "Content-Type": "application/json", "Authorization": "Bearer nope"})
+        with pytest.raises(urllib.error.HTTPError) as http_info:
+            urllib.request.urlopen(req, timeout=10, context=ctx)
+        assert http_info.value.code == 401
+        refused[http_info.value.headers["Carbonspan-Worker"]] = True
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10, context=ctx) as resp:
+            metrics[resp.headers["Carbonspan-Worker"]] = resp.read().decode()
+        if len(refused) == len(metrics) == 2:
+            break
+    assert sorted(refused) == sorted(metrics) == ["0/2 test-agent-w0", "1/2 test-agent-w1"]
+    for who, text in metrics.items():  # each worker refused and accepted gRPC calls itself
+        got = {(s.labels["protocol"], s.labels["outcome"]): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "carbonspan_requests_total"}
+        assert got.get(("grpc", "unauthenticated"), 0) > 0 and got.get(("grpc", "ok"), 0) > 0, who
+    assert agent.stop() == 0

@@ -242,3 +242,57 @@ def test_a_large_body_in_uneven_pieces_with_pauses_is_read_whole(server: HttpSer
         s.sendall(body[pos:])
         answer = s.recv(4096)
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"POST 1024000 " + body[:8])
+
+
+class Gate(Echo):
+    """WORK handlers wait at a gate; how many ran at once is kept."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.open = threading.Event()
+        self.lock = threading.Lock()
+        self.now = self.most = self.handled = 0
+
+    def handle(self, request: Request) -> Response:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        self.open.wait(10)
+        with self.lock:
+            self.now -= 1
+            self.handled += 1
+        return super().handle(request)
+
+
+def test_work_threads_bound_the_requests_handled_at_once_and_the_rest_wait() -> None:
+    """workers = 6 admitted, work_threads = 2 handled at once: 6 concurrent requests are all
+    answered 200 (4 waited in the queue, none refused), never more than 2 in the handler; a
+    7th past the admitted is refused as busy at once."""
+    import threading
+
+    app = Gate()
+    srv = HttpServer(app, Limits(workers=6, work_threads=2, tick_s=0.05), "127.0.0.1", 0)
+    srv.start()
+    try:
+        answers: list[bytes] = []
+        threads = [threading.Thread(target=lambda k=k: answers.extend(
+            _answers(srv.port, _post(f"/r{k}", b"body"), 1, timeout=20))) for k in range(6)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while srv._inflight[Route.WORK] < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert srv._inflight[Route.WORK] == 6  # all six admitted ...
+        time.sleep(0.2)
+        assert app.now == 2 and app.handled == 0  # ... two in the handler, four waiting
+        refused = _answers(srv.port, _post("/seventh", b"x"), 1)[0]
+        assert refused.startswith(b"HTTP/1.1 503") and b"busy" in refused
+        app.open.set()
+        for t in threads:
+            t.join(20)
+        assert len(answers) == 6 and all(a.startswith(b"HTTP/1.1 200") for a in answers)
+        assert app.most == 2 and app.handled == 6
+    finally:
+        app.open.set()
+        srv.stop()
