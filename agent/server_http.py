@@ -14,8 +14,8 @@ longest-idle (then the oldest still arriving or handshaking) evicted to make roo
 one, one deadline of ``http_request_timeout_s`` for each request's head and body. ``/healthz``
 and ``/readyz`` are answered on the loop itself, so they answer whatever the ingest load;
 ``/metrics`` has a pool of its own; exports run in a pool of ``http_workers`` threads (as gRPC's
-``grpc_workers``: threads contending for the GIL slow each other down), at most ``queue_size``
-admitted (handled or waiting for a thread), past which the answer is 429.
+``grpc_workers``), at most ``queue_size`` admitted (handled or waiting for a thread), past which
+the answer is 429.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ for one of them (``queue_size`` admitted, past it 429).
 Seen from outside through the group commit: with a slow disk (``wal_fsync_delay_ms``) four
 concurrent exports handled one at a time each need a commit of their own (4 fsyncs), while
 handled together they share them (the first commits alone, the three that came during its
-sync share the next)."""
+sync share the next). The default (64) is one thread per admitted request: fewer measured
+slower (docs/operations.md, HTTP connections)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def test_http_workers_bound_the_exports_handled_at_once(start_agent) -> None:
     slow = {"CARBONSPAN_ARCHIVE_WAL_FSYNC_DELAY_MS": "600"}
     one = start_agent("--window-seconds", "60", env={**slow, "CARBONSPAN_HTTP_WORKERS": "1"})
     assert _fsyncs_for_four_concurrent_exports(one) == 4  # one at a time: a commit each
-    four = start_agent("--window-seconds", "60", env=slow)  # the default, 4
-    assert _fsyncs_for_four_concurrent_exports(four) < 4  # together: they shared commits
-    assert one.stop() == 0 and four.stop() == 0
+    many = start_agent("--window-seconds", "60", env=slow)  # the default, 64
+    assert _fsyncs_for_four_concurrent_exports(many) < 4  # together: they shared commits
+    assert one.stop() == 0 and many.stop() == 0
 
 
 def test_the_agents_http_limits_admit_queue_size_and_run_http_workers() -> None:
