@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCORE_VERSION 1
+#define SCORE_VERSION 2
 #define ANNUAL_COLUMN 288
 #define ROW (ANNUAL_COLUMN + 1)
 enum { KIND_ANNUAL, KIND_HOURLY, KIND_MONTHLY_HOURLY, KIND_REAL_TIME };
@@ -341,50 +341,79 @@ static PyObject *bytes_of(const void *p, int64_t n, size_t size) {
     return PyByteArray_FromStringAndSize(n ? (const char *)p : "", (Py_ssize_t)(n * (int64_t)size));
 }
 
-static PyObject *result(const In *in, Out *o) {
-    int64_t nc = o->cells.code ? o->cell_map.count : 0;
-    Pair *order = malloc((size_t)(nc ? nc : 1) * sizeof *order);
-    int64_t *cs = malloc((size_t)(nc ? nc : 1) * sizeof *cs), *cr = malloc((size_t)(nc ? nc : 1) * sizeof *cr);
-    int64_t *i64 = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *i64);
-    double *f64 = malloc((size_t)(nc ? nc : 1) * 2 * sizeof *f64);
-    int8_t *tags = malloc((size_t)(nc ? nc : 1) * 2);
-    int64_t ne = o->ep_map.count;
-    int64_t *ep = malloc((size_t)(ne ? ne : 1) * 3 * sizeof *ep);
-    PyObject *out = NULL;
-    if (!order || !cs || !cr || !i64 || !f64 || !tags || !ep) { PyErr_NoMemory(); goto done; }
+/* A list of the items of src at idx[0..n). */
+static PyObject *pick(PyObject *src, const int64_t *idx, int64_t n) {
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    if (!out) return NULL;
+    for (int64_t j = 0; j < n; j++) PyList_SET_ITEM(out, j, Py_NewRef(PyList_GET_ITEM(src, idx[j])));
+    return out;
+}
+
+/* {(services[a], eps[b]): count} in first-seen order (a later equal key overwrites, as a dict
+ * comprehension does). */
+static PyObject *endpoint_dict(const Out *o, PyObject *services, PyObject *eps) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (int64_t j = 0; j < o->ep_map.count; j++) {
+        PyObject *k = PyTuple_Pack(2, PyList_GET_ITEM(services, (Py_ssize_t)(o->eps.code[j] >> 32)),
+                                   PyList_GET_ITEM(eps, (Py_ssize_t)(o->eps.code[j] & 0xffffffffu)));
+        PyObject *v = PyLong_FromLongLong(o->eps.count[j]);
+        int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+        Py_XDECREF(k); Py_XDECREF(v);
+        if (rc < 0) { Py_DECREF(d); return NULL; }
+    }
+    return d;
+}
+
+static PyObject *result(const In *in, Out *o, PyObject *keys_list, PyObject *names, PyObject *eps) {
+    int64_t nc = o->cell_map.count;
+    size_t m = (size_t)(nc ? nc : 1);
+    Pair *order = malloc(m * sizeof *order);
+    int64_t *i64 = malloc(m * 5 * sizeof *i64);
+    double *f64 = malloc(m * 2 * sizeof *f64);
+    int8_t *tags = malloc(m * 2);
+    PyObject *out = NULL, *services = NULL, *regions = NULL, *svc_region = NULL, *endpoints = NULL;
+    if (!order || !i64 || !f64 || !tags) { PyErr_NoMemory(); goto done; }
     for (int64_t j = 0; j < nc; j++) { order[j].code = o->cells.code[j]; order[j].id = j; }
     qsort(order, (size_t)nc, sizeof *order, pair_cmp);
+    int64_t *cs = i64, *cr = i64 + nc, *ops = i64 + 2 * nc, *meas = i64 + 3 * nc, *spans = i64 + 4 * nc;
     for (int64_t j = 0; j < nc; j++) {
         int64_t id = order[j].id;
         cs[j] = (int64_t)(order[j].code >> 32);
         cr[j] = (int64_t)(order[j].code & 0xffffffffu);
         f64[j] = o->cells.energy[id];
         f64[nc + j] = o->cells.carbon[id];
-        i64[j] = o->cells.ops[id];
-        i64[nc + j] = o->cells.measured[id];
-        i64[2 * nc + j] = o->cells.spans[id];
+        ops[j] = o->cells.ops[id];
+        meas[j] = o->cells.measured[id];
+        spans[j] = o->cells.spans[id];
         tags[j] = o->cells.etag[id];
-        tags[nc + j] = i64[j] > 0 ? in->live[o->name_order[cr[j]]] : 0;
+        tags[nc + j] = ops[j] > 0 ? in->live[o->name_order[cr[j]]] : 0;
     }
-    for (int64_t j = 0; j < ne; j++) {
-        ep[j] = (int64_t)(o->eps.code[j] >> 32);
-        ep[ne + j] = (int64_t)(o->eps.code[j] & 0xffffffffu);
-        ep[2 * ne + j] = o->eps.count[j];
+    services = pick(keys_list, o->key_order, o->n_keys);
+    regions = pick(names, o->name_order, o->n_names);
+    svc_region = PyList_New((Py_ssize_t)o->n_keys);
+    if (!services || !regions || !svc_region) goto done;
+    for (int64_t j = 0; j < o->n_keys; j++) {
+        PyObject *v = PyLong_FromLongLong(o->service_region[j]);
+        if (!v) goto done;
+        PyList_SET_ITEM(svc_region, j, v);
     }
+    endpoints = endpoint_dict(o, services, eps);
+    if (!endpoints) goto done;
     out = Py_BuildValue(
-        "(NNNNNNNNNNNNNNNNN(LLLLLL))",
-        bytes_of(o->key_order, o->n_keys, 8), bytes_of(o->name_order, o->n_names, 8),
-        bytes_of(o->service_region, o->n_keys, 8), bytes_of(o->region_kind, o->n_names, 1),
+        "(OOONNNNNNNNNNNNO(LLLLLL))",
+        services, regions, svc_region,
+        bytes_of(o->name_order, o->n_names, 8), bytes_of(o->region_kind, o->n_names, 1),
         bytes_of(cs, nc, 8), bytes_of(cr, nc, 8),
         bytes_of(f64, nc, 8), bytes_of(f64 + nc, nc, 8),
-        bytes_of(i64, nc, 8), bytes_of(i64 + nc, nc, 8), bytes_of(i64 + 2 * nc, nc, 8),
+        bytes_of(ops, nc, 8), bytes_of(meas, nc, 8), bytes_of(spans, nc, 8),
         bytes_of(tags, nc, 1), bytes_of(tags + nc, nc, 1),
-        bytes_of(o->requests, o->n_keys, 8),
-        bytes_of(ep, ne, 8), bytes_of(ep + ne, ne, 8), bytes_of(ep + 2 * ne, ne, 8),
+        bytes_of(o->requests, o->n_keys, 8), endpoints,
         (long long)o->svc_cut, (long long)o->reg_invalid, (long long)o->meas_stale,
         (long long)o->live_stale, (long long)o->ep_cut, (long long)o->root_spans);
 done:
-    free(order); free(cs); free(cr); free(i64); free(f64); free(tags); free(ep);
+    Py_XDECREF(services); Py_XDECREF(regions); Py_XDECREF(svc_region); Py_XDECREF(endpoints);
+    free(order); free(i64); free(f64); free(tags);
     return out;
 }
 
@@ -429,9 +458,11 @@ static int out_init(Out *o, const In *in) {
 }
 
 static PyObject *score(PyObject *self, PyObject *args) {
-    PyObject *bufs, *now;
-    Py_ssize_t n_ep, n_eps;
-    if (!PyArg_ParseTuple(args, "O!nnO", &PyTuple_Type, &bufs, &n_ep, &n_eps, &now)) return NULL;
+    PyObject *bufs, *keys_list, *names, *eps, *now;
+    Py_ssize_t n_ep;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!nO", &PyTuple_Type, &bufs, &PyList_Type, &keys_list,
+                          &PyList_Type, &names, &PyList_Type, &eps, &n_ep, &now)) return NULL;
+    Py_ssize_t n_eps = PyList_GET_SIZE(eps);
     if (PyTuple_GET_SIZE(bufs) != N_BUFFERS) {
         PyErr_Format(PyExc_TypeError, "score() takes a tuple of %d buffers", N_BUFFERS);
         return NULL;
@@ -476,6 +507,7 @@ static PyObject *score(PyObject *self, PyObject *args) {
     in.has_cal = len[A_CAL] > 0; in.has_rate = len[A_RATE] > 0; in.has_http = len[A_E_HTTP] > 0;
     in.has_ep_table = len[A_EP_OF_TABLE] > 0;
     if (in.n == 0 || in.n_key >= (1LL << 31) || in.n_name >= (1LL << 31) || n_eps >= (1LL << 31) ||
+        (!in.has_ep_table && n_ep != n_eps) || PyList_GET_SIZE(keys_list) != in.n_key || PyList_GET_SIZE(names) != in.n_name ||
         !lengths_ok(&in, len) || !tables_ok(&in)) {
         out = Py_NewRef(Py_None);
         goto done;
@@ -488,7 +520,7 @@ static PyObject *score(PyObject *self, PyObject *args) {
         rc = pass(&in, &o);
         Py_END_ALLOW_THREADS
     }
-    if (rc == OK) out = result(&in, &o);
+    if (rc == OK) out = result(&in, &o, keys_list, names, eps);
     else if (rc == E_UNSUPPORTED) out = Py_NewRef(Py_None);
     else PyErr_NoMemory();
     out_free(&o);
@@ -497,9 +529,102 @@ done:
     return out;
 }
 
+/* keys(services, service_regions, fallback, index, names, slow, max_bytes): the service keys of
+ * a batch's service table (table order), each entry's key index, which entries were cut, and each
+ * key's region name (interned into index/names, which the caller filled with the batch's own
+ * regions). An ASCII entry of at most max_bytes is lowercased here (that is str.lower, and it
+ * cannot be cut); any other entry is slow(entry) -> (key, cut), i.e. bounded(entry.lower()). */
+static Py_ssize_t intern_obj(PyObject *index, PyObject *list, PyObject *key) {
+    PyObject *at = PyDict_GetItemWithError(index, key);
+    if (at) return PyLong_AsSsize_t(at);
+    if (PyErr_Occurred()) return -1;
+    Py_ssize_t id = PyList_GET_SIZE(list);
+    PyObject *num = PyLong_FromSsize_t(id);
+    if (!num || PyDict_SetItem(index, key, num) < 0 || PyList_Append(list, key) < 0) {
+        Py_XDECREF(num);
+        return -1;
+    }
+    Py_DECREF(num);
+    return id;
+}
+
+static PyObject *lowered(PyObject *raw, Py_ssize_t max_bytes, PyObject *slow, int *cut) {
+    *cut = 0;
+    if (PyUnicode_CheckExact(raw) && PyUnicode_IS_ASCII(raw) && PyUnicode_GET_LENGTH(raw) <= max_bytes) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(raw);
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(raw);
+        Py_ssize_t j = 0;
+        while (j < n && !(p[j] >= 'A' && p[j] <= 'Z')) j++;
+        if (j == n) return Py_NewRef(raw);
+        PyObject *low = PyUnicode_New(n, 127);
+        if (!low) return NULL;
+        Py_UCS1 *q = PyUnicode_1BYTE_DATA(low);
+        for (Py_ssize_t k = 0; k < n; k++) q[k] = (p[k] >= 'A' && p[k] <= 'Z') ? p[k] + 32 : p[k];
+        return low;
+    }
+    PyObject *r = PyObject_CallOneArg(slow, raw);
+    if (!r) return NULL;
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "keys(): slow() must return (key, cut)");
+        return NULL;
+    }
+    PyObject *key = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+    *cut = PyObject_IsTrue(PyTuple_GET_ITEM(r, 1));
+    Py_DECREF(r);
+    if (*cut < 0) { Py_DECREF(key); return NULL; }
+    return key;
+}
+
+static PyObject *keys(PyObject *self, PyObject *args) {
+    PyObject *services, *regions_of, *fallback, *index, *names, *slow;
+    Py_ssize_t max_bytes;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O!On", &PyList_Type, &services, &PyDict_Type, &regions_of,
+                          &fallback, &PyDict_Type, &index, &PyList_Type, &names, &slow, &max_bytes))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(services);
+    PyObject *keys_list = PyList_New(0), *key_index = PyDict_New();
+    PyObject *of = PyByteArray_FromStringAndSize(NULL, n * 8), *cuts = PyByteArray_FromStringAndSize(NULL, n);
+    PyObject *by_key = NULL, *out = NULL;
+    if (!keys_list || !key_index || !of || !cuts) goto done;
+    int64_t *of_p = (int64_t *)PyByteArray_AS_STRING(of);
+    uint8_t *cut_p = (uint8_t *)PyByteArray_AS_STRING(cuts);
+    int any_cut = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int cut;
+        PyObject *key = lowered(PyList_GET_ITEM(services, i), max_bytes, slow, &cut);
+        if (!key) goto done;
+        Py_ssize_t id = intern_obj(key_index, keys_list, key);
+        Py_DECREF(key);
+        if (id < 0) goto done;
+        of_p[i] = id;
+        cut_p[i] = (uint8_t)cut;
+        any_cut |= cut;
+    }
+    Py_ssize_t nk = PyList_GET_SIZE(keys_list);
+    by_key = PyByteArray_FromStringAndSize(NULL, nk * 8);
+    if (!by_key) goto done;
+    int64_t *by_p = (int64_t *)PyByteArray_AS_STRING(by_key);
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *region = PyDict_GetItemWithError(regions_of, PyList_GET_ITEM(keys_list, k));
+        if (!region && PyErr_Occurred()) goto done;
+        Py_ssize_t id = intern_obj(index, names, region ? region : fallback);
+        if (id < 0) goto done;
+        by_p[k] = id;
+    }
+    if (!any_cut && PyByteArray_Resize(cuts, 0) < 0) goto done;
+    out = PyTuple_Pack(4, keys_list, of, cuts, by_key);
+done:
+    Py_XDECREF(keys_list); Py_XDECREF(key_index); Py_XDECREF(of); Py_XDECREF(cuts); Py_XDECREF(by_key);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"keys", keys, METH_VARARGS,
+     "keys(services, service_regions, fallback, index, names, slow, max_bytes)\n"
+     "-> (keys, key of each entry, cut flags or empty, region name of each key)"},
     {"score", score, METH_VARARGS,
-     "score(buffers, n_endpoints, n_endpoint_names, now_ns) -> tuple or None\n\n"
+     "score(buffers, keys, names, endpoint_names, n_endpoints, now_ns) -> tuple or None\n\n"
      "The per-span pass of agent.score over a batch's columns and the small tables that\n"
      "agent.score_fast prepares; None when the batch needs the reference scorer."},
     {NULL, NULL, 0, NULL},

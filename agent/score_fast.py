@@ -30,7 +30,7 @@ from agent.carbon.model import (
     HTTP_WEIGHT_BY_BUCKET,
     op_weight_table,
 )
-from agent.carbon.names import all_short, intern_table
+from agent.carbon.names import MAX_NAME_BYTES, all_short, bounded, intern_table
 from agent.carbon.partial import UNKNOWN, WindowPartial, bump
 from agent.carbon.plan import METERED, PROXY_CODES, batch_counters, measured_rates, plan_regions
 from schema.constants import REGION_RE
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("carbonspan.score")
 
 #: What ``_score.c`` computes; bumped with it (its SCORE_VERSION must match).
-SCORE_VERSION = 1
+SCORE_VERSION = 2
 
 try:
     from agent import _score
@@ -71,7 +71,9 @@ _COLUMNS = (
 )  # fmt: skip
 _NONE = {np.dtype(np.int64): np.zeros(0, np.int64), np.dtype(np.uint8): np.zeros(0, np.uint8),
          np.dtype(np.float64): np.zeros(0, np.float64), np.dtype(np.int8): np.zeros(0, np.int8)}
-_E_HTTP = ENERGY_PER_IO_OP_KWH * HTTP_WEIGHT_BY_BUCKET  # the reference's E x weight, per bucket
+# the reference's E x weight, per op class (coefficients off, on) and per HTTP size bucket
+_E_OP = {c: ENERGY_PER_IO_OP_KWH * op_weight_table(c) for c in (False, True)}
+_E_HTTP = ENERGY_PER_IO_OP_KWH * HTTP_WEIGHT_BY_BUCKET
 _PROXY = np.ascontiguousarray(PROXY_CODES.ravel())
 _FALLBACKS: Counter[str] = Counter()
 
@@ -101,9 +103,8 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
             _fallback(f"column {name} is not {np.dtype(dtype).name}[{n}]")
             return None
         cols.append(np.ascontiguousarray(col))
-    keys, key_of_svc, svc_cut = _service_keys(batch.services)
     cfg = ctx.config
-    names, name_of_reg, name_of_key = _region_names(batch.regions, keys, cfg)
+    keys, key_of_svc, svc_cut, names, name_of_reg, name_of_key = _keys_and_regions(batch, cfg)
     plan = plan_regions(names, ctx)
     cal, calibrated = _calibration(keys, cfg.calibration)
     if cal is None:
@@ -119,48 +120,53 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
         *cols, key_of_svc, svc_cut, name_of_reg, name_of_key,
         plan.rows, plan.pue, plan.kind, plan.live_code, plan.stale.view(np.uint8),
         cal, calibrated, rate, mcode, mstale.view(np.uint8), metered,
-        ENERGY_PER_IO_OP_KWH * op_weight_table(cfg.per_operation_coefficients),
+        _E_OP[bool(cfg.per_operation_coefficients)],
         _E_HTTP if cfg.per_operation_coefficients else _NONE[np.dtype(np.float64)],
         HTTP_EDGES, _PROXY, ep_of_table, ep_cut,
     )  # fmt: skip
-    out = _score.score(buffers, len(batch.endpoints), len(eps), ctx.now_ns)
+    out = _score.score(buffers, keys, names, eps if type(eps) is list else list(eps),
+                       len(batch.endpoints), ctx.now_ns)
     if out is None:
         _fallback("an id outside its table or an unknown op class")
         return None
-    return _partial(batch, out, keys, names, eps, plan.estimated, counters)
+    return _partial(batch, out, plan.estimated, counters)
 
 
-def _service_keys(services: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Service keys (table order), each table entry's key, and which entries were cut."""
-    if all_short(services, lowercased=True):  # usual: nothing to cut
-        index: dict[str, int] = {}
-        of_table = [index.setdefault(name.lower(), len(index)) for name in services]
-        return list(index), np.array(of_table, np.int64), _NONE[np.dtype(np.uint8)]
-    keys, of_table, cut = intern_table(services, str.lower)
-    flags = np.zeros(len(services), np.uint8)
-    flags[cut] = 1
-    return keys, of_table, flags
+def _slow_key(raw: str) -> tuple[str, bool]:
+    """The key of a service name that is not short ASCII: lowercased, bounded, and was it cut."""
+    full = raw.lower()  # first: lowercasing can lengthen a string ("İ" -> "i̇")
+    name = bounded(full)
+    return name, name is not full
 
 
-def _region_names(
-    regions: list[str], keys: list[str], cfg: GreenConfig
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Region names as the reference interns them (the batch's valid regions lowercased, then
-    each service's configured or default region), each table entry's name (-1: invalid) and
-    each key's name."""
+def _keys_and_regions(
+    batch: SpanBatch, cfg: GreenConfig
+) -> tuple[list[str], np.ndarray, np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Service keys as the reference makes them (lowercased, bounded; table order), each table
+    entry's key and cut flag; region names as the reference interns them (the batch's valid
+    regions lowercased, then each key's configured or default region), each region entry's
+    name (-1: invalid) and each key's name."""
     names: list[str] = []
     index: dict[str, int] = {}
-
-    def intern(name: str) -> int:
-        if name not in index:
-            index[name] = len(names)
-            names.append(name)
-        return index[name]
-
-    own = [intern(raw.lower()) if REGION_RE.fullmatch(raw) else -1 for raw in regions]
+    own = []
+    for raw in batch.regions:  # a handful per batch
+        if REGION_RE.fullmatch(raw):
+            name = raw.lower()
+            if name not in index:
+                index[name] = len(names)
+                names.append(name)
+            own.append(index[name])
+        else:
+            own.append(-1)
     fallback = cfg.default_region or UNKNOWN
-    by_key = [intern(cfg.service_regions.get(key, fallback)) for key in keys]
-    return names, np.array(own, np.int64), np.array(by_key, np.int64)
+    services, regions_of = batch.services, cfg.service_regions
+    keys, of, cut, by_key = _score.keys(
+        services if type(services) is list else list(services),
+        regions_of if type(regions_of) is dict else dict(regions_of),
+        fallback, index, names, _slow_key, MAX_NAME_BYTES,
+    )
+    return (keys, np.frombuffer(of, np.int64), np.frombuffer(cut, np.uint8), names,
+            np.array(own, np.int64), np.frombuffer(by_key, np.int64))
 
 
 def _calibration(keys: list[str], table: dict) -> tuple[np.ndarray | None, np.ndarray]:
@@ -183,10 +189,9 @@ def _endpoint_names(endpoints: list[str]) -> tuple[list[str], np.ndarray, np.nda
     return eps, of_table, flags
 
 
-def _partial(batch: SpanBatch, out: tuple, keys: list[str], names: list[str], eps: list[str],
-             estimated: np.ndarray, counters: dict) -> WindowPartial:
-    (key_order, name_order, service_region, region_kind, cell_svc, cell_reg, energy, carbon,
-     ops, measured_ops, span_count, etag, ltag, requests, ep_key, ep_name, ep_count, counts) = out
+def _partial(batch: SpanBatch, out: tuple, estimated: np.ndarray, counters: dict) -> WindowPartial:
+    (services, regions, service_region, name_order, region_kind, cell_svc, cell_reg, energy,
+     carbon, ops, measured_ops, span_count, etag, ltag, requests, endpoints, counts) = out
     svc_cut, reg_invalid, meas_stale, live_stale, ep_cut, root_spans = counts
     # in the reference's order of first mention, so that the WAL record's bytes are the same
     bump(counters, "service_name_truncated", svc_cut)
@@ -195,15 +200,12 @@ def _partial(batch: SpanBatch, out: tuple, keys: list[str], names: list[str], ep
     bump(counters, "live_intensity_stale_spans", live_stale)
     bump(counters, "endpoint_name_truncated", ep_cut)
     i64 = np.int64
-    key_order = np.frombuffer(key_order, i64).tolist()
-    name_order = np.frombuffer(name_order, i64)
-    services = [keys[i] for i in key_order]
     return WindowPartial(
         services=services,
-        service_region=np.frombuffer(service_region, i64).tolist(),
-        regions=[names[i] for i in name_order.tolist()],
+        service_region=service_region,
+        regions=regions,
         region_kind=np.frombuffer(region_kind, np.int8),
-        region_estimated=estimated[name_order],
+        region_estimated=estimated[np.frombuffer(name_order, i64)],
         cell_svc=np.frombuffer(cell_svc, i64),
         cell_reg=np.frombuffer(cell_reg, i64),
         energy=np.frombuffer(energy, np.float64),
@@ -214,12 +216,7 @@ def _partial(batch: SpanBatch, out: tuple, keys: list[str], names: list[str], ep
         etag=np.frombuffer(etag, np.int8),
         ltag=np.frombuffer(ltag, np.int8),
         requests=np.frombuffer(requests, i64),
-        endpoints={
-            (services[a], eps[b]): c
-            for a, b, c in zip(np.frombuffer(ep_key, i64).tolist(),
-                               np.frombuffer(ep_name, i64).tolist(),
-                               np.frombuffer(ep_count, i64).tolist(), strict=True)
-        },
+        endpoints=endpoints,
         traces=np.zeros(0, np.uint64),
         pending_traces=[batch.trace_lo.astype(np.uint64)],
         spans=len(batch),

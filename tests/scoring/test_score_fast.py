@@ -210,9 +210,9 @@ def test_a_big_batch_with_many_services_and_regions():
 
 # ------------------------------------------------------------------ hostile batches (hypothesis)
 
-LONG = "x" * 70  # past the bound once lowercased and cut? 70 ASCII chars: 70 bytes, kept
+LONG = "x" * 70  # longer than the "surely short" scan, within the bound: kept
 SERVICES = ["checkout", "Checkout", "CART", "cart", "İstanbul" * 40, "ß" * 100, "é" * 200, LONG,
-            "payments", "unknown_service", ""]
+            "payments", "unknown_service", "", "Q" * 300, "q" * 256, "PayMents", "Café"]
 REGIONS = [None, "eu-west-3", "EU-WEST-3", "pl", "PL", "us-east-1", "europe-west9", "westus2",
            "mars-1", "unknown", "hk", "bad region!", "x" * 65, "", "de"]
 ENDPOINTS = ["GET /", "SELECT cart", "é" * 300, "publish", ""]
