@@ -206,8 +206,10 @@ def run_dask(files: Sequence[ArchiveFile], period: Period, strict: bool = False,
     own_cluster = own_client = None
     if client is None:
         if scheduler is None:
+            # the scheduler's HTTP server listens even without a dashboard, on 8787 unless
+            # told otherwise: port 0 on loopback, so two runs on one machine never contend
             own_cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
             scheduler = own_cluster.scheduler_address
         # dask's connect timeout (30 s unless configured, e.g. DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
         client = own_client = Client(scheduler, timeout=dask.config.get("distributed.comm.timeouts.connect"))

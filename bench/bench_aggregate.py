@@ -122,7 +122,7 @@ def main() -> None:
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
             run_dask(files[:4], period, client=client)  # warm the workers' imports
             t0 = time.perf_counter()
             dstate = run_dask(files, period, client=client)

@@ -33,7 +33,8 @@ def run_all(scenarios: list[Scenario], *, compat: bool = False, engine: str = "l
         raise ValueError(f"engine {engine!r}: use local or dask")
     from distributed import Client, as_completed
 
-    client = Client(scheduler) if scheduler else Client(processes=False, dashboard_address=None)
+    # the in-process scheduler's HTTP server would take 8787 by default: port 0 on loopback
+    client = Client(scheduler) if scheduler else Client(processes=False, dashboard_address="127.0.0.1:0")
     try:
         futures = [client.submit(_one, sc, compat, pure=False) for sc in scenarios]
         index = {f.key: i for i, f in enumerate(futures)}

@@ -111,13 +111,18 @@ def test_host_only_windows_are_idle_not_fallback_and_verify_checks_their_host_en
     it is counted in idle_windows, not as a fallback or _unattributed window (no "upgrade the
     agent" warning, --strict-attribution passes), its host energy is in the totals, the windows
     make one unbroken run, and verify checks each host row against watts x window length."""
-    import time
-
     root = tmp_path / "archives"
     agent = AgentProcess(root, ["--window-seconds", "1"], {}, CONFIG).wait_ready()
     try:
         _send(agent, 2, service="shop")
-        time.sleep(3.0)  # idle windows
+        # idle windows: once the open window holds no span, three more close (the first may
+        # still be the spans' own, archived just after the swap), so at least two are idle;
+        # waited for, not slept for: a loaded machine may tick late
+        agent.wait_for(lambda: agent.metric("carbonspan_open_window_spans") == 0,
+                       timeout=30, what="the spans' window to be archived")
+        written = agent.metric("carbonspan_windows_written_total")
+        agent.wait_for(lambda: agent.metric("carbonspan_windows_written_total") >= written + 3,
+                       timeout=30, what="two idle windows")
         _send(agent, 2, service="shop")
     finally:
         assert agent.stop() == 0

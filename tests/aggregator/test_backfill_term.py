@@ -204,7 +204,7 @@ def test_dask_gives_the_local_report_byte_for_byte_with_backfill(tmp_path):
     local = report_bytes(_report(root))
     assert b'"backfill":{' in local
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         distributed = report_bytes(_report(root, run_dask, client=client))
     assert distributed == local
     # what a process cluster ships: the per-file states, pickled

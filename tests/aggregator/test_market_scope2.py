@@ -234,7 +234,7 @@ def test_dask_gives_the_local_bytes_with_market_factors(tmp_path):
     root = _archive(tmp_path / "a", _windows(24), parts=4)
     local = report_bytes(_report(root))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         distributed = report_bytes(_report(root, engine=run_dask, client=client))
     assert distributed == local and b'"market_based_kgco2eq"' in local
 

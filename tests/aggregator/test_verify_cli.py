@@ -379,7 +379,7 @@ def test_aggregate_cli_on_an_existing_dask_scheduler_matches_local(mixed_archive
     local, dist = tmp_path / "local.json", tmp_path / "dask.json"
     assert _aggregate(mixed_archive, local) == 0
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
-                      host="127.0.0.1", dashboard_address=None) as cluster:
+                      host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         code = _aggregate(mixed_archive, dist, "--engine", "dask", "--scheduler", cluster.scheduler_address)
     assert code == 0 and dist.read_bytes() == local.read_bytes()

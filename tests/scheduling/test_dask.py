@@ -18,7 +18,7 @@ def test_dask_results_equal_local_results(files) -> None:
                                  "weighers": [{"type": "Ram"}], "taskStopper": {}}])
     exp["runs"] = 2
     local = scheduling.simulate(exp)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
         remote = scheduling.simulate(exp, engine="dask", scheduler=cluster.scheduler_address)
     assert [r.scenario.label for r in remote] == [r.scenario.label for r in local]
     for a, b in zip(local, remote, strict=True):

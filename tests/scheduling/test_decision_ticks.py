@@ -117,7 +117,7 @@ def test_tick_decisions_are_deterministic_and_equal_on_dask(files) -> None:
     assert first.summary == again.summary
     for name in first.tables:
         assert first.tables[name].equals(again.tables[name]), name
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
         (remote,) = scheduling.simulate(exp, engine="dask", scheduler=cluster.scheduler_address)
     assert remote.summary == first.summary
     for name in first.tables:
