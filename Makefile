@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: venv install test demo bench lint schema clean
 
-$(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agent/otlp/_jsonlex.h agent/otlp/_batch.h agent/_score.c aggregator/_fold.c
+$(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agent/otlp/_jsonlex.h agent/otlp/_batch.h agent/_score.c aggregator/fold/_fold.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "carbonspan needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

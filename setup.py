@@ -1,10 +1,10 @@
 """Build hook for carbonspan's C accelerator (everything else is in pyproject.toml).
 
 ``agent.otlp._wire`` is the fast OTLP protobuf decoder, ``agent.otlp._jsonwalk`` the fast
-OTLP/JSON one, ``agent._score`` the scorer's per-span pass and ``aggregator._fold`` the
-aggregator's per-window fold. Both are optional so that a machine without a C compiler still
+OTLP/JSON one, ``agent._score`` the scorer's per-span pass and ``aggregator.fold._fold`` the
+fold's accelerator. Both are optional so that a machine without a C compiler still
 installs carbonspan (``agent.otlp`` then falls back to the reference decoder, the aggregator to
-its Python fast path); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
+its reference fold); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
 CI never runs slowly unnoticed.
 """
 
@@ -38,8 +38,8 @@ setup(
         ),
         # gnu11: unsigned __int128 for exact counts; no -ffast-math: the sums must be IEEE exact
         Extension(
-            "aggregator._fold",
-            sources=["aggregator/_fold.c"],
+            "aggregator.fold._fold",
+            sources=["aggregator/fold/_fold.c"],
             extra_compile_args=[*FLAGS[:1], "-std=gnu11", *FLAGS[2:]],
             optional=True,
         ),

@@ -9,7 +9,7 @@ terminal summary and the HTML page print ``report.warnings`` as they are
 from __future__ import annotations
 
 from aggregator.coverage import GAP_TOLERANCE_S, coverage
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState
 from aggregator.read import Period, _iso
 from schema.report import (
     AgentCoverage,

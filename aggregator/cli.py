@@ -16,7 +16,7 @@ from aggregator import cli_log, cli_output
 from aggregator.compare import CompareError, load_previous
 from aggregator.engines import run_dask, run_local
 from aggregator.files import discover
-from aggregator.fold import AttributionError
+from aggregator.fold.rules import AttributionError
 from aggregator.market import MarketFactorsError, load_market_factors
 from aggregator.read import Period
 from aggregator.render_csv import write_csv

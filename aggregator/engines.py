@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 
 import orjson
 
-from aggregator.coverage import GAP_TOLERANCE_S, window_end
+from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
-from aggregator.fold import AggregateState, FileStat
-from aggregator.fold_fast import FAST
-from aggregator.merge import Known, known_names, seeded
-from aggregator.read import Malformed, Period, load, parse_window, window_start
+from aggregator.fold.ext import window_end, window_start
+from aggregator.fold.fast import fold_line
+from aggregator.fold.state import AggregateState, Known, known_names, seeded
+from aggregator.fold.sums import FileStat
+from aggregator.read import Malformed, Period, load
 
 log = logging.getLogger("carbonspan.aggregate")
 _BLANK = frozenset(b" \t\r\n")
@@ -35,29 +35,27 @@ GATHER_BATCH = 32
 
 #: Called after each file with (files done, files total, file): drives progress bars.
 Progress = Callable[[int, int, ArchiveFile], None]
+#: Folds one loaded line into a state: (state, rec, start, location, strict) -> the line's hash.
+LineFold = Callable[[AggregateState, dict, float, str, bool], str]
 
 
 def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, period: Period,
                strict: bool = False, state: AggregateState | None = None,
-               plain: bool = True, c_fold: bool = True) -> tuple[AggregateState, FileStat]:
+               fold: LineFold = fold_line) -> tuple[AggregateState, FileStat]:
     """Fold raw archive lines (``label`` names them in findings) into ``state``.
 
     Malformed lines are counted with their line number and skipped; nothing in a line can
-    raise here except :class:`AttributionError` under ``strict``. A plain runtime line takes
-    the fast path (same result, less work): the C ``aggregator._fold.fold_plain`` when it is
-    built (and ``c_fold``), else ``AggregateState.fold_plain``; ``plain=False`` sends every line
-    through the general parser, the reference the property tests compare both with.
+    raise here except :class:`AttributionError` under ``strict``. Each loaded line is folded
+    by ``fold``: ``aggregator.fold.fast.fold_line``, the C accelerator in front of the
+    reference fold where it is built (the accelerator tests pass the reference itself,
+    ``aggregator.fold.reference.fold_line``, and compare).
     """
     state = AggregateState() if state is None else state
     state.set_grid(period)  # the time buckets of aggregate.series (aggregator.series)
     stat = FileStat(agent, label.rsplit("/", 1)[-1])
     one_sided_before = state.one_sided_windows  # this file's count: inputs.files[].one_sided_windows
     lo, hi = period.start, period.end
-    tally, process, loads = state.tally, state.process_window, orjson.loads
-    c = FAST if c_fold else None
-    fast = None if not plain else partial(c.fold_plain, state) if c is not None else state.fold_plain
-    start_of = c.window_start if c is not None else window_start
-    end_of = c.window_end if c is not None else window_end
+    tally, loads, start_of, end_of = state.tally, orjson.loads, window_start, window_end
     chain: list | None = None  # this agent's [first, last, windows], once a window is in period
     in_period = 0
     lineno = 0
@@ -82,17 +80,12 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 if not lo <= start < hi:
                     state.windows_outside += 1
                     continue
-                line_hash = fast(rec, start) if fast is not None else None
-                if line_hash is None:
-                    w = parse_window(rec, start, tally)
+                # the location is only needed to name a window that fails strict attribution
+                line_hash = fold(state, rec, start, f"{label}:{lineno}" if strict else label, strict)
             except Malformed as exc:
                 state.note_malformed(f"{label}:{lineno}", str(exc))
                 stat.malformed_lines += 1
                 continue
-            if line_hash is None:
-                # the location is only needed to name a window that fails strict attribution
-                process(w, f"{label}:{lineno}" if strict else label, strict)
-                line_hash = w.line_hash
             in_period += 1
             if fixed:
                 tally.sanitised += fixed

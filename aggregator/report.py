@@ -14,8 +14,9 @@ import orjson
 
 from aggregator.caveats import temporal, warnings, without_carbon
 from aggregator.compare import Previous, comparison
-from aggregator.fold import UNATTRIBUTED, AggregateState, ServiceAcc
-from aggregator.fold_backfill import BackfillSums
+from aggregator.fold.rules import UNATTRIBUTED
+from aggregator.fold.state import AggregateState
+from aggregator.fold.sums import BackfillSums, ServiceAcc
 from aggregator.market import MarketFactors
 from aggregator.read import Period, _iso
 from aggregator.scope2 import methodology_block, scope2

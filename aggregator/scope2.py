@@ -19,8 +19,8 @@ built, so the fold, the merge and the C fast path do not depend on the factors.
 
 from __future__ import annotations
 
-from aggregator.accumulators import HostRegionAcc, RegionAcc
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState
+from aggregator.fold.sums import HostRegionAcc, RegionAcc
 from aggregator.market import FORMULA, MarketFactors
 from schema.report import MarketFactors as MarketFactorsModel
 from schema.report import Scope2, Scope2Region

@@ -32,7 +32,7 @@ import orjson
 
 from aggregator.engines import fold_file, merge_next, run_dask, run_local
 from aggregator.files import discover
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from bench.agent_lines import window_bodies, write_archive

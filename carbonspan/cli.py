@@ -53,9 +53,9 @@ def accelerators() -> dict[str, bool]:
     except ImportError:
         found["score"] = False
     try:
-        from aggregator.fold_fast import FAST
+        from aggregator.fold.fast import ACCELERATED
 
-        found["aggregate-fold"] = FAST is not None
+        found["aggregate-fold"] = ACCELERATED
     except ImportError:
         found["aggregate-fold"] = False
     return found

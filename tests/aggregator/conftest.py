@@ -13,7 +13,7 @@ import pytest
 from aggregator import synth
 from aggregator.engines import run_local
 from aggregator.files import discover
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState
 from aggregator.read import Period
 from schema.chain import seal
 

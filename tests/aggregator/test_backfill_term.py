@@ -1,9 +1,8 @@
 """The report says which share of each figure came from backfilled chains.
 
 Lines written by ``carbonspan backfill`` say ``methodology.backfill = "true"``; the fold keeps
-what they added (aggregator/fold_backfill.py). The term must be exactly the fold of those
-lines alone (on hostile archives, through the C fold, the Python fast path and the general
-path), survive the merge and the engines byte for byte, re-derive under ``verify --report``,
+what they added (aggregator/fold/reference.py). The term must be exactly the fold of those
+lines alone (on hostile archives, through the accelerated fold and the reference), survive the merge and the engines byte for byte, re-derive under ``verify --report``,
 and show in every rendering - 0 % when there is none.
 """
 
@@ -14,6 +13,7 @@ import gzip
 import io
 import math
 import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,9 +25,11 @@ from hypothesis import given, settings
 from aggregator import synth
 from aggregator.engines import fold_lines, run_dask, run_local
 from aggregator.files import discover
-from aggregator.fold import AggregateState
-from aggregator.fold_backfill import is_backfill
-from aggregator.fold_fast import FAST
+from aggregator.fold.ext import EXT
+from aggregator.fold.fast import fold_line
+from aggregator.fold.reference import fold_line as fold_line_reference
+from aggregator.fold.rules import is_backfill
+from aggregator.fold.state import AggregateState
 from aggregator.lines import Malformed
 from aggregator.read import Period, load, window_start
 from aggregator.render import summary_table
@@ -35,16 +37,16 @@ from aggregator.render_csv import services_csv
 from aggregator.render_html import render_html
 from aggregator.report import build_report, load_report, report_bytes
 from aggregator.verify import verify_report
-from tests.aggregator.test_fold_fast import archive
+from tests.aggregator.test_fold_accel import archive, plain_args
 
 T0 = datetime(2026, 11, 10, tzinfo=UTC)
 PERIOD = Period.parse("2026-11-10", "2026-11-10")
 EVERYTHING = Period.everything()
 
 
-def _fold(lines: list[bytes], plain: bool = True, c_fold: bool = True, **caps: int) -> AggregateState:
+def _fold(lines: list[bytes], fold: Callable = fold_line, **caps: int) -> AggregateState:
     state = AggregateState(**caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, fold=fold)
     state.files.append(stat)
     return state
 
@@ -62,8 +64,8 @@ def _backfilled(raw: bytes) -> bool:
 @given(archive())
 def test_the_backfill_term_is_the_fold_of_the_backfilled_lines_alone(lines):
     alone = _fold([raw for raw in lines if _backfilled(raw)])
-    for plain, c_fold in ((True, True), (True, False), (False, False)):  # C, Python fast path, general
-        full = _fold(lines, plain, c_fold)
+    for fold in (fold_line, fold_line_reference):  # the accelerated fold, the reference
+        full = _fold(lines, fold)
         b = full.backfill
         # the very same additions in the same order: equal bit for bit, not merely close
         assert (b.windows, b.energy, b.operational_kg, b.embodied_kg, b.database_kg, b.messaging_kg,
@@ -77,7 +79,7 @@ def test_the_backfill_term_is_the_fold_of_the_backfilled_lines_alone(lines):
             sums = full.backfill_services[name]
             assert (sums.energy, sums.carbon, sums.requests, sums.windows) == (
                 acc.energy, acc.carbon, acc.requests, acc.windows), name
-        if not c_fold:  # the report is a function of the state compared above: once is enough
+        if fold is fold_line_reference:  # the report is a function of the state compared above: once is enough
             continue
         report = orjson.loads(report_bytes(build_report(full, EVERYTHING)))
         if not b.windows:  # no backfilled window: no block, the bytes of a report before backfill
@@ -100,17 +102,17 @@ def _plain(i: int, backfill: bool) -> bytes:
     return orjson.dumps(synth.sealed_lines([rep], seq=i)[0])
 
 
-def test_the_fast_paths_hand_a_backfilled_line_to_the_general_path_unchanged():
+def test_the_accelerator_hands_a_backfilled_line_to_the_reference_unchanged():
     lines = [_plain(0, False), _plain(1, False), _plain(2, True), _plain(3, False)]
-    for fold_plain in ([FAST.fold_plain] if FAST is not None else []) + [AggregateState.fold_plain]:
-        state = AggregateState()
-        fold_lines(lines[:2], "a/w.jsonl", "a", EVERYTHING, state=state)  # the layout is cached now
-        before = pickle.dumps(state)
-        rec = orjson.loads(lines[2])
-        assert fold_plain(state, rec, window_start(rec)) is None  # declined ...
-        assert pickle.dumps(state) == before  # ... having changed nothing
-        rec = orjson.loads(lines[3])
-        assert fold_plain(state, rec, window_start(rec)) is not None  # its neighbours are taken
+    assert EXT is not None
+    state = AggregateState()
+    fold_lines(lines[:2], "a/w.jsonl", "a", EVERYTHING, state=state)  # the layout is cached now
+    before = pickle.dumps(state)
+    rec = orjson.loads(lines[2])
+    assert EXT.fold_plain(rec, *plain_args(state, window_start(rec))) is None  # declined ...
+    assert pickle.dumps(state) == before  # ... having changed nothing
+    rec = orjson.loads(lines[3])
+    assert EXT.fold_plain(rec, *plain_args(state, window_start(rec))) is not None  # its neighbours are taken
     state = _fold(lines)
     assert state.backfill.windows == 1 and state.backfill_services["a"].windows == 1
     assert state.backfill_services["a"].energy == orjson.loads(lines[2])["report"]["green_summary"][

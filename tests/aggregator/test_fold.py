@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from aggregator import synth
-from aggregator.fold import MAX_ENERGY_MODELS, MAX_SERVICES, AttributionError
+from aggregator.fold.rules import MAX_ENERGY_MODELS, MAX_SERVICES, AttributionError
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from aggregator.synth import Svc

@@ -1,6 +1,6 @@
-"""The C fold (``aggregator._fold``) at the edges where C and Python most easily part ways.
+"""The C fold (``aggregator.fold._fold``) at the edges where C and Python most easily part ways.
 
-tests/aggregator/test_fold_fast.py mutates one field per line; here the lines are aimed at
+tests/aggregator/test_fold_accel.py mutates one field per line; here the lines are aimed at
 what a C mirror of Python code gets wrong: ``-0.0``, bools where ints belong, ints past 64
 bits (orjson yields them up to 2**64 - 1, then floats), figures at exactly the caps, duplicate
 JSON keys (orjson keeps the first position and the last value, so a duplicate can reorder a
@@ -11,10 +11,10 @@ characters, ``_unattributed`` and unusable names in I/O rows, I/O totals past 2*
 
 ``edge_menu()`` lists every such edge once. The grid test puts each one, alone, into a line
 between plain lines of a cached layout (runtime and v1.0, string and non-string tags); the
-property test mixes them across archives. Each archive is folded by the engine with the C
-fold, with the Python fast path and by the general path alone, and by a driver that calls the
-C fold line by line and checks the contract itself - a line it declines (``None``) leaves the
-state exactly as it was; a line it takes gives the hash the general parser reads. Every field
+property test mixes them across archives. Each archive is folded by the engine with the
+accelerator and with the reference alone, and by a driver that calls the C fold line by line
+and checks the contract itself - a line it declines (``None``) leaves the state exactly as it
+was; a line it takes gives the hash the reference parser reads. Every field
 of the states is compared bit for bit (floats by their hex form, so ``-0.0`` is not ``0.0``).
 """
 
@@ -30,10 +30,12 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from aggregator.engines import fold_lines
-from aggregator.fold import AggregateState
-from aggregator.fold_backfill import is_backfill
-from aggregator.fold_fast import FAST
-from aggregator.merge import Known, seeded
+from aggregator.fold.ext import EXT
+from aggregator.fold.fast import add_deltas, usable_layout
+from aggregator.fold.reference import fold_line as fold_line_reference
+from aggregator.fold.reference import process_window
+from aggregator.fold.rules import is_backfill
+from aggregator.fold.state import AggregateState, Known, seeded
 from aggregator.read import Malformed, Period, parse_window
 from aggregator.report import build_report, report_bytes
 from aggregator.sanitize import Tally
@@ -274,9 +276,10 @@ def _state(caps: dict) -> AggregateState:
     return state
 
 
-def _engine(lines: list[bytes], plain: bool, caps: dict, c_fold: bool = True) -> AggregateState:
+def _engine(lines: list[bytes], caps: dict, reference: bool = False) -> AggregateState:
     state = _state(caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", HOURS, state=state, plain=plain, c_fold=c_fold)
+    fold = {"fold": fold_line_reference} if reference else {}
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", HOURS, state=state, **fold)
     state.files.append(stat)
     return state
 
@@ -301,32 +304,36 @@ def _zero_sums(state: AggregateState) -> None:
 
 
 def _driver(lines: list[bytes], caps: dict) -> int:
-    """Fold ``lines`` line by line into two states in step - the C fold (the general path when
-    it declines) and the general path alone - with the float sums zeroed before each line, and
-    compare them after each line: a line the C fold takes must add exactly what the general
-    path adds, and a line it declines must leave the state untouched. Returns how many lines
-    the C fold took."""
+    """Fold ``lines`` line by line into two states in step - the C fold (the reference when it
+    declines) and the reference alone - with the float sums zeroed before each line, and
+    compare them after each line: a line the C fold takes must add exactly what the reference
+    adds, and a line it declines must leave the state untouched. Returns how many lines the C
+    fold took."""
     c, g, taken = _state(caps), _state(caps), 0
     for raw in lines:
         try:
             rec = orjson.loads(raw)
-            start = FAST.window_start(rec)
-            w = parse_window(rec, start, Tally())  # a line the general parser refuses: skipped by both
+            start = EXT.window_start(rec)
+            w = parse_window(rec, start, Tally())  # a line the reference parser refuses: skipped by both
         except (orjson.JSONDecodeError, Malformed):
             continue
         _zero_sums(c)
         _zero_sums(g)
-        g.process_window(parse_window(rec, start, g.tally), "agent-a/w.jsonl")
-        before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
-        got = FAST.fold_plain(c, rec, start)
-        if type(rec.get("report")) is dict and is_backfill(rec["report"].get("methodology")):
-            assert got is None, "a backfilled line must go to the general path (the backfill term)"
+        process_window(g, parse_window(rec, start, g.tally), "agent-a/w.jsonl")
+        usable, got = usable_layout(c, start), None
+        if usable is not None:
+            layout, bucket = usable
+            before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
+            got = EXT.fold_plain(rec, layout.names, layout.tags, layout.targets, layout.cells, c.regions)
+            if type(rec.get("report")) is dict and is_backfill(rec["report"].get("methodology")):
+                assert got is None, "a backfilled line must go to the reference (the backfill term)"
+            if got is None:
+                assert pickle.dumps(c) == before, "declined, yet the state changed"
         if got is None:
-            assert pickle.dumps(c) == before, "declined, yet the state changed"
-            c.process_window(parse_window(rec, start, c.tally), "agent-a/w.jsonl")
+            process_window(c, parse_window(rec, start, c.tally), "agent-a/w.jsonl")
         else:
             taken += 1
-            assert got == w.line_hash  # the hash the general parser reads
+            assert add_deltas(c, layout, bucket, start, got) == w.line_hash  # the hash the reference reads
         assert snapshot(c, engine=False) == snapshot(g, engine=False)
     return taken
 
@@ -338,12 +345,11 @@ CAPS = st.sampled_from([{}, {}, {}, {"max_services": 1, "max_models": 1, "max_re
 
 
 def _check(lines: list[bytes], caps: dict, report: bool = True) -> int:
-    """Fold ``lines`` the three ways (and by the Python fast path) and compare (the reports
-    too if ``report``); returns how many lines the C fold took."""
-    general = _engine(lines, False, caps)
-    c = _engine(lines, True, caps)
+    """Fold ``lines`` by the engine both ways and line by line (:func:`_driver`), and compare
+    (the reports too if ``report``); returns how many lines the C fold took."""
+    general = _engine(lines, caps, reference=True)
+    c = _engine(lines, caps)
     assert snapshot(c) == snapshot(general)
-    assert snapshot(_engine(lines, True, caps, c_fold=False)) == snapshot(general)
     if report:  # a function of the state compared above; its bytes once more, to be sure
         assert report_bytes(build_report(c, HOURS)) == report_bytes(build_report(general, HOURS))
     return _driver(lines, caps)
@@ -365,7 +371,7 @@ BASES = {
 
 
 def test_every_edge_alone_folds_by_c_exactly_as_by_the_general_path():
-    assert FAST is not None
+    assert EXT is not None
     failures, taken = [], 0
     for base, (names, tags, v1, caps) in BASES.items():
         for label, edge in MENU:
@@ -378,8 +384,9 @@ def test_every_edge_alone_folds_by_c_exactly_as_by_the_general_path():
             except AssertionError as exc:
                 failures.append(f"{base}: {label}: {str(exc)[:300]}")
     assert failures == []
-    # the plain lines around each edge are taken (1 or 3 per case): the grid tests the C fold
-    assert taken >= 2 * len(BASES) * len(MENU)
+    # the plain runtime lines around each edge are taken (v1.0 lines are the reference's):
+    # the grid tests the C fold
+    assert taken >= sum(1 for _, _, v1, _ in BASES.values() if v1 is not True) * len(MENU)
 
 
 @st.composite
@@ -401,6 +408,6 @@ def edge_archive(draw) -> list[bytes]:
 @settings(max_examples=300, deadline=None)
 @given(edge_archive(), CAPS)
 def test_the_c_fold_equals_the_general_path_on_archives_mixing_the_edges(lines, caps):
-    assert FAST is not None
+    assert EXT is not None
     taken = _check(lines, caps)
     event(f"C fold took {min(taken, 3)}+ lines" if taken >= 3 else f"C fold took {taken} lines")

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from aggregator import synth
 from aggregator.engines import fold_lines, merge_next, run_dask, run_local
 from aggregator.files import discover
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState, seeded
 from aggregator.market import MarketFactors
-from aggregator.merge import seeded
 from aggregator.read import Period
 from aggregator.render import summary_table
 from aggregator.render_html import render_html

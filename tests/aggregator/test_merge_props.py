@@ -12,11 +12,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from aggregator.engines import fold_lines, merge_next
-from aggregator.fold import AggregateState
-from aggregator.merge import Known, seeded
+from aggregator.fold.state import AggregateState, Known, seeded
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from schema.chain import seal
+from schema.constants import ENERGY_PER_IO_OP_KWH
 
 T0 = datetime(2026, 11, 10, tzinfo=UTC)
 EVERYTHING = Period.everything()
@@ -184,7 +184,13 @@ def test_every_proxy_entry_counts_its_window_tag_once_accepted_or_rejected(repor
     for rep in proxy:
         io = {row["service"]: row["io_ops"] for row in rep["per_endpoint_io_ops"]}
         gs = rep["green_summary"]
-        idle = gs["total_io_ops"] == 0 and gs["co2"]["operational_gco2"] == 0  # nothing to attribute
+        # nothing to attribute: no I/O to split by, no application energy (the line's energy
+        # less its hosts', or I/O ops x the per-op figure) and no application carbon
+        co2, hosts = gs["co2"], sum(h.get("energy_kwh", 0.0) for h in gs.get("hosts", ()) if h.get("in_totals", True))
+        app_kwh = max(0.0, gs.get("energy_kwh", 0.0) - hosts) if gs.get("energy_kwh", 0.0) > 0 else gs["total_io_ops"] * ENERGY_PER_IO_OP_KWH
+        app_g = co2["operational_gco2"] or max(0.0, co2["total"].get("mid", 0.0) - co2["embodied_gco2"]
+                                               - co2["database_gco2"] - co2["messaging_gco2"])
+        idle = app_kwh == 0.0 and app_g == 0.0
         # a service named like host pg is a service; with nothing to split by, _unattributed
         entries += len(io) if sum(io.values()) else 0 if idle else 1
     assert sum(state.models.values()) + state.rejected_models == entries

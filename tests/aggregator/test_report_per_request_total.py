@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from aggregator import synth
-from aggregator.fold import AggregateState
+from aggregator.fold.state import AggregateState
 from aggregator.read import Period
 from aggregator.render import (
     TINY,

@@ -12,6 +12,7 @@ import csv
 import json
 import math
 import pickle
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,13 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aggregator import synth
-from aggregator.accumulators import Bucket
 from aggregator.engines import fold_lines, merge_next, run_local
 from aggregator.files import discover
-from aggregator.fold import AggregateState
+from aggregator.fold.fast import fold_line
+from aggregator.fold.reference import fold_line as fold_line_reference
+from aggregator.fold.rules import DAY, HOUR, bucket_start, series_grid
+from aggregator.fold.state import AggregateState
+from aggregator.fold.sums import Bucket
 from aggregator.read import Period, to_epoch
 from aggregator.report import build_report, report_bytes
-from aggregator.series import DAY, HOUR, bucket_start, series_grid
 from carbonspan.cli import main
 from schema.chain import seal
 
@@ -81,13 +84,13 @@ def _lines(reports: list[dict]) -> list[bytes]:
     return out
 
 
-def _fold(lines: list[bytes], period: Period, plain: bool = True, c_fold: bool = True, **caps: int) -> AggregateState:
+def _fold(lines: list[bytes], period: Period, fold: Callable = fold_line, **caps: int) -> AggregateState:
     state = AggregateState(**caps)
-    fold_lines(lines, "agent-a/w.jsonl", "agent-a", period, state=state, plain=plain, c_fold=c_fold)
+    fold_lines(lines, "agent-a/w.jsonl", "agent-a", period, state=state, fold=fold)
     return state
 
 
-PATHS = [(False, False), (True, False), (True, True)]  # general, Python fast path, C fold
+PATHS = [fold_line_reference, fold_line]  # the reference, the accelerated fold
 
 
 def test_worked_example_hourly_buckets_by_window_start_with_empty_hours_as_zeros():
@@ -101,10 +104,10 @@ def test_worked_example_hourly_buckets_by_window_start_with_empty_hours_as_zeros
     ]
     lines = _lines(reports)
     got = set()
-    for plain, c_fold in PATHS:
-        report = build_report(_fold(lines, DAY_10, plain, c_fold), DAY_10)
+    for fold in PATHS:
+        report = build_report(_fold(lines, DAY_10, fold), DAY_10)
         got.add(report_bytes(report))
-    assert len(got) == 1  # the three fold paths give the same bytes, series included
+    assert len(got) == 1  # both folds give the same bytes, series included
     series = report.aggregate.series
     assert (series.bucket, series.bucket_seconds, len(series.buckets)) == ("hour", 3600, 24)
     b = series.buckets
@@ -137,8 +140,8 @@ def test_a_period_cut_inside_an_hour_cuts_its_first_and_last_bucket():
 
 def test_services_past_the_cap_are_each_buckets_dropped_entries():
     reports = [_window(T0 + timedelta(hours=h), {"a": (0.25, 0.125, 1), "b": (0.5, 0.25, 2)}) for h in range(3)]
-    for plain, c_fold in PATHS:
-        report = build_report(_fold(_lines(reports), DAY_10, plain, c_fold, max_services=1), DAY_10)
+    for fold in PATHS:
+        report = build_report(_fold(_lines(reports), DAY_10, fold, max_services=1), DAY_10)
         series, agg = report.aggregate.series, report.aggregate
         assert [s.service_name for s in series.services] == ["a"] and agg.dropped_energy_kwh == 1.5
         for x in series.buckets[:3]:
@@ -180,7 +183,7 @@ def _close(a: float, b: float) -> bool:
 @settings(max_examples=150, deadline=None)
 @given(spread_archive(), st.sampled_from([{}, {"max_services": 2}]), st.lists(st.integers(0, 14), max_size=2))
 def test_the_series_adds_up_to_the_report_on_every_path_and_through_the_engines_merge(lines, caps, cuts):
-    reports = {report_bytes(build_report(_fold(lines, TWO_DAYS, p, c, **caps), TWO_DAYS)) for p, c in PATHS}
+    reports = {report_bytes(build_report(_fold(lines, TWO_DAYS, fold, **caps), TWO_DAYS)) for fold in PATHS}
     assert len(reports) == 1
     report = orjson.loads(reports.pop())
     agg, series = report["aggregate"], report["aggregate"]["series"]
@@ -220,7 +223,7 @@ def test_the_series_adds_up_to_the_report_on_every_path_and_through_the_engines_
 
 
 def _refold(lines: list[bytes], known, caps: dict) -> AggregateState:
-    from aggregator.merge import seeded
+    from aggregator.fold.state import seeded
 
     state = seeded(known, **caps)
     fold_lines(lines, "agent-a/w.jsonl", "agent-a", TWO_DAYS, state=state)

@@ -310,7 +310,7 @@ def test_methodology_names_source_basis_and_vintage_of_every_region():
 def test_every_methodology_value_fits_what_a_report_keeps():
     # the aggregator keeps a methodology value of at most MAX_METHOD_VALUE_BYTES; a longer one
     # would vanish from the report, and with it the source of its figures
-    from aggregator.accumulators import MAX_METHOD_KEYS, MAX_METHOD_VALUE_BYTES
+    from aggregator.fold.rules import MAX_METHOD_KEYS, MAX_METHOD_VALUE_BYTES
 
     meth = m.methodology(m.CarbonModel.default(), True, True)
     assert max(len(v.encode()) for v in meth.values()) <= MAX_METHOD_VALUE_BYTES

@@ -1,23 +1,24 @@
-"""The plain-line fast paths - the C ``aggregator._fold.fold_plain`` and the Python
-``AggregateState.fold_plain`` it replaces when built - give exactly the general path's fold:
-byte-identical reports on hostile archives, and they are really taken on plain lines."""
+"""The C accelerator (``aggregator.fold.fast.fold_line``, the C ``fold_plain`` in front of the
+reference) gives exactly the reference fold (``aggregator.fold.reference.fold_line``):
+byte-identical reports on hostile archives, and the accelerator is really taken on plain lines."""
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import partial
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aggregator.accumulators import RegionAcc, ServiceAcc
 from aggregator.engines import fold_lines
-from aggregator.fold import AggregateState
-from aggregator.fold_fast import FAST, FOLD_VERSION
+from aggregator.fold.ext import EXT, FOLD_VERSION
+from aggregator.fold.fast import ACCELERATED, fold_line, usable_layout
+from aggregator.fold.reference import fold_line as fold_line_reference
+from aggregator.fold.state import AggregateState
+from aggregator.fold.sums import RegionAcc, ServiceAcc
 from aggregator.read import Period, window_start
 from aggregator.report import build_report, report_bytes
 from schema.chain import seal
@@ -138,41 +139,38 @@ def archive(draw) -> list[bytes]:
     return lines
 
 
-def _fold(lines: list[bytes], plain: bool, c_fold: bool = True, **caps: int) -> tuple[bytes, AggregateState]:
+def _fold(lines: list[bytes], fold: Callable = fold_line, **caps: int) -> tuple[bytes, AggregateState]:
     state = AggregateState(**caps)
-    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", HOURS, state=state, plain=plain, c_fold=c_fold)
+    _, stat = fold_lines(lines, "agent-a/w.jsonl", "agent-a", HOURS, state=state, fold=fold)
     state.files.append(stat)
     return report_bytes(build_report(state, HOURS)), state
 
 
+def plain_args(state: AggregateState, start: float) -> tuple:
+    """What the accelerated fold hands the C ``fold_plain`` after a line (the cached layout)."""
+    usable = usable_layout(state, start)
+    assert usable is not None, "no layout the C fold can take"
+    layout, _ = usable
+    return layout.names, layout.tags, layout.targets, layout.cells, state.regions
+
+
 def test_the_c_fold_is_built_and_by_the_current_rules():
     # make test builds it (setup.py); without it the aggregator is correct but slower, and the
-    # differential tests below would compare the Python fast path with itself
-    assert FAST is not None and FAST.FOLD_VERSION == FOLD_VERSION
-    assert issubclass(ServiceAcc, FAST.ServiceSums) and issubclass(RegionAcc, FAST.RegionSums)
+    # differential tests below would compare the reference with itself
+    assert ACCELERATED and EXT is not None and EXT.FOLD_VERSION == FOLD_VERSION
+    assert fold_line is not fold_line_reference
+    assert issubclass(ServiceAcc, EXT.ServiceSums) and issubclass(RegionAcc, EXT.RegionSums)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(archive(), st.sampled_from([{}, {"max_services": 2, "max_models": 2, "max_regions": 1}]))
-def test_the_fast_paths_fold_hostile_archives_exactly_as_the_general_path(lines, caps):
-    general, gstate = _fold(lines, False, **caps)
-    for c_fold in (True, False):  # the C fold, then the Python fast path
-        fast, fstate = _fold(lines, True, c_fold=c_fold, **caps)
-        assert fast == general  # byte-identical: same additions in the same order, same counters
-        assert fstate.chains == gstate.chains and fstate.malformed_samples == gstate.malformed_samples
-        assert (fstate.tally.sanitised, fstate.tally.missing) == (gstate.tally.sanitised, gstate.tally.missing)
-        assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
-
-
-def _fast_paths() -> dict[str, Callable[[AggregateState], Callable]]:
-    paths: dict[str, Callable[[AggregateState], Callable]] = {"python": lambda state: state.fold_plain}
-    if FAST is not None:
-        paths["c"] = lambda state: partial(FAST.fold_plain, state)
-    return paths
-
-
-_PATHS = _fast_paths()
-FAST_PATHS = pytest.mark.parametrize("fast", list(_PATHS.values()), ids=list(_PATHS))
+def test_the_accelerator_folds_hostile_archives_exactly_as_the_reference(lines, caps):
+    general, gstate = _fold(lines, fold_line_reference, **caps)
+    fast, fstate = _fold(lines, **caps)
+    assert fast == general  # byte-identical: same additions in the same order, same counters
+    assert fstate.chains == gstate.chains and fstate.malformed_samples == gstate.malformed_samples
+    assert (fstate.tally.sanitised, fstate.tally.missing) == (gstate.tally.sanitised, gstate.tally.missing)
+    assert [s.__dict__ for s in fstate.files] == [s.__dict__ for s in gstate.files]
 
 
 def _plain(i: int, energy: object = 0.25) -> dict:
@@ -185,49 +183,57 @@ def _plain(i: int, energy: object = 0.25) -> dict:
     return seal(None, i, report["window"]["start"], "report", report)
 
 
-@FAST_PATHS
-def test_a_plain_line_after_one_of_the_same_layout_takes_the_fast_path_and_sums_exactly(fast):
+def test_a_plain_line_after_one_of_the_same_layout_is_summed_in_c_exactly():
+    assert EXT is not None
     state = AggregateState()
     fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
     rec = orjson.loads(orjson.dumps(_plain(1)))
-    assert fast(state)(rec, window_start(rec)) == rec["hash"]  # taken
-    # two windows: a = 0.25 + 0.25, b = 0.25 + 0.25 kWh; 2 x (0.25 + 0.25) = 1.0 kWh in total
-    assert state.services["a"].energy == 0.5 and state.energy == 1.0
-    assert state.services["b"].requests == 4 and state.requests == 6  # (1 + 2) per window
-    assert state.windows == 2 and state.models == {"scaphandre_rapl": 4}
+    before = (state.energy, state.requests, state.windows)
+    got = EXT.fold_plain(rec, *plain_args(state, window_start(rec)))
+    # the window's deltas: application energy and carbon, requests, traces, the other terms ...
+    assert got[:7] == (0.5, 1.0, 3, 3, 0.0, 0.0, 0.0) and got[-1] == rec["hash"]
+    # ... which the caller adds to the totals; the per-service sums are added in C already
+    assert (state.energy, state.requests, state.windows) == before
+    assert state.services["a"].energy == 0.5 and state.services["b"].requests == 4
+    # through the seam: two more windows, the totals added by the reference's functions
+    fold_line(state, orjson.loads(orjson.dumps(_plain(2))), window_start(rec), "agent-a/w.jsonl")
+    assert state.windows == 2 and state.runtime_windows == 2 and state.models == {"scaphandre_rapl": 4}
 
 
-@FAST_PATHS
-def test_the_fast_path_changes_nothing_when_it_declines_and_leaves_sanitising_counted(fast):
+def test_the_c_fold_changes_nothing_when_it_declines():
+    assert EXT is not None
     state = AggregateState()
     fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
-    before = report_bytes(build_report(state, EVERYTHING))
-    for path, value in [(("green_summary", "energy_kwh"), -1.0),  # window-level: the general path counts it
+    before = pickle.dumps(state)
+    for path, value in [(("green_summary", "energy_kwh"), -1.0),  # window-level: the reference counts it
+                        (("green_summary", "per_service_energy_kwh", "a"), -1.0),  # so is a leaf
+                        (("green_summary", "per_service_requests", "b"), 2.0),  # a float count
                         (("green_summary", "hosts"), [{"name": "pg"}]),  # a host row
                         (("green_summary", "per_service_energy_model", "b"), "io_proxy_v1"),  # a new layout
+                        (("green_summary", "per_service_measured_ratio"), {"a": 0.5}),  # measured energy
+                        (("methodology",), {"backfill": "true"}),  # a backfilled line
                         (("window", "traces"), True)]:  # a bool is not a count
         hostile = orjson.loads(orjson.dumps(_plain(1)))
         node = hostile["report"]
         for key in path[:-1]:
             node = node[key]
         node[path[-1]] = value
-        assert fast(state)(hostile, window_start(hostile)) is None, path
-        assert report_bytes(build_report(state, EVERYTHING)) == before
-    # a per-service leaf is sanitised inline on the fast path, and counted, as on the general one
+        assert EXT.fold_plain(hostile, *plain_args(state, window_start(hostile))) is None, path
+        assert pickle.dumps(state) == before, path
+    # through the seam a sanitised leaf is counted, by the reference
     rec = orjson.loads(orjson.dumps(_plain(2, energy=-1.0)))
-    assert fast(state)(rec, window_start(rec)) == rec["hash"]
+    assert fold_line(state, rec, window_start(rec), "agent-a/w.jsonl") == rec["hash"]
     assert state.tally.sanitised == 1 and state.services["a"].energy == 0.25 and state.windows == 2
 
 
-@FAST_PATHS
-def test_a_v1_line_takes_the_proxy_fast_path_and_splits_by_io_share(fast):
+def test_a_v1_line_is_split_by_io_share():
     report = {"window": {"start": "2026-11-10T00:00:00Z", "traces": 4},
               "green_summary": {"total_io_ops": 4, "energy_kwh": 0.5,
                                 "co2": {"operational_gco2": 2000.0, "total": {"mid": 2000.0, "model": "io_proxy_v1"}}},
               "per_endpoint_io_ops": [{"service": "a", "io_ops": 1}, {"service": "b", "io_ops": 3}]}
-    rec = orjson.loads(orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report)))
-    state = AggregateState()
-    assert fast(state)(rec, window_start(rec)) == rec["hash"]  # taken, not declined
+    line = orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report))
+    got, state = _fold([line])
+    assert got == _fold([line], fold_line_reference)[0]
     # a: 1/4 of 0.5 kWh = 0.125 kWh and of 2 kg = 0.5 kg; b: 3/4 -> 0.375 kWh, 1.5 kg
     assert (state.services["a"].energy, state.services["a"].carbon) == (0.125, 0.5)
     assert (state.services["b"].energy, state.services["b"].carbon) == (0.375, 1.5)
@@ -274,7 +280,7 @@ def test_the_c_window_start_equals_the_python_parser(text):
     # the C parser takes the usual form only and hands every other text to the Python one
     from aggregator.read import Malformed
 
-    assert FAST is not None
+    assert EXT is not None
 
     rec = {"report": {"window": {"start": text}}}
     try:
@@ -282,7 +288,7 @@ def test_the_c_window_start_equals_the_python_parser(text):
     except Malformed as exc:
         want = str(exc)
     try:
-        got: object = FAST.window_start(rec)
+        got: object = EXT.window_start(rec)
     except Malformed as exc:
         got = str(exc)
     assert got == want and type(got) is type(want)
@@ -290,16 +296,15 @@ def test_the_c_window_start_equals_the_python_parser(text):
     from aggregator.coverage import window_end
 
     rec = {"report": {"window": {"start": "2026-11-10T00:00:00Z", "end": text}}}
-    assert FAST.window_end(rec) == window_end(rec) and type(FAST.window_end(rec)) is type(window_end(rec))
+    assert EXT.window_end(rec) == window_end(rec) and type(EXT.window_end(rec)) is type(window_end(rec))
 
 
-@pytest.mark.parametrize("c_fold", [True, False], ids=["c", "python"])
 @pytest.mark.parametrize(("mid", "embodied", "energy_kwh", "io_ops", "want_kg"), [
     (5000.0, 1000.0, 0.0, 3, 4.0),  # no operational figure: mid - embodied - database - messaging
     (500.0, 1000.0, 0.25, 3, 0.0),  # ... never below zero
 ])
 def test_a_v1_line_without_an_operational_figure_takes_it_from_mid_and_never_below_zero(
-        c_fold, mid, embodied, energy_kwh, io_ops, want_kg):
+        mid, embodied, energy_kwh, io_ops, want_kg):
     from schema.constants import ENERGY_PER_IO_OP_KWH
 
     report = {"window": {"start": "2026-11-10T00:00:00Z", "traces": 1},
@@ -308,16 +313,16 @@ def test_a_v1_line_without_an_operational_figure_takes_it_from_mid_and_never_bel
                                         "total": {"mid": mid, "model": "io_proxy_v1"}}},
               "per_endpoint_io_ops": [{"service": "a", "io_ops": 1}, {"service": "a", "io_ops": 2}]}
     line = orjson.dumps(seal(None, 0, "2026-11-10T00:00:00Z", "report", report))
-    fast, state = _fold([line], True, c_fold=c_fold)
-    assert fast == _fold([line], False)[0] and state.fallback_windows == 1
+    fast, state = _fold([line])
+    assert fast == _fold([line], fold_line_reference)[0] and state.fallback_windows == 1
     assert state.services["a"].carbon == want_kg == state.operational_kg
     # energy: energy_kwh when > 0, else total_io_ops x the per-op coefficient
     assert state.services["a"].energy == (energy_kwh or io_ops * ENERGY_PER_IO_OP_KWH)
 
 
 def test_without_the_c_build_the_python_paths_give_the_same_report(mixed_archive):
-    # a machine without a C compiler: aggregator._fold cannot be imported; the accumulators
-    # fall back to Python slots and the Python fast paths run - same report bytes
+    # a machine without a C compiler: aggregator.fold._fold cannot be imported; the accumulators
+    # fall back to Python slots and the reference folds every line - same report bytes
     import subprocess
     import sys
     from pathlib import Path
@@ -326,10 +331,12 @@ def test_without_the_c_build_the_python_paths_give_the_same_report(mixed_archive
     from aggregator.files import discover
 
     script = (
-        "import sys; sys.modules['aggregator._fold'] = None\n"  # import of it raises ImportError
-        "from aggregator.fold_fast import FAST\n"
-        "from aggregator.accumulators import ServiceAcc\n"
-        "assert FAST is None and ServiceAcc.__mro__[1].__module__ == 'aggregator.accumulators'\n"
+        "import sys; sys.modules['aggregator.fold._fold'] = None\n"  # import of it raises ImportError
+        "from aggregator.fold.fast import ACCELERATED, fold_line\n"
+        "from aggregator.fold.reference import fold_line as reference\n"
+        "from aggregator.fold.sums import ServiceAcc\n"
+        "assert not ACCELERATED and fold_line is reference\n"
+        "assert ServiceAcc.__mro__[1].__module__ == 'aggregator.fold.ext'\n"
         "from aggregator.engines import run_local\n"
         "from aggregator.files import discover\n"
         "from aggregator.read import Period\n"
@@ -380,7 +387,7 @@ def test_folding_the_same_hostile_lines_again_and_again_leaks_no_reference_and_n
     import sys
     import tracemalloc
 
-    assert FAST is not None
+    assert EXT is not None
     lines = _hostile_line_mix()
     recs = [orjson.loads(raw) for raw in lines[:-2]]
     # the lines' own objects (not small ints: shared with everything, a list of refcounts included)
@@ -388,9 +395,10 @@ def test_folding_the_same_hostile_lines_again_and_again_leaks_no_reference_and_n
 
     def fold_all() -> None:
         fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=AggregateState())
-        state = AggregateState(max_services=1)
+        state = AggregateState()
+        fold_lines(lines[:1], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
         for rec in recs:
-            FAST.fold_plain(state, rec, FAST.window_start(rec))
+            EXT.fold_plain(rec, *plain_args(state, EXT.window_start(rec)))
 
     for _ in range(20):  # warm the caches (the hour cache, free lists)
         fold_all()
@@ -430,9 +438,9 @@ def start_records(draw) -> dict:
 def test_the_c_window_start_equals_the_python_parser_whatever_the_line_shape(rec):
     from aggregator.read import Malformed
 
-    assert FAST is not None
+    assert EXT is not None
     outcomes = []
-    for parse in (window_start, FAST.window_start):
+    for parse in (window_start, EXT.window_start):
         try:
             outcomes.append(parse(rec))
         except Malformed as exc:
@@ -449,9 +457,9 @@ def test_a_deeply_nested_methodology_block_is_folded_not_fatal(depth):
                                                         "per_service_carbon_kgco2eq": {"a": 0.5}},
                                       "methodology": "@M"}}).replace(b'"@M"', block) for i in range(3)]
     reports = set()
-    for plain, c_fold in ((False, True), (True, False), (True, True)):
+    for fold in (fold_line_reference, fold_line):
         state = AggregateState()
-        fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, plain=plain, c_fold=c_fold)
+        fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, fold=fold)
         assert state.windows == 3 and state.methodology == {"vintage": ["2024"]}
         reports.add(report_bytes(build_report(state, EVERYTHING)))
     assert len(reports) == 1

@@ -1,47 +1,13 @@
-"""The small accumulators an AggregateState is made of (one per service, region, layout)."""
+"""The small accumulators an AggregateState is made of: per service, region, time bucket,
+layout, file, and what backfilled lines added. The per-service and per-region running sums
+are C structs when the extension is built (``aggregator.fold.ext``): the C fold adds to the
+ones it is handed, and nothing else of the state."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aggregator.fold_fast import FAST
-
-MAX_METHOD_KEYS = 32
-MAX_METHOD_VALUES = 8
-MAX_METHOD_VALUE_BYTES = 2048
-
-if FAST is not None:  # the running sums live in C structs that aggregator._fold adds to directly
-    ServiceSums, RegionSums, BucketSums = FAST.ServiceSums, FAST.RegionSums, FAST.BucketSums
-else:  # no C build: the same fields as Python slots
-
-    class ServiceSums:  # type: ignore[no-redef]
-        __slots__ = ("energy", "carbon", "requests", "windows")
-
-        def __init__(self) -> None:
-            self.energy = 0.0
-            self.carbon = 0.0
-            self.requests = 0
-            self.windows = 0
-
-    class RegionSums:  # type: ignore[no-redef]
-        __slots__ = ("energy", "carbon", "io_ops", "rows")
-
-        def __init__(self) -> None:
-            self.energy = 0.0
-            self.carbon = 0.0
-            self.io_ops = 0
-            self.rows = 0
-
-    class BucketSums:  # type: ignore[no-redef]
-        __slots__ = ("energy", "host_energy", "operational", "embodied", "database", "messaging",
-                     "dropped_energy", "dropped_carbon", "requests", "windows")
-
-        def __init__(self) -> None:
-            self.energy = self.host_energy = 0.0
-            self.operational = self.embodied = self.database = self.messaging = 0.0
-            self.dropped_energy = self.dropped_carbon = 0.0
-            self.requests = 0
-            self.windows = 0
+from aggregator.fold.ext import BucketSums, RegionSums, ServiceSums
 
 
 def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int,
@@ -129,7 +95,7 @@ class Bucket(BucketSums):  # type: ignore[misc,valid-type]
         self.services: dict[str, Cell] = {}
 
     def __reduce__(self) -> tuple:
-        return _bucket, (tuple(getattr(self, f) for f in _BUCKET_FIELDS), self.services)
+        return _bucket, (self.sums(), self.services)
 
     def sums(self) -> tuple:
         """The window-level sums, in a fixed order (for comparisons)."""
@@ -148,16 +114,18 @@ class Bucket(BucketSums):  # type: ignore[misc,valid-type]
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-class _Layout:
-    """How one (service names, tags, hosts) combination folds; see AggregateState._runtime.
-    ``cells`` are the targets' cells in the bucket ``cells_for`` (rebuilt when it changes)."""
+class Layout:
+    """How one (service names, tags, host names) combination folds (see the reference fold's
+    ``layout``): each entry's target (``None`` past the service cap), what its tags do to the
+    tag set, and the targets' cells in the bucket ``cells_for`` (rebuilt when it changes).
+    ``simple``: every target is kept; ``unknown``: some target has no known region yet."""
 
-    __slots__ = ("targets", "tag_counts", "rejected", "unknown", "simple", "host_named", "names", "cells",
-                 "cells_for")
+    __slots__ = ("names", "tags", "hosts", "targets", "tag_counts", "rejected", "unknown", "simple",
+                 "host_named", "cells", "cells_for")
 
-    def __init__(self) -> None:
-        self.targets: list[ServiceAcc | None] = []  # None: past the cap
-        self.names: tuple[str, ...] = ()
+    def __init__(self, names: tuple[str, ...], tags: tuple, hosts: frozenset[str]) -> None:
+        self.names, self.tags, self.hosts = names, tags, hosts
+        self.targets: list[ServiceAcc | None] = []
         self.cells: list[Cell | None] = []
         self.cells_for: Bucket | None = None
         self.tag_counts: dict[str, int] = {}
@@ -205,21 +173,39 @@ class FileStat:
     last_hash: str = ""
 
 
-def add_methodology(methodology: dict[str, list[str]], meta: dict) -> bool:
-    """Add a window's methodology block (key -> distinct string values, first seen; at most
-    32 keys x 8 values of <= 2 KiB). Returns whether a new key was refused at the key cap."""
-    refused = False
-    for key, value in meta.items():
-        if type(value) is not str or len(value) > MAX_METHOD_VALUE_BYTES:
-            continue
-        values = methodology.get(key)
-        if values is None:
-            if len(key) > 64:
-                continue
-            if len(methodology) >= MAX_METHOD_KEYS:
-                refused = True
-                continue
-            values = methodology[key] = []
-        if value not in values and len(values) < MAX_METHOD_VALUES:
-            values.append(value)
-    return refused
+@dataclass(slots=True)
+class BackfillSums:
+    """What backfilled lines credited one service (or ``_unattributed``)."""
+
+    energy: float = 0.0  # kWh
+    carbon: float = 0.0  # kg CO2e, operational
+    requests: int = 0
+    windows: int = 0
+
+    def add(self, other: BackfillSums) -> None:
+        self.energy += other.energy
+        self.carbon += other.carbon
+        self.requests += other.requests
+        self.windows += other.windows
+
+
+@dataclass(slots=True)
+class BackfillTotals:
+    """What backfilled windows added to the totals (the same additions, in the same order)."""
+
+    windows: int = 0
+    energy: float = 0.0  # kWh: application + host energy, as total_energy_kwh
+    operational_kg: float = 0.0
+    embodied_kg: float = 0.0
+    database_kg: float = 0.0
+    messaging_kg: float = 0.0
+    requests: int = 0
+
+    def add(self, other: BackfillTotals) -> None:
+        self.windows += other.windows
+        self.energy += other.energy
+        self.operational_kg += other.operational_kg
+        self.embodied_kg += other.embodied_kg
+        self.database_kg += other.database_kg
+        self.messaging_kg += other.messaging_kg
+        self.requests += other.requests

@@ -1,0 +1,720 @@
+/* _fold.c -- the aggregator's C accelerator: a plain runtime window line checked and its
+ * per-service sums added, for aggregator/fold/fast.py.
+ *
+ * Why C: after orjson.loads, the Python fold of a plain line is a few dozen type and range
+ * checks and seven float/int additions per service, each a bytecode round trip. This does
+ * the checks and the per-service additions on the loaded dict.
+ *
+ * Interface (small and explicit: nothing of AggregateState is read or written here):
+ *
+ *   fold_plain(rec, names, tags, targets, cells, regions) -> tuple | None
+ *
+ * `names` and `tags` are the cached layout's (aggregator.fold.sums.Layout), `targets` and
+ * `cells` its services' ServiceSums and their cells in the window's time bucket, `regions`
+ * the state's region accumulators (name -> RegionSums). It first *checks* - the line's
+ * per-service maps list exactly `names` with exactly `tags`, every figure and every
+ * per-service leaf is one the sanitiser would pass unchanged, no host rows, no measured
+ * ratio to add, not backfilled (methodology.backfill == "true") - and returns None having
+ * changed nothing if anything differs: the caller then folds the line by the reference fold
+ * (aggregator/fold/reference.py). Once checked it adds each entry to its target and cell, in
+ * order, with the same IEEE doubles (no fast-math), folds the region rows into `regions` when
+ * every row is plain (a known region, "resolved", its four fields present and clean), and
+ * returns the window's deltas for the caller to add to the totals with the reference fold's
+ * own functions:
+ *
+ *   (app_energy, app_carbon, requests, traces, embodied_g, database_g, messaging_g,
+ *    rows or None, root_spans or None, energy_without_carbon or None, methodology or None, hash)
+ *
+ * `requests` is the entries' sum, or window.traces when that is 0; `rows` is the line's region
+ * rows when they were not all plain (the reference folds them), else None; `hash` is "" when
+ * unusable. tests/aggregator/test_fold_accel.py holds this to the reference on hostile archives.
+ *
+ * Counts (requests, I/O ops) are exact: they are summed as unsigned 128-bit integers (each
+ * accepted count is at most 2**53, so no sum a real or hostile archive can reach overflows)
+ * and converted to Python ints on access.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <structmember.h>
+
+/* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
+ * stale build is refused instead of silently folding by old rules. */
+#define FOLD_VERSION 8
+#define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
+#define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
+
+typedef unsigned __int128 u128;
+
+/* ---------------------------------------------------------------------- exact counts */
+
+typedef struct { uint64_t lo, hi; } Count; /* a u128 without its 16-byte alignment demand */
+
+static inline u128 count_get(const Count *c) { return ((u128)c->hi << 64) | c->lo; }
+static inline void count_set(Count *c, u128 v) { c->lo = (uint64_t)v; c->hi = (uint64_t)(v >> 64); }
+
+static PyObject *u128_to_py(u128 v) {
+    uint64_t hi = (uint64_t)(v >> 64), lo = (uint64_t)v;
+    if (hi == 0)
+        return PyLong_FromUnsignedLongLong(lo);
+    PyObject *h = PyLong_FromUnsignedLongLong(hi), *l = PyLong_FromUnsignedLongLong(lo);
+    PyObject *shift = PyLong_FromLong(64), *hs = NULL, *out = NULL;
+    if (h && l && shift && (hs = PyNumber_Lshift(h, shift)))
+        out = PyNumber_Or(hs, l);
+    Py_XDECREF(h); Py_XDECREF(l); Py_XDECREF(shift); Py_XDECREF(hs);
+    return out;
+}
+
+static int py_to_u128(PyObject *v, u128 *out, const char *what) {
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (small == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow == 0) {
+        if (small < 0) {
+            PyErr_Format(PyExc_ValueError, "%s cannot be negative (got %lld)", what, small);
+            return -1;
+        }
+        *out = (u128)(unsigned long long)small;
+        return 0;
+    }
+    if (overflow < 0) {
+        PyErr_Format(PyExc_ValueError, "%s cannot be negative", what);
+        return -1;
+    }
+    PyObject *shift = PyLong_FromLong(64), *mask = PyLong_FromUnsignedLongLong(UINT64_MAX);
+    PyObject *hi = NULL, *lo = NULL;
+    int rc = -1;
+    if (shift && mask && (hi = PyNumber_Rshift(v, shift)) && (lo = PyNumber_And(v, mask))) {
+        unsigned long long h = PyLong_AsUnsignedLongLong(hi);
+        if (!(h == (unsigned long long)-1 && PyErr_Occurred())) {
+            *out = ((u128)h << 64) | (u128)PyLong_AsUnsignedLongLong(lo);
+            rc = 0;
+        } else {
+            PyErr_Format(PyExc_OverflowError, "%s does not fit in 128 bits", what);
+        }
+    }
+    Py_XDECREF(shift); Py_XDECREF(mask); Py_XDECREF(hi); Py_XDECREF(lo);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- Sums types */
+
+typedef struct {
+    PyObject_HEAD
+    double energy; /* kWh */
+    double carbon; /* kg CO2e */
+    Count count;   /* ServiceSums.requests / RegionSums.io_ops */
+    long long n;   /* ServiceSums.windows / RegionSums.rows */
+} Sums;
+
+static PyObject *sums_count_get(PyObject *self, void *closure) {
+    return u128_to_py(count_get(&((Sums *)self)->count));
+}
+
+static int sums_count_set(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
+        return -1;
+    }
+    u128 v;
+    if (py_to_u128(value, &v, (const char *)closure) < 0)
+        return -1;
+    count_set(&((Sums *)self)->count, v);
+    return 0;
+}
+
+static PyMemberDef service_members[] = {
+    {"energy", T_DOUBLE, offsetof(Sums, energy), 0, "energy (kWh) credited so far"},
+    {"carbon", T_DOUBLE, offsetof(Sums, carbon), 0, "operational carbon (kg CO2e) credited so far"},
+    {"windows", T_LONGLONG, offsetof(Sums, n), 0, "windows that credited this service"},
+    {NULL},
+};
+static PyGetSetDef service_getset[] = {
+    {"requests", sums_count_get, sums_count_set, "requests credited so far (exact int)", "requests"},
+    {NULL},
+};
+static PyMemberDef region_members[] = {
+    {"energy", T_DOUBLE, offsetof(Sums, energy), 0, "energy (kWh) of this grid region's rows"},
+    {"carbon", T_DOUBLE, offsetof(Sums, carbon), 0, "carbon (kg CO2e) of this grid region's rows"},
+    {"rows", T_LONGLONG, offsetof(Sums, n), 0, "region rows folded"},
+    {NULL},
+};
+static PyGetSetDef region_getset[] = {
+    {"io_ops", sums_count_get, sums_count_set, "I/O operations of the rows (exact int)", "io_ops"},
+    {NULL},
+};
+
+static PyTypeObject ServiceSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.ServiceSums",
+    .tp_doc = "Running sums of one service: energy, carbon, requests, windows (C fields).",
+    .tp_basicsize = sizeof(Sums),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = service_members,
+    .tp_getset = service_getset,
+};
+static PyTypeObject RegionSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.RegionSums",
+    .tp_doc = "Running sums of one grid region: energy, carbon, io_ops, rows (C fields).",
+    .tp_basicsize = sizeof(Sums),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = region_members,
+    .tp_getset = region_getset,
+};
+
+
+/* The window-level sums of one time bucket (aggregator.fold.sums.Bucket is its Python
+ * subclass; compact storage: the C fold does not touch it, Python adds the window sums). */
+typedef struct {
+    PyObject_HEAD
+    double energy, host_energy;                         /* kWh */
+    double operational, embodied, database, messaging;  /* kg CO2e */
+    double dropped_energy, dropped_carbon;              /* entries past the service cap */
+    Count requests;
+    long long windows;
+} BucketSumsObj;
+
+static PyObject *bucket_requests_get(PyObject *self, void *closure) {
+    return u128_to_py(count_get(&((BucketSumsObj *)self)->requests));
+}
+
+static int bucket_requests_set(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
+        return -1;
+    }
+    u128 v;
+    if (py_to_u128(value, &v, "requests") < 0)
+        return -1;
+    count_set(&((BucketSumsObj *)self)->requests, v);
+    return 0;
+}
+
+static PyMemberDef bucket_members[] = {
+    {"energy", T_DOUBLE, offsetof(BucketSumsObj, energy), 0, "application + host energy (kWh)"},
+    {"host_energy", T_DOUBLE, offsetof(BucketSumsObj, host_energy), 0, "host energy in totals (kWh)"},
+    {"operational", T_DOUBLE, offsetof(BucketSumsObj, operational), 0, "operational carbon (kg CO2e)"},
+    {"embodied", T_DOUBLE, offsetof(BucketSumsObj, embodied), 0, "embodied carbon (kg CO2e)"},
+    {"database", T_DOUBLE, offsetof(BucketSumsObj, database), 0, "database host carbon (kg CO2e)"},
+    {"messaging", T_DOUBLE, offsetof(BucketSumsObj, messaging), 0, "broker host carbon (kg CO2e)"},
+    {"dropped_energy", T_DOUBLE, offsetof(BucketSumsObj, dropped_energy), 0, "energy past the service cap"},
+    {"dropped_carbon", T_DOUBLE, offsetof(BucketSumsObj, dropped_carbon), 0, "carbon past the service cap"},
+    {"windows", T_LONGLONG, offsetof(BucketSumsObj, windows), 0, "windows starting in the bucket"},
+    {NULL},
+};
+static PyGetSetDef bucket_getset[] = {
+    {"requests", bucket_requests_get, bucket_requests_set, "requests (exact int)", NULL},
+    {NULL},
+};
+
+static PyTypeObject BucketSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.BucketSums",
+    .tp_doc = "Running sums of one time bucket (aggregate.series): the totals' terms (C fields).",
+    .tp_basicsize = sizeof(BucketSumsObj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = bucket_members,
+    .tp_getset = bucket_getset,
+};
+
+
+/* ---------------------------------------------------------------------- names */
+
+enum {
+    S_REPORT, S_GREEN_SUMMARY, S_ENERGY_MAP, S_CARBON_MAP, S_REQUESTS_MAP, S_REGION_MAP,
+    S_MODEL_MAP, S_CO2, S_TOTAL, S_HOSTS, S_WINDOW, S_TRACES, S_TOTAL_IO_OPS, S_ENERGY_KWH,
+    S_OPERATIONAL, S_EMBODIED, S_DATABASE, S_MESSAGING, S_MID, S_REGIONS, S_METHODOLOGY,
+    S_HASH, S_REGION, S_IO_OPS, S_CO2_GCO2, S_START, S_ROOT_SPANS, S_WITHOUT_CARBON, S_STATUS,
+    S_END, S_MEASURED_MAP, S_BACKFILL, N_NAMES
+};
+static const char *const NAME_TEXT[N_NAMES] = {
+    "report", "green_summary", "per_service_energy_kwh", "per_service_carbon_kgco2eq",
+    "per_service_requests", "per_service_region", "per_service_energy_model", "co2", "total",
+    "hosts", "window", "traces", "total_io_ops", "energy_kwh", "operational_gco2",
+    "embodied_gco2", "database_gco2", "messaging_gco2", "mid", "regions", "methodology", "hash",
+    "region", "io_ops", "co2_gco2", "start", "root_spans", "energy_without_carbon_kwh", "status",
+    "end", "per_service_measured_ratio", "backfill",
+};
+static PyObject *N[N_NAMES];
+static PyObject *EMPTY_STR;
+
+/* d[key] (borrowed) or NULL when absent; d must be a dict. */
+static inline PyObject *get(PyObject *d, int key) { return PyDict_GetItemWithError(d, N[key]); }
+
+/* A figure the sanitiser passes unchanged: an exact float in [0, MAX_FIGURE] (NaN fails);
+ * absent (NULL) is the default 0.0. */
+static inline int clean_figure(PyObject *v, double *out) {
+    if (v == NULL) {
+        *out = 0.0;
+        return 1;
+    }
+    if (!PyFloat_CheckExact(v))
+        return 0;
+    double d = PyFloat_AS_DOUBLE(v);
+    if (!(d >= 0.0 && d <= MAX_FIGURE))
+        return 0;
+    *out = d;
+    return 1;
+}
+
+/* A count the sanitiser passes unchanged: an exact int (not a bool) in [0, MAX_COUNT]. */
+static inline int clean_int(PyObject *v, long long *out) {
+    if (v == NULL) {
+        *out = 0;
+        return 1;
+    }
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow); /* cannot fail on an exact int */
+    if (overflow || x < 0 || x > MAX_COUNT)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* Does d list exactly the names of tuple `names`, in order? */
+static int same_keys(PyObject *d, PyObject *names) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyDict_GET_SIZE(d) != n)
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        PyObject *want = PyTuple_GET_ITEM(names, i++);
+        if (key != want) {
+            int eq = PyObject_RichCompareBool(key, want, Py_EQ);
+            if (eq <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+
+/* An exact str equal to "resolved" (a region row whose energy has carbon). */
+static inline int is_resolved(PyObject *v) {
+    return v && PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) == 8
+           && PyUnicode_CompareWithASCIIString(v, "resolved") == 0;
+}
+
+/* A per_service_measured_ratio map with nothing to add: absent, null, or a dict whose values
+ * are all an exact 0 (float or int). Any other map is folded by the reference, which adds
+ * each service's measured energy (energy x ratio) and sanitises the ratios. */
+static int no_measured(PyObject *m) {
+    if (m == NULL || m == Py_None)
+        return 1;
+    if (!PyDict_CheckExact(m))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(m, &pos, &k, &v)) {
+        if (PyFloat_CheckExact(v)) {
+            if (PyFloat_AS_DOUBLE(v) != 0.0)
+                return 0;
+        } else {
+            int overflow = 0;
+            if (!PyLong_CheckExact(v) || PyLong_AsLongLongAndOverflow(v, &overflow) != 0 || overflow)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+
+/* ---------------------------------------------------------------------- region rows */
+
+/* 1: every row is plain (an object naming a region `regions` holds as a RegionSums, status
+ * "resolved", io_ops / energy_kwh / co2_gco2 present and clean); 0: some row is not. */
+static int rows_plain(PyObject *rows, PyObject *regions) { /* -1: error */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *name, *acc, *v;
+        double e;
+        long long io;
+        if (!(PyDict_CheckExact(row) && (name = get(row, S_REGION)) != NULL && PyUnicode_CheckExact(name)
+              && (acc = PyDict_GetItemWithError(regions, name)) != NULL && PyObject_TypeCheck(acc, &RegionSumsType)
+              && is_resolved(get(row, S_STATUS)) && (v = get(row, S_IO_OPS)) != NULL && clean_int(v, &io)
+              && (v = get(row, S_ENERGY_KWH)) != NULL && clean_figure(v, &e)
+              && (v = get(row, S_CO2_GCO2)) != NULL && clean_figure(v, &e)))
+            return PyErr_Occurred() ? -1 : 0;
+    }
+    return 1;
+}
+
+/* The plain rows' additions (rows_plain said 1), in the reference fold's order per row. */
+static void add_rows(PyObject *rows, PyObject *regions) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        Sums *acc = (Sums *)PyDict_GetItemWithError(regions, get(row, S_REGION));
+        long long io = 0;
+        double energy = 0.0, co2 = 0.0;
+        clean_int(get(row, S_IO_OPS), &io);
+        clean_figure(get(row, S_ENERGY_KWH), &energy);
+        clean_figure(get(row, S_CO2_GCO2), &co2);
+        acc->n += 1;
+        count_set(&acc->count, count_get(&acc->count) + (u128)io);
+        acc->energy += energy;
+        acc->carbon += co2 / 1000.0;
+    }
+}
+
+/* ---------------------------------------------------------------------- window figures */
+
+typedef struct {
+    PyObject *rows, *meta, *hash;  /* region rows, methodology, line hash: borrowed, may be NULL */
+    PyObject *root_spans;          /* window.root_spans, borrowed, NULL when absent or null */
+    PyObject *without;             /* energy_without_carbon_kwh, borrowed, NULL when absent or null */
+    long long io_ops, traces;      /* window.traces, green_summary.total_io_ops (0 when absent) */
+    double kwh, operational, mid, embodied, database, messaging;
+} Figures;
+
+/* 1: every window-level figure is clean, no host rows, region rows a list of objects, not
+ * backfilled (f filled); 0: decline; -1: error. */
+static int check_figures(PyObject *rec, PyObject *report, PyObject *gs, Figures *f) {
+    PyObject *co2 = get(gs, S_CO2), *hosts = get(gs, S_HOSTS), *window = get(report, S_WINDOW), *total = NULL;
+    if (PyErr_Occurred())
+        return -1;
+    if ((co2 && !PyDict_CheckExact(co2)) || window == NULL || !PyDict_CheckExact(window))
+        return 0;
+    if (co2 && (total = get(co2, S_TOTAL)) != NULL && !PyDict_CheckExact(total))
+        return 0;
+    if (hosts && !(PyList_CheckExact(hosts) && PyList_GET_SIZE(hosts) == 0))
+        return 0;
+    if (!(clean_int(get(window, S_TRACES), &f->traces) && clean_int(get(gs, S_TOTAL_IO_OPS), &f->io_ops)
+          && clean_figure(get(gs, S_ENERGY_KWH), &f->kwh)
+          && clean_figure(co2 ? get(co2, S_OPERATIONAL) : NULL, &f->operational)
+          && clean_figure(co2 ? get(co2, S_EMBODIED) : NULL, &f->embodied)
+          && clean_figure(co2 ? get(co2, S_DATABASE) : NULL, &f->database)
+          && clean_figure(co2 ? get(co2, S_MESSAGING) : NULL, &f->messaging)
+          && clean_figure(total ? get(total, S_MID) : NULL, &f->mid)))
+        return PyErr_Occurred() ? -1 : 0;
+    f->rows = get(gs, S_REGIONS);
+    if (f->rows) {
+        if (!PyList_CheckExact(f->rows))
+            return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(f->rows); i++)
+            if (!PyDict_CheckExact(PyList_GET_ITEM(f->rows, i)))
+                return 0;
+    }
+    /* root spans and energy without carbon: absent or null is "not recorded"; else clean */
+    long long root;
+    double without;
+    f->root_spans = get(window, S_ROOT_SPANS);
+    f->without = get(gs, S_WITHOUT_CARBON);
+    if (f->root_spans == Py_None)
+        f->root_spans = NULL;
+    if (f->without == Py_None)
+        f->without = NULL;
+    if ((f->root_spans && !clean_int(f->root_spans, &root)) || (f->without && !clean_figure(f->without, &without)))
+        return PyErr_Occurred() ? -1 : 0;
+    f->meta = get(report, S_METHODOLOGY);
+    f->hash = get(rec, S_HASH);
+    if (PyErr_Occurred())
+        return -1;
+    /* a backfilled line (rules.is_backfill): the reference keeps the report's backfill term */
+    PyObject *backfill = f->meta && PyDict_CheckExact(f->meta) ? get(f->meta, S_BACKFILL) : NULL;
+    if (backfill && PyUnicode_CheckExact(backfill) && PyUnicode_GET_LENGTH(backfill) == 4
+        && PyUnicode_CompareWithASCIIString(backfill, "true") == 0)
+        return 0;
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+/* ---------------------------------------------------------------------- per-service maps */
+
+/* Do the line's tags (the model map's values when it lists the names in order, else
+ * map.get(name)) equal the layout's `tags`, as the reference fold's key comparison sees it? */
+static int same_tags(PyObject *models, PyObject *names, PyObject *tags) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (models && same_keys(models, names)) {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(models, &pos, &k, &v)) {
+            int eq = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(tags, i++), Py_EQ);
+            if (eq <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = models ? PyDict_GetItemWithError(models, PyTuple_GET_ITEM(names, i)) : NULL;
+        if (v == NULL && PyErr_Occurred())
+            return -1;
+        int eq = PyObject_RichCompareBool(v ? v : Py_None, PyTuple_GET_ITEM(tags, i), Py_EQ);
+        if (eq <= 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Are all of a map's values clean figures (floats) / clean counts (ints)? */
+static int all_clean(PyObject *map, int counts) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    double d;
+    long long x;
+    while (PyDict_Next(map, &pos, &k, &v))
+        if (!(counts ? clean_int(v, &x) : clean_figure(v, &d)))
+            return 0;
+    return 1;
+}
+
+/* 1: the maps are the layout's, every leaf clean (*carbon_out, *requests_out set; requests
+ * NULL when absent or empty); 0: decline; -1: error. */
+static int check_maps(PyObject *gs, PyObject *energy, PyObject *names, PyObject *tags, PyObject **carbon_out,
+                      PyObject **requests_out) {
+    PyObject *carbon = get(gs, S_CARBON_MAP), *requests = get(gs, S_REQUESTS_MAP);
+    PyObject *regmap = get(gs, S_REGION_MAP), *models = get(gs, S_MODEL_MAP), *measured = get(gs, S_MEASURED_MAP);
+    if (PyErr_Occurred())
+        return -1;
+    if (!no_measured(measured))
+        return 0;
+    if (!PyDict_CheckExact(energy) || PyDict_GET_SIZE(energy) == 0 || carbon == NULL || !PyDict_CheckExact(carbon)
+        || (requests && !PyDict_CheckExact(requests)) || (regmap && !PyDict_CheckExact(regmap))
+        || (models && !PyDict_CheckExact(models)))
+        return 0;
+    if (requests && PyDict_GET_SIZE(requests) == 0)
+        requests = NULL;
+    if (!same_keys(energy, names) || !same_keys(carbon, names) || (requests && !same_keys(requests, names)))
+        return 0;
+    int same = same_tags(models, names, tags);
+    if (same <= 0)
+        return same;
+    if (!all_clean(energy, 0) || !all_clean(carbon, 0) || (requests && !all_clean(requests, 1)))
+        return 0;
+    *carbon_out = carbon;
+    *requests_out = requests;
+    return 1;
+}
+
+/* A list of n ServiceSums? */
+static int sums_list(PyObject *list, Py_ssize_t n) {
+    if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) != n)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyObject_TypeCheck(PyList_GET_ITEM(list, i), &ServiceSumsType))
+            return 0;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------- the entry point */
+
+static PyObject *fold_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(rec, names, tags, targets, cells, regions) takes 6 arguments");
+        return NULL;
+    }
+    PyObject *rec = args[0], *names = args[1], *tags = args[2], *targets = args[3], *cells = args[4];
+    PyObject *regions = args[5];
+    if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags) || !PyDict_CheckExact(regions)) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain: names and tags must be tuples, regions a dict");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(tags) != n || !sums_list(targets, n) || !sums_list(cells, n)) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain: one tag, one ServiceSums target and one cell per name");
+        return NULL;
+    }
+    PyObject *report, *gs, *energy, *carbon = NULL, *requests = NULL;
+    if (!PyDict_CheckExact(rec) || (report = get(rec, S_REPORT)) == NULL || !PyDict_CheckExact(report)
+        || (gs = get(report, S_GREEN_SUMMARY)) == NULL || !PyDict_CheckExact(gs)
+        || (energy = get(gs, S_ENERGY_MAP)) == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Figures f;
+    int ok = check_maps(gs, energy, names, tags, &carbon, &requests);
+    if (ok == 1)
+        ok = check_figures(rec, report, gs, &f);
+    int plain_rows = 1;
+    if (ok == 1 && f.rows && PyList_GET_SIZE(f.rows))
+        plain_rows = rows_plain(f.rows, regions);
+    if (ok < 0 || plain_rows < 0)
+        return NULL;
+    if (ok == 0)
+        Py_RETURN_NONE;
+    /* checked: the additions of the reference's _credit_raw, in order */
+    double app_energy = 0.0, app_carbon = 0.0;
+    u128 app_requests = 0;
+    Py_ssize_t pe = 0, pc = 0, pr = 0;
+    PyObject *k, *e_v, *c_v, *r_v;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Sums *acc = (Sums *)PyList_GET_ITEM(targets, i), *cell = (Sums *)PyList_GET_ITEM(cells, i);
+        double e = 0.0, c = 0.0;
+        long long r = 0;
+        PyDict_Next(energy, &pe, &k, &e_v); /* sizes and leaves were checked */
+        PyDict_Next(carbon, &pc, &k, &c_v);
+        clean_figure(e_v, &e);
+        clean_figure(c_v, &c);
+        if (requests) {
+            PyDict_Next(requests, &pr, &k, &r_v);
+            clean_int(r_v, &r);
+        }
+        acc->energy += e;
+        acc->carbon += c;
+        count_set(&acc->count, count_get(&acc->count) + (u128)r);
+        acc->n += 1;
+        cell->energy += e;
+        cell->carbon += c;
+        count_set(&cell->count, count_get(&cell->count) + (u128)r);
+        app_energy += e;
+        app_carbon += c;
+        app_requests += (u128)r;
+    }
+    PyObject *rows_left = Py_None;
+    if (f.rows && PyList_GET_SIZE(f.rows)) {
+        if (plain_rows)
+            add_rows(f.rows, regions);
+        else
+            rows_left = f.rows;
+    }
+    PyObject *meta = f.meta && PyDict_CheckExact(f.meta) && PyDict_GET_SIZE(f.meta) ? f.meta : Py_None;
+    PyObject *hash = f.hash && PyUnicode_CheckExact(f.hash) && PyUnicode_GET_LENGTH(f.hash) <= 128 ? f.hash : EMPTY_STR;
+    PyObject *req = u128_to_py(app_requests ? app_requests : (u128)f.traces);
+    if (req == NULL)
+        return NULL;
+    /* N: steals the new reference to req; O: new references to the borrowed objects */
+    return Py_BuildValue("(ddNLdddOOOOO)", app_energy, app_carbon, req, f.traces, f.embodied, f.database,
+                         f.messaging, rows_left, f.root_spans ? f.root_spans : Py_None,
+                         f.without ? f.without : Py_None, meta, hash);
+}
+
+/* ---------------------------------------------------------------------- window_start */
+
+static PyObject *py_window_start; /* aggregator.read.window_start: every form but the usual one */
+
+static int two(const char *s) { return (s[0] - '0') * 10 + (s[1] - '0'); }
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
+ * Low-Level Date Algorithms", days_from_civil). */
+static long long days_from_civil(long long y, int m, int d) {
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Epoch seconds of "YYYY-MM-DDTHH:MM:SSZ" or "YYYY-MM-DDTHH:MM:SS.ffffffZ" (the agent's own
+ * form: ASCII digits, a real date and time), or 0 when the text is not exactly of either form
+ * (the caller then asks the Python parser). With microseconds the value is total microseconds
+ * / 1e6, one correctly rounded division, which is what datetime.timestamp() computes. */
+static int usual_start(PyObject *text, double *out) {
+    Py_ssize_t len = PyUnicode_IS_COMPACT_ASCII(text) ? PyUnicode_GET_LENGTH(text) : 0;
+    if (len != 20 && len != 27)
+        return 0;
+    const char *s = (const char *)PyUnicode_DATA(text);
+    static const char shape20[] = "0000-00-00T00:00:00Z", shape27[] = "0000-00-00T00:00:00.000000Z";
+    const char *shape = len == 20 ? shape20 : shape27;
+    for (int i = 0; i < len; i++)
+        if (shape[i] == '0' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+            return 0;
+    int year = two(s) * 100 + two(s + 2), month = two(s + 5), day = two(s + 8);
+    int hour = two(s + 11), minute = two(s + 14), second = two(s + 17);
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > mdays[month - 1] + (month == 2 && leap)
+        || hour > 23 || minute > 59 || second > 59)
+        return 0;
+    long long seconds = days_from_civil(year, month, day) * 86400LL + hour * 3600 + minute * 60 + second;
+    if (len == 20) {
+        *out = (double)seconds;
+        return 1;
+    }
+    long long micro = 0;
+    for (int i = 20; i < 26; i++)
+        micro = micro * 10 + (s[i] - '0');
+    long long total = seconds * 1000000LL + micro;
+    if (total > (1LL << 53) || total < -(1LL << 53))
+        return 0; /* not exact as a double: let Python divide */
+    *out = (double)total / 1e6;
+    return 1;
+}
+
+/* report.window.<key> of the usual forms in C; any other line goes to the Python parser
+ * `module.name` (imported on first need into *fallback), which gives the answer. */
+static PyObject *window_time(PyObject *rec, int key, PyObject **fallback, const char *module, const char *name) {
+    PyObject *report, *window, *text;
+    double epoch;
+    if (PyDict_CheckExact(rec) && (report = get(rec, S_REPORT)) && PyDict_CheckExact(report)
+        && (window = get(report, S_WINDOW)) && PyDict_CheckExact(window)
+        && (text = get(window, key)) && PyUnicode_CheckExact(text) && usual_start(text, &epoch))
+        return PyFloat_FromDouble(epoch);
+    if (PyErr_Occurred())
+        return NULL;
+    if (*fallback == NULL) {
+        PyObject *mod = PyImport_ImportModule(module);
+        *fallback = mod ? PyObject_GetAttrString(mod, name) : NULL;
+        Py_XDECREF(mod);
+        if (*fallback == NULL)
+            return NULL;
+    }
+    return PyObject_CallOneArg(*fallback, rec);
+}
+
+static PyObject *window_start(PyObject *module, PyObject *rec) {
+    return window_time(rec, S_START, &py_window_start, "aggregator.read", "window_start");
+}
+
+static PyObject *py_window_end; /* aggregator.coverage.window_end: every form but the usual two */
+
+/* Epoch seconds of report.window.end, or None when absent or not a time (coverage.window_end). */
+static PyObject *window_end(PyObject *module, PyObject *rec) {
+    return window_time(rec, S_END, &py_window_end, "aggregator.coverage", "window_end");
+}
+
+static PyMethodDef methods[] = {
+    {"window_end", (PyCFunction)window_end, METH_O,
+     "window_end(rec) -> float | None\n\n"
+     "Epoch seconds of report.window.end, as aggregator.coverage.window_end (which it calls for every\n"
+     "form but the two usual ones); rec's report.window was read by window_start first."},
+    {"window_start", (PyCFunction)window_start, METH_O,
+     "window_start(rec) -> float\n\n"
+     "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
+     "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
+    {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
+     "fold_plain(rec, names, tags, targets, cells, regions) -> tuple | None\n\n"
+     "Check a loaded line against a cached layout and add its per-service sums (see _fold.c):\n"
+     "the window's deltas if folded, None having changed nothing otherwise."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_fold", "The aggregator fold's C accelerator (see _fold.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fold(void) {
+    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0 || PyType_Ready(&BucketSumsType) < 0)
+        return NULL;
+    for (int i = 0; i < N_NAMES; i++)
+        if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
+            return NULL;
+    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "FOLD_VERSION", FOLD_VERSION) < 0
+        || PyModule_AddObjectRef(m, "ServiceSums", (PyObject *)&ServiceSumsType) < 0
+        || PyModule_AddObjectRef(m, "RegionSums", (PyObject *)&RegionSumsType) < 0
+        || PyModule_AddObjectRef(m, "BucketSums", (PyObject *)&BucketSumsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
