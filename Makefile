@@ -20,11 +20,12 @@ install: $(STAMP)
 	@echo "installed: $(VENV)/bin/carbonspan ($$($(VENV)/bin/carbonspan --version))"
 	@echo "put it on PATH with:  source $(VENV)/bin/activate"
 
-# The suite runs on every core this process may use (pytest-xdist; nproc honours CPU affinity
-# and cgroup limits, so a 1-core machine gets one worker), a whole test file per worker
-# (--dist loadfile) so a file's module-scoped agent process or Dask cluster starts once.
-# `make test TEST_JOBS=1` for one worker; PYTEST_ARGS picks tests, e.g. PYTEST_ARGS=tests/daemon.
-# pytest's exit 5 ("collected no tests") is turned into a failure that says so.
+# The suite runs on every core this process may use (pytest-xdist; nproc honours CPU affinity,
+# so a 1-core machine gets one worker), whole test files per worker (--dist loadfile; the hook
+# in tests/conftest.py keeps tests/signing and tests/deploy whole) so a module- or
+# session-scoped agent process or Dask cluster starts once. `make test TEST_JOBS=1` for one
+# worker; PYTEST_ARGS picks tests, e.g. PYTEST_ARGS=tests/daemon. pytest's exit 5 ("collected
+# no tests") becomes a failure that says so.
 TEST_JOBS   ?= $(shell nproc 2>/dev/null || echo 1)
 PYTEST_ARGS ?=
 
