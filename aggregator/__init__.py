@@ -2,10 +2,10 @@
 
 - ``files``   find and open archive files (local paths, fsspec URLs, plain/rotated/gzip)
 - ``read``    lines -> sanitised window records (``sanitize`` holds the value rules)
-- ``fold``    ``AggregateState.process_window``: runtime vs proxy vs ``_unattributed``, caps
-  (``fold_regions`` the region rows, ``accumulators`` the per-service/region totals)
-- ``merge``   the ordered merge of two states (left first-seen wins); ``seeded``/``Known``
-  for refolding a file that overflowed a cap on its own
+- ``fold``    the wing that folds windows into an ``AggregateState`` (rules, accumulators, the
+  state and its ordered merge, the reference fold, the C accelerator and the seam between
+  them: ``fold.fast.fold_line``); ``Known``/``seeded`` for refolding a file that overflowed
+  a cap on its own
 - ``engines`` ``run_local`` / ``run_dask``: fold per file, merge in file order (``merge_next``)
 - ``report``  state -> ``schema.report.DisclosureReport`` + content hash; ``render``/``render_html``
 - ``verify``  the auditor's checks: chains, window invariants, re-derivation

@@ -162,7 +162,7 @@ def test_the_c_fold_is_built_and_by_the_current_rules():
     assert issubclass(ServiceAcc, EXT.ServiceSums) and issubclass(RegionAcc, EXT.RegionSums)
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(archive(), st.sampled_from([{}, {"max_services": 2, "max_models": 2, "max_regions": 1}]))
 def test_the_accelerator_folds_hostile_archives_exactly_as_the_reference(lines, caps):
     general, gstate = _fold(lines, fold_line_reference, **caps)
@@ -274,7 +274,7 @@ STARTS = st.one_of(
 )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(STARTS)
 def test_the_c_window_start_equals_the_python_parser(text):
     # the C parser takes the usual form only and hands every other text to the Python one
