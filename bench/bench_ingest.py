@@ -18,16 +18,19 @@ that answers OK without looking at the body), printing the agent's share of it.
 ``--workers N`` runs ``carbonspan agent --workers N`` (agent/workers.py: N processes sharing the
 ports, one chain each); the agent's CPU is then the supervisor's and every worker's, its peak
 RSS the largest one process reached (the issue's bound is per process), and the archived spans
-those of every chain.
+those of every chain. The gRPC client threads share one channel unless ``--channels N``: one
+channel is one connection, which the kernel hands to one worker, so a workers run needs a
+channel per client thread (and its 1-worker baseline the same client).
 
     python -m bench ingest                       # via make bench
     python -m bench.bench_ingest --seconds 20 --clients 8 [--http-json] [--services N] [--ceiling]
-    python -m bench.bench_ingest --workers 2 [--http-json]
+    python -m bench.bench_ingest --workers 2 --channels 8 [--http-json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -47,14 +50,38 @@ SPANS = 512
 BODIES = 16  # pre-serialised request bodies, sent in turn
 
 
-def _grpc_sender(target: str, services: int | None) -> tuple[list[bytes], object, object]:
-    import grpc
+class _GrpcSender:
+    """Export calls over ``channels`` gRPC channels, each its own connection (a local
+    subchannel pool: grpcio shares one connection between channels to one target otherwise);
+    client thread k uses channel k mod ``channels``. With workers, the kernel hands each
+    connection to one worker, so one channel is one worker's load."""
 
+    def __init__(self, target: str, channels: int) -> None:
+        import grpc
+
+        self.channels = [grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+                         for _ in range(channels)]
+        self.calls = [c.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
+                      for c in self.channels]
+        self.local = threading.local()
+        self.next = itertools.count()
+
+    def __call__(self, body: bytes, timeout: float) -> None:
+        call = getattr(self.local, "call", None)
+        if call is None:
+            call = self.local.call = self.calls[next(self.next) % len(self.calls)]
+        call(body, timeout=timeout)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+def _grpc_sender(target: str, services: int | None, channels: int = 1) -> tuple[list[bytes], _GrpcSender]:
     from bench.workload import make_request_bytes
 
     bodies = [make_request_bytes(SPANS, seed=s, services=services) for s in range(BODIES)]
-    channel = grpc.insecure_channel(target)
-    return bodies, channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None), channel
+    return bodies, _GrpcSender(target, channels)
 
 
 class FreshIds:
@@ -145,7 +172,7 @@ def _json_bodies(services: int | None = None) -> list[bytes]:
 
 
 def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json: bool = False,
-            services: int | None = None, fresh_ids: bool = True) -> dict:
+            services: int | None = None, fresh_ids: bool = True, channels: int = 1) -> dict:
     """Blocking clients in threads (grpc and socket waits release the GIL)."""
     import grpc
 
@@ -153,7 +180,8 @@ def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json:
     if http_json:
         bodies, call = _json_bodies(services), _JsonSender(target)
     else:
-        bodies, call, channel = _grpc_sender(target, services)
+        bodies, channel = _grpc_sender(target, services, channels)
+        call = channel
     if fresh_ids:
         makers = [FreshIds(b, _trace_ids(services, seed), http_json) for seed, b in enumerate(bodies)]
     call(bodies[0], timeout=30)  # connect; these spans count as acknowledged too
@@ -214,7 +242,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: float, http_json: bool,
-           services: int | None, fresh_ids: bool, env: dict[str, str]) -> dict:
+           services: int | None, fresh_ids: bool, env: dict[str, str], channels: int = 1) -> dict:
     """Run the load generator against ``target``; its figures and the CPU s of the server
     processes ``pids``."""
     cpu0 = sum(_proc_cpu_s(pid) for pid in pids)
@@ -223,7 +251,7 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
          "--seconds", str(seconds), "--clients", str(clients), "--warmup", str(warmup),
          *(["--http-json"] if http_json else []),
          *(["--services", str(services)] if services else []),
-         *([] if fresh_ids else ["--repeat-ids"])],
+         *([] if fresh_ids else ["--repeat-ids"]), "--channels", str(channels)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds + warmup + 300)
     if gen.returncode != 0:
         raise RuntimeError(f"load generator failed: {gen.stderr[-2000:]}")
@@ -233,13 +261,14 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
     result["fresh_ids"] = fresh_ids
     result["services"] = services or 5
     result["load_average"] = os.getloadavg()[0]
+    result["channels"] = 0 if http_json else channels
     return result
 
 
 def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         agent_env: dict[str, str] | None = None, window_seconds: float = 10.0,
         http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
-        workers: int = 1) -> dict:
+        workers: int = 1, channels: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         agent = subprocess.Popen(
@@ -251,7 +280,7 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         try:
             target, pids = _started(agent, http_json)
             result = _drive(target, pids, seconds, clients, warmup, http_json, services,
-                            fresh_ids, env)
+                            fresh_ids, env, channels)
             result["peak_rss_mb"] = max(_peak_rss_mb(pid) for pid in pids)
             result["workers"] = workers
             agent.send_signal(signal.SIGTERM)
@@ -264,8 +293,10 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
 
         chains = [Path(tmp) / "bench"] if workers == 1 else [
             Path(tmp) / f"bench-w{k}" for k in range(workers)]
-        result["archived_spans"] = sum(rec["report"]["window"]["spans"] for chain in chains
-                                       for _, rec in read_records(chain) if rec)
+        result["chain_spans"] = {chain.name: sum(rec["report"]["window"]["spans"]
+                                                 for _, rec in read_records(chain) if rec)
+                                 for chain in chains}
+        result["archived_spans"] = sum(result["chain_spans"].values())
         result["agent_cpu_s_per_million"] = result["server_cpu_s"] / max(1, result["acked_spans"]) * 1e6
         return result
 
@@ -366,6 +397,9 @@ def _report(r: dict, what: str, target: str) -> None:
     print(f"  agent peak RSS:     {r['peak_rss_mb']:.0f} MB  (target < 250)")
     print(f"  clean stop exit:    {r['exit_code']}")
     c = r.get("ceiling")
+    if workers > 1:
+        print("  spans per chain:    " + ", ".join(f"{k} {v:,}" for k, v in r["chain_spans"].items())
+              + (f" ({r['channels']} gRPC channels)" if r["channels"] else ""))
     if c:
         print(f"  trivial handler:    {c['spans_per_s']:,.0f} spans/s at "
               f"{c['server_cpu_s_per_million']:.2f} server CPU s per million spans (same client "
@@ -392,7 +426,7 @@ def main() -> None:
     auto = worker_count(AgentSettings())[0]  # the agent's default on this machine
     if auto > 1:
         for http_json in (False, True):
-            _report(run(http_json=http_json, services=10, workers=auto),
+            _report(run(http_json=http_json, services=10, workers=auto, channels=8),
                     "OTLP/HTTP JSON ingest" if http_json else "OTLP/gRPC ingest",
                     "(the default worker count for this machine's cores)")
 
@@ -422,6 +456,9 @@ if __name__ == "__main__":
                     "the agent's share of it")
     ap.add_argument("--workers", type=int, default=1, metavar="N",
                     help="run 'carbonspan agent --workers N' (default 1: one agent process)")
+    ap.add_argument("--channels", type=int, default=1, metavar="N",
+                    help="gRPC channels (connections) the client threads share (default 1; with "
+                    "workers, each connection is served by one worker: give one per client)")
     ap.add_argument("--serve-trivial", choices=("grpc", "http"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     fresh = not a.repeat_ids
@@ -429,10 +466,10 @@ if __name__ == "__main__":
         serve_trivial(a.serve_trivial)
     elif a.loadgen:
         print(json.dumps(loadgen(a.loadgen, a.seconds, a.clients, a.warmup, a.http_json,
-                                 a.services, fresh)))
+                                 a.services, fresh, a.channels)))
     else:
         r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env),
-                a.window_seconds, a.http_json, a.services, fresh, a.workers)
+                a.window_seconds, a.http_json, a.services, fresh, a.workers, a.channels)
         if a.ceiling:
             c = ceiling(a.seconds, a.clients, a.warmup, a.http_json, a.services, fresh)
             r["ceiling"] = c

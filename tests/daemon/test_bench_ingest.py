@@ -61,3 +61,9 @@ def test_a_short_run_with_two_workers_counts_every_process_and_chain() -> None:
     assert r["workers"] == 2 and r["failed_requests"] == 0
     assert r["acked_spans"] == r["archived_spans"] > 0 and r["exit_code"] == 0
     assert r["agent_cpu_s_per_million"] > 0 and 0 < r["peak_rss_mb"] < 250
+    # a gRPC channel per client thread is a connection each: the kernel spreads them (all 16
+    # on one worker: odds 2 in 65,536)
+    g = run(seconds=1.0, clients=16, warmup=0.5, workers=2, channels=16)
+    assert g["channels"] == 16 and g["acked_spans"] == g["archived_spans"] > 0
+    assert set(g["chain_spans"]) == {"bench-w0", "bench-w1"}
+    assert all(n > 0 for n in g["chain_spans"].values()), g["chain_spans"]
