@@ -62,7 +62,7 @@ def test_wheel_builds_without_warnings_and_runs_without_a_compiler(tmp_path: Pat
     # the HTML report's templates are package data: the installed tree renders a page from them
     assert (target / "aggregator" / "templates" / "report.html").is_file()
     page = subprocess.run(
-        [sys.executable, "-S", "-c", "import aggregator.render_html as r, aggregator.report as b, aggregator.fold as f, "
+        [sys.executable, "-S", "-c", "import aggregator.render_html as r, aggregator.report as b, aggregator.fold.state as f, "
          "aggregator.read as p; print(r.__file__); print(r.render_html(b.build_report(f.AggregateState(), "
          "p.Period.everything(), '<ACME>')))"],
         capture_output=True, text=True, cwd=target.parent, timeout=120, check=False,
