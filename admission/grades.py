@@ -1,7 +1,8 @@
 """Estimates and grades from carbonspan's own archives (untrusted input).
 
 A claim that names a service instead of an estimate takes both from the service's recent
-window lines: ``archives/<agent-id>/windows-*.jsonl[.gz]``, each line
+window lines: ``archives/<agent-id>/windows-*.jsonl[.gz]`` (the layout and reading rules of
+``schema.archive``), each line
 ``{"ts", "seq", "prev", "hash", "report"}`` with ``report.green_summary.per_service_energy_kwh``
 and ``per_service_energy_model`` (and ``per_service_measured_ratio``) maps keyed by service.
 
@@ -28,7 +29,6 @@ is skipped and counted in ``ignored``.
 
 from __future__ import annotations
 
-import gzip
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from schema.archive import BODY_KEY, ArchiveReadError, numbered_lines, window_files
 from schema.tags import LIVE_INTENSITY_TAGS, MODELLED_TAGS, base_tag, is_measured
 
 UJ_PER_KWH = 3_600_000_000_000  # 1 kWh = 3.6e6 J = 3.6e12 µJ
@@ -79,22 +80,20 @@ class ServiceEstimate:
 
 
 def _lines(path: Path) -> Iterator[bytes]:
-    opener = gzip.open if path.name.endswith(".gz") else open
+    """The lines of a window file by the archive's rules (``schema.archive``); a truncated gzip
+    or unreadable file: what was read stands."""
     try:
-        with opener(path, "rb") as fh:
-            yield from fh
-    except (OSError, EOFError):  # truncated gzip or unreadable file: what was read stands
+        for _, line in numbered_lines(path):
+            yield line
+    except (OSError, ArchiveReadError):
         return
 
 
 def archive_files(archives: Path, agent_id: str | None = None) -> list[Path]:
-    """Window files under ``archives/<agent-id>/`` (all agents when ``agent_id`` is None)."""
+    """Window files (``schema.archive.window_files``) under ``archives/<agent-id>/`` (all
+    agents when ``agent_id`` is None)."""
     dirs = [archives / agent_id] if agent_id else sorted(p for p in archives.iterdir() if p.is_dir())
-    files: list[Path] = []
-    for d in dirs:
-        if d.is_dir():
-            files.extend(sorted(d.glob("windows-*.jsonl")) + sorted(d.glob("windows-*.jsonl.gz")))
-    return files
+    return [f for d in dirs for f in window_files(d)]
 
 
 def _ratio(summary: dict[str, Any], service: str) -> float | None | bool:
@@ -114,7 +113,7 @@ def _observation(raw: bytes, service: str) -> tuple[str, float, Any, float | Non
     unusable."""
     try:
         line = orjson.loads(raw)
-        summary = line["report"]["green_summary"]
+        summary = line[BODY_KEY]["green_summary"]
         energy = summary.get("per_service_energy_kwh", {})
         models = summary.get("per_service_energy_model", {})
         ts = line["ts"]
@@ -143,8 +142,6 @@ def estimate_service(
     if root.is_dir():
         for path in archive_files(root, agent_id):
             for raw in _lines(path):
-                if not raw.strip():
-                    continue
                 obs = _observation(raw, service)
                 if obs is False:
                     ignored += 1

@@ -23,7 +23,7 @@ import orjson
 from admission.claims import Claim
 from admission.engine import Admission
 from admission.model import PoolConfigError, build_forest
-from schema import chainlog
+from schema import chainlog, times
 from schema.chain import seal, verify_chain
 
 
@@ -45,7 +45,7 @@ class DecisionLog:
 
     def append(self, event: dict[str, Any], ts: str | None = None) -> dict[str, Any]:
         """Seal ``event`` as the next record; it reaches the disk at the next flush."""
-        record = seal(self._prev, self._seq, ts or chainlog.utc_now(), chainlog.BODY_KEY, event)
+        record = seal(self._prev, self._seq, ts or times.now(), chainlog.BODY_KEY, event)
         self._prev = record["hash"]
         self._seq += 1
         self._buf.append(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")

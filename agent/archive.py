@@ -1,6 +1,7 @@
 """Durable, hash-chained window archives: append, rotate, compress, lock, recover.
 
-Layout (docs/archive-format.md): one directory per agent id holding window files
+Layout (docs/archive-format.md; the names, the body key and how lines are read are
+``schema.archive``'s): one directory per agent id holding window files
 ``windows-<YYYYMMDD>-<NNNNNN>.jsonl`` (``.jsonl.gz`` once compressed), where ``NNNNNN`` is a
 rotation counter that never goes back, so lexical order is write order. The lock
 ``agent.lock``, the write-ahead log ``agent.wal`` and torn tails ``*.corrupt`` sit beside them.
@@ -19,24 +20,31 @@ from __future__ import annotations
 import fcntl
 import gzip
 import os
-import re
 import shutil
 import threading
-import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from schema import times
+from schema.archive import (
+    AGENT_FILE_RE,
+    BODY_KEY,
+    GZIP_SUFFIX,
+    RECORD_KEYS,
+    ArchiveReadError,
+    LongLine,
+    is_gzip,
+    numbered_lines,
+    window_file_name,
+)
 from schema.chain import record_hash, seal
 from schema.constants import MAX_LINE_BYTES
 
 LOCK_NAME = "agent.lock"
 WAL_NAME = "agent.wal"
-BODY_KEY = "report"
-WINDOW_FILE_RE = re.compile(r"^windows-(\d{8})-(\d{6})\.jsonl(\.gz)?$")
 
 
 class ArchiveError(RuntimeError):
@@ -56,41 +64,34 @@ class ArchiveLockedError(ArchiveError):
         self.holder_pid = holder_pid
 
 
-def utc_rfc3339(ns: int | None = None) -> str:
-    """RFC 3339 UTC with microseconds, e.g. ``2026-11-30T10:00:00.000000Z``."""
-    ts = datetime.now(UTC) if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _utc_day(ts: str) -> str:
     """``YYYYMMDD`` of an RFC 3339 time in UTC (a time without offset is taken as UTC); the
     current UTC day if ``ts`` is not such a time."""
     try:
-        dt = datetime.fromisoformat(ts)
+        return times.utc_day(ts)
     except ValueError:
-        return datetime.now(UTC).strftime("%Y%m%d")
-    return (dt if dt.tzinfo is None else dt.astimezone(UTC)).strftime("%Y%m%d")
+        return times.utc_day(times.now())
 
 
 def window_files(directory: Path) -> list[Path]:
-    """The window files of one agent directory, in write (= lexical) order."""
+    """The window files this agent wrote in ``directory`` (``schema.archive.AGENT_FILE_RE``),
+    in write (= lexical) order; a renamed copy is not the writer's to continue."""
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if WINDOW_FILE_RE.match(p.name))
+    return sorted(p for p in directory.iterdir() if AGENT_FILE_RE.match(p.name))
 
 
 def read_lines(path: Path) -> list[bytes]:
-    """Raw lines (without newline) of a plain or gzip window file; of a gzip stream that ends
-    abnormally, the lines before the break (the unreadable rest is for ``verify`` to report)."""
-    opener = gzip.open if path.name.endswith(".gz") else open
+    """The lines (without newline) of a plain or gzip window file, read by the archive's rules
+    (``schema.archive.numbered_lines``: blank lines skipped, a line past ``MAX_LINE_BYTES`` a
+    ``LongLine``); of a stream that ends abnormally, the lines before the break (the unreadable
+    rest is for ``verify`` to report)."""
     out: list[bytes] = []
-    with opener(path, "rb") as fh:
-        try:
-            for line in fh:
-                if line.strip():
-                    out.append(line.rstrip(b"\n"))
-        except (EOFError, OSError, zlib.error):
-            pass
+    try:
+        for _, line in numbered_lines(path):
+            out.append(line)
+    except ArchiveReadError:
+        pass
     return out
 
 
@@ -101,12 +102,15 @@ def read_records(directory: Path) -> list[tuple[str, dict[str, Any] | None]]:
     """
     out: list[tuple[str, dict[str, Any] | None]] = []
     for path in window_files(directory):
-        for lineno, raw in enumerate(read_lines(path), start=1):
-            try:
-                rec = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                rec = None
-            out.append((f"{path.name}:{lineno}", rec if isinstance(rec, dict) else None))
+        try:
+            for lineno, raw in numbered_lines(path):
+                try:
+                    rec = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    rec = None
+                out.append((f"{path.name}:{lineno}", rec if isinstance(rec, dict) else None))
+        except ArchiveReadError:
+            pass  # the lines before the break stand; verify reports the break
     return out
 
 
@@ -122,13 +126,14 @@ def _check_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """``(record, "")`` if ``raw`` is a whole, self-consistent chained record, else ``(None,
     why not)``. Never raises on the line's content (issue 12: a line nested 1,000 levels deep
     once crashed start-up with RecursionError)."""
-    if len(raw) > MAX_LINE_BYTES:
-        return None, f"a line of {len(raw):,} bytes, past the {MAX_LINE_BYTES:,}-byte limit"
+    if type(raw) is LongLine or len(raw) > MAX_LINE_BYTES:
+        length = raw.length if type(raw) is LongLine else len(raw)
+        return None, f"a line of {length:,} bytes, past the {MAX_LINE_BYTES:,}-byte limit"
     try:
         rec = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return None, f"not JSON ({str(exc).split(':')[0]})"
-    if not isinstance(rec, dict) or not {"ts", "seq", "prev", "hash", BODY_KEY} <= rec.keys():
+    if not isinstance(rec, dict) or not RECORD_KEYS <= rec.keys():
         return None, "not a chained record"
     try:
         recomputed = record_hash(rec)
@@ -218,10 +223,10 @@ class ArchiveWriter:
         if not files:
             return report
         last = files[-1]
-        m = WINDOW_FILE_RE.match(last.name)
+        m = AGENT_FILE_RE.match(last.name)
         assert m is not None
         self._day, self._counter = m.group(1), int(m.group(2))
-        if last.name.endswith(".gz"):
+        if is_gzip(last.name):
             rec = self._head_of(files, report)
             if rec is None:  # nothing to continue from: a new chain here would hide the old one
                 raise ArchiveError(f"{last} is compressed and no window file holds a valid record "
@@ -237,7 +242,7 @@ class ArchiveWriter:
         report.last_seq, report.last_hash = self.last_seq, self.last_hash
         if self.compress:
             for path in files[:-1]:
-                if path.suffix == ".jsonl":
+                if not is_gzip(path.name):
                     self._gzip(path)
         return report
 
@@ -270,7 +275,7 @@ class ArchiveWriter:
             good_end = start  # a whole but unreadable last line: also a torn write
         if good_end < len(data):
             tail = data[good_end:]
-            corrupt = self.directory / f"{path.name}.{utc_rfc3339().replace(':', '')}.corrupt"
+            corrupt = self.directory / f"{path.name}.{times.now().replace(':', '')}.corrupt"
             with open(corrupt, "wb") as fh:
                 fh.write(tail)
                 fh.flush()
@@ -289,9 +294,12 @@ class ArchiveWriter:
     def _drop_half_compressed(self) -> int:
         """Finish a compression a crash interrupted: never leave one file's lines twice."""
         removed = 0
-        for tmp in self.directory.glob("windows-*.jsonl.gz.tmp"):
-            tmp.unlink()
-        for gz in self.directory.glob("windows-*.jsonl.gz"):
+        for tmp in self.directory.glob("*.tmp"):
+            if AGENT_FILE_RE.match(tmp.name[: -len(".tmp")]):
+                tmp.unlink()
+        for gz in window_files(self.directory):
+            if not is_gzip(gz.name):
+                continue
             plain = gz.with_suffix("")
             if plain.exists():
                 plain.unlink()  # the .gz was renamed into place only once complete
@@ -306,7 +314,7 @@ class ArchiveWriter:
         so a line sealed just before midnight never lands in the next day's file.
         """
         seq = 0 if self.last_seq is None else self.last_seq + 1
-        ts = ts or utc_rfc3339()
+        ts = ts or times.now()
         record = seal(self.last_hash, seq, ts, BODY_KEY, report)
         line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
         old_path = self._path
@@ -337,7 +345,7 @@ class ArchiveWriter:
                 self._close_current()
         if self._path is None:
             day = max(today, self._day)  # a clock going back never breaks lexical order
-            path = self.directory / f"windows-{day}-{self._counter + 1:06d}.jsonl"
+            path = self.directory / window_file_name(day, self._counter + 1)
             # nothing changes until the file exists: when it cannot be made (a read-only or
             # full directory) the next append tries the same name again. Naming it first left
             # a path that was never created, reopened without O_CREAT at every retry (ENOENT),
@@ -371,8 +379,8 @@ class ArchiveWriter:
 
     def _gzip(self, path: Path) -> Path:
         """Compress a closed window file: write ``.gz.tmp``, fsync, rename, then unlink."""
-        gz = path.with_name(path.name + ".gz")
-        tmp = path.with_name(path.name + ".gz.tmp")
+        gz = path.with_name(path.name + GZIP_SUFFIX)
+        tmp = path.with_name(gz.name + ".tmp")
         with open(path, "rb") as src, open(tmp, "wb") as raw:
             with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as dst:
                 shutil.copyfileobj(src, dst)

@@ -27,9 +27,10 @@ from typing import Any
 
 import orjson
 
-from agent.archive import read_lines, utc_rfc3339, window_files
+from agent.archive import read_lines, window_files
 from agent.config import ConfigError
 from agent.metrics import AgentMetrics
+from schema import times
 from schema.chainlog import append_line
 from schema.checkpoint import CHECKPOINTS_NAME, Checkpoint
 from schema.merkle import MerkleTree
@@ -106,7 +107,7 @@ class CheckpointLog:
         end = data.rfind(b"\n") + 1
         if end == len(data):
             return
-        corrupt = self.directory / f"{CHECKPOINTS_NAME}.{utc_rfc3339().replace(':', '')}.corrupt"
+        corrupt = self.directory / f"{CHECKPOINTS_NAME}.{times.now().replace(':', '')}.corrupt"
         corrupt.write_bytes(data[end:])
         os.truncate(self.path, end)
         log.warning("a torn last record of %s (%d bytes, a crash mid-write) was moved to %s",
@@ -194,7 +195,7 @@ class CheckpointLog:
         return note
 
     def append_record(self, reason: str, note: str, **extra: Any) -> None:
-        rec = {"ts": utc_rfc3339(), "reason": reason, "note": note, **extra}
+        rec = {"ts": times.now(), "reason": reason, "note": note, **extra}
         data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS) + b"\n"
         with self.lock:
             append_line(self.path, data)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.archive import utc_rfc3339
+from schema import times
 
 MAX_ROWS = 1000
 ENABLE_HINT = ("GET /debug/last-batch is off: set [agent] debug_last_batch = true (or "
@@ -69,7 +69,7 @@ class LastBatch:
         capped = recorder.rows > len(rows)
         batch = {
             "acknowledged": True,
-            "acknowledged_at": utc_rfc3339(kept.at_ns),
+            "acknowledged_at": times.format_ns(kept.at_ns),
             "protocol": kept.protocol,
             "format": kept.fmt,
             "body_bytes": len(kept.body),

@@ -33,14 +33,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from agent.archive import ArchiveWriter, RecoveryReport, utc_rfc3339
+from agent.archive import ArchiveWriter, RecoveryReport
 from agent.batch import SpanBatch
 from agent.carbon.partial import WindowAccumulator
 from agent.metrics import AgentMetrics
 from agent.wal import WalError, WalRecord, WriteAheadLog, unarchived
+from schema import times
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -61,11 +61,6 @@ class ShuttingDown(RuntimeError):
 def now_ns() -> int:
     """Wall-clock ns rounded to microseconds, so a window start survives its RFC 3339 form."""
     return time.time_ns() // 1000 * 1000
-
-
-def rfc3339_to_ns(text: str) -> int:
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
 @dataclass(slots=True)
@@ -278,11 +273,11 @@ class Pipeline:
         is not charged to hosts). Nothing in this depends on the wall clock.
         """
         if recovery.last_window_end:
-            self._archived_end_ns = rfc3339_to_ns(recovery.last_window_end)
+            self._archived_end_ns = times.to_ns(recovery.last_window_end)
             self._warn_if_clock_behind()
         head_start = recovery.last_window_start
         groups = unarchived(records, recovery.last_seq,
-                            rfc3339_to_ns(head_start) if head_start else None)
+                            times.to_ns(head_start) if head_start else None)
         replayed = 0
         with self._lock:
             stuck: OpenWindow | None = None  # a replayed window the archive refused
@@ -327,7 +322,7 @@ class Pipeline:
                 "the clock is %.1f s behind the archive head (its last window ended %s): "
                 "windows are tied to the archive sequence, so nothing is lost, but their times "
                 "overlap earlier windows; each such window counts clock_behind_archive",
-                (self._archived_end_ns - now) / 1e9, utc_rfc3339(self._archived_end_ns),
+                (self._archived_end_ns - now) / 1e9, times.format_ns(self._archived_end_ns),
             )
 
     def close_if_due(self) -> None:
@@ -359,19 +354,19 @@ class Pipeline:
             self._clock_warned = True
             log.warning("the wall clock went back: window started %s ended %s, the archive head "
                         "ended %s; counted as clock_behind_archive on each such window",
-                        utc_rfc3339(w.start_ns), utc_rfc3339(end_ns),
-                        utc_rfc3339(self._archived_end_ns or 0))
+                        times.format_ns(w.start_ns), times.format_ns(end_ns),
+                        times.format_ns(self._archived_end_ns or 0))
         before = self.archive.bytes_written
         try:
             report = self.scoring.report(w.partial.snapshot(), w.start_ns, end_ns, w.counters)
-            record = self.archive.append(report, utc_rfc3339())
+            record = self.archive.append(report, times.now())
         except Exception as exc:
             self._window = w  # keep the spans (they are still in the WAL) and retry later
             since = self.archive_failing[0] if self.archive_failing else time.monotonic()
             self.archive_failing = (since, f"{type(exc).__name__}: {exc}"[:300])
             self.metrics.archive_write_errors.inc()
             log.exception(
-                "could not archive the window started %s; will retry", utc_rfc3339(w.start_ns)
+                "could not archive the window started %s; will retry", times.format_ns(w.start_ns)
             )
             raise
         self._archived_end_ns = end_ns

@@ -14,6 +14,7 @@ co2.embodied_gco2 (M)         = requests x embodied_carbon_per_request_gco2, whe
                                 window.traces (distinct trace ids; embodied_per = "trace", the
                                 default) or window.root_spans (embodied_per = "root_span")
 co2.total.mid                 = operational + M + database_gco2 + messaging_gco2
+                                (schema.totals.carbon_total: the terms are the contract's)
 co2.total.low / high          = mid x 0.5 / mid x 2
 """
 
@@ -39,7 +40,9 @@ from schema import (
     WindowInfo,
     WindowReport,
     pick_window_tag,
+    times,
 )
+from schema.totals import carbon_total
 
 J_PER_KWH = 3.6e6
 
@@ -77,8 +80,8 @@ def build_report(
     return WindowReport(
         agent_id=agent_id,
         window=WindowInfo(
-            start=rfc3339(start_ns),
-            end=rfc3339(max(start_ns, end_ns)),
+            start=times.format_ns(start_ns),
+            end=times.format_ns(max(start_ns, end_ns)),
             spans=partial.spans,
             traces=int(partial.trace_ids().size),
             root_spans=partial.root_spans,
@@ -115,7 +118,7 @@ def _summary(partial: WindowPartial, ctx: ScoringContext, hosts: list[HostRow]) 
     database = sum(h.co2_gco2 for h in in_totals if h.kind == "database")
     messaging = sum(h.co2_gco2 for h in in_totals if h.kind == "messaging")
     embodied = embodied_requests(partial, ctx) * ctx.config.embodied_carbon_per_request_gco2
-    mid = operational + embodied + database + messaging
+    mid = carbon_total(operational, embodied, database, messaging)
     energy_kwh = float(energy.sum()) + sum(h.energy_kwh for h in in_totals)
     window_tag = pick_window_tag(service_tags + [h.energy_model for h in in_totals])
     regions = _region_rows(partial, ctx)
@@ -264,10 +267,3 @@ def _host_intensity(region: str, ctx: ScoringContext, start_ns: int, end_ns: int
         return ctx.model.regions[region].annual_gco2_kwh
     mid = datetime.fromtimestamp((start_ns + max(start_ns, end_ns)) / 2e9, UTC)
     return ctx.model.intensity_at(region, ctx.config.use_hourly_profiles, mid.month, mid.hour)
-
-
-def rfc3339(ns: int) -> str:
-    """RFC 3339 UTC with microseconds, from integer nanoseconds (no float rounding)."""
-    seconds, rem = divmod(int(ns), 1_000_000_000)
-    dt = datetime.fromtimestamp(seconds, UTC)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{rem // 1000:06d}Z"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aggregator.coverage import GAP_TOLERANCE_S, coverage
 from aggregator.fold.state import AggregateState
-from aggregator.read import Period, _iso
+from aggregator.read import Period
 from schema.report import (
     AgentCoverage,
     Aggregate,
@@ -19,6 +19,7 @@ from schema.report import (
     Methodology,
     ReportWarning,
 )
+from schema.times import period_label
 
 #: Traces may exceed root spans by this much before the report warns (a trace split over
 #: windows or agents is charged embodied carbon by each).
@@ -36,7 +37,7 @@ def temporal(state: AggregateState, period: Period) -> dict:
         "temporal_coverage_by_agent": [
             AgentCoverage(agent=a, covered_seconds=s, temporal_coverage=f, runs=n) for a, s, f, n in c["agents"]
         ],
-        "largest_gaps": [CoverageGap(agent=a, start=_iso(lo), end=_iso(hi), seconds=g) for a, lo, hi, g in c["gaps"]],
+        "largest_gaps": [CoverageGap(agent=a, start=period_label(lo), end=period_label(hi), seconds=g) for a, lo, hi, g in c["gaps"]],
         "coverage_gaps_joined": state.coverage_gaps_joined,
         "windows_without_end": state.windows_without_end,
     }

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from aggregator.read import Period, to_epoch
+from aggregator.read import Period
 from schema.report import (
     Change,
     ComparedReport,
@@ -34,6 +34,7 @@ from schema.report import (
     ServiceChange,
     content_hash,
 )
+from schema.times import to_epoch
 
 #: Period lengths that differ by more than this fraction get a note (a month against a week).
 LENGTH_TOLERANCE = 0.01

@@ -21,7 +21,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from aggregator.read import to_epoch
+from schema.archive import BODY_KEY
+from schema.times import to_epoch
 
 #: A gap between two windows of one agent shorter than this is not a gap (seconds).
 GAP_TOLERANCE_S = 1.0
@@ -36,7 +37,7 @@ Runs = list[list[float]]  # sorted, disjoint, separated by more than GAP_TOLERAN
 def window_end(rec: dict) -> float | None:
     """Epoch seconds of ``report.window.end`` (``report`` and ``window`` are objects: the
     start was read first), or None when it is absent or not an RFC 3339 time."""
-    end = rec["report"]["window"].get("end")
+    end = rec[BODY_KEY]["window"].get("end")
     if type(end) is not str:
         return None
     try:

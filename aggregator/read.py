@@ -11,7 +11,6 @@ or overflowing number is a number, sanitised to 0 (``aggregator.lines``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -20,6 +19,9 @@ import orjson
 
 from aggregator.lines import Malformed, tolerant
 from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, Tally, clean_count, clean_float
+from schema.archive import BODY_KEY
+from schema.times import period_label, to_epoch
+from schema.totals import line_terms
 
 # A host row's recorded PUE is believed in [1, MAX_PUE]: below 1 is impossible (the IT load is
 # part of the facility's), and no operating data centre is near 10 (Uptime Institute surveys
@@ -49,7 +51,7 @@ class Period:
 
     def labels(self) -> tuple[str, str]:
         """RFC 3339 labels for the report; an open end is ``""``."""
-        return _iso(self.start), _iso(self.end)
+        return period_label(self.start), period_label(self.end)
 
     @classmethod
     def from_labels(cls, start: str, end: str) -> Period:
@@ -57,10 +59,8 @@ class Period:
         return cls(to_epoch(start) if start else float("-inf"), to_epoch(end) if end else float("inf"))
 
 
-def _iso(t: float) -> str:
-    if math.isinf(t):
-        return ""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+#: aggregator/series.py still imports the period label by this name
+_iso = period_label
 
 
 def _bound(text: str, flag: str, end: bool) -> float:
@@ -74,14 +74,6 @@ def _bound(text: str, flag: str, end: bool) -> float:
             f"{flag} {text!r} is not a date: use YYYY-MM-DD or an RFC 3339 time "
             "such as 2026-11-30T12:00:00Z"
         ) from None
-
-
-def to_epoch(text: str) -> float:
-    """Epoch seconds of an RFC 3339 time (a time without offset is taken as UTC)."""
-    dt = datetime.fromisoformat(text)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
 
 
 @dataclass(slots=True)
@@ -178,8 +170,8 @@ def _hour(prefix: str) -> float | None:
 
 
 def window_start(rec: dict) -> float:
-    report = rec.get("report", _EMPTY)
-    window = report.get("window", _EMPTY) if type(report) is dict else _obj(rec, "report")
+    report = rec.get(BODY_KEY, _EMPTY)
+    window = report.get("window", _EMPTY) if type(report) is dict else _obj(rec, BODY_KEY)
     start = window.get("start") if type(window) is dict else _obj(report, "window")
     if type(start) is not str:
         raise Malformed("report.window.start is missing or not a string")
@@ -303,7 +295,7 @@ def _regions(gs: dict) -> list[dict]:
 def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     """Sanitise the fields the fold needs from a loaded line (``start`` from window_start)."""
     line_hash = rec.get("hash")
-    report = rec["report"]
+    report = rec[BODY_KEY]
     gs = _obj(report, "green_summary")
     co2 = _obj(gs, "co2")
     total = _obj(co2, "total")
@@ -313,8 +305,7 @@ def parse_window(rec: dict, start: float, tally: Tally) -> Window:
     model = _str(gs.get("energy_model")) or _str(total.get("model"))
     methodology = report.get("methodology", _EMPTY)
     energy, operational, embodied, database, messaging, mid = clean_values(
-        [gs.get("energy_kwh", 0.0), co2.get("operational_gco2", 0.0), co2.get("embodied_gco2", 0.0),
-         co2.get("database_gco2", 0.0), co2.get("messaging_gco2", 0.0), total.get("mid", 0.0)],
+        [gs.get("energy_kwh", 0.0), *line_terms(co2), total.get("mid", 0.0)],  # schema.totals' terms
         tally,
     )
     traces, total_io_ops = clean_counts([window.get("traces", 0), gs.get("total_io_ops", 0)], tally)

@@ -16,6 +16,7 @@ from aggregator.html_templates import render
 from aggregator.render import band, fmt_kg, fmt_kwh
 from aggregator.render_html_services import elide_middle
 from schema.report import DisclosureReport, SeriesBucket
+from schema.totals import UNATTRIBUTED_TERMS, sum_of
 
 SERIES_SERVICES = 8
 PALETTE = ("#3f8f4f", "#7aa6c8", "#c77700", "#8e6bb8", "#c8553d", "#2a7f8f", "#b5a22c", "#d17fa4")
@@ -57,7 +58,7 @@ def _segments(report: DisclosureReport, carbon: bool) -> tuple[list[tuple[str, s
     if carbon:
         b = agg.carbon_breakdown
         rest = [x.embodied_kgco2eq + x.host_carbon_kgco2eq for x in series.buckets]
-        out.append(("embodied and host carbon", REST_COLOUR, b.embodied_kgco2eq + b.database_kgco2eq + b.messaging_kgco2eq,
+        out.append(("embodied and host carbon", REST_COLOUR, sum_of(b, "_kgco2eq", UNATTRIBUTED_TERMS),
                     rest))
         return out, "embodied and host carbon"
     out.append(("database and broker hosts", REST_COLOUR, agg.host_energy_kwh, [x.host_energy_kwh for x in series.buckets]))

@@ -18,7 +18,7 @@ from aggregator.fold.rules import UNATTRIBUTED
 from aggregator.fold.state import AggregateState
 from aggregator.fold.sums import BackfillSums, ServiceAcc
 from aggregator.market import MarketFactors
-from aggregator.read import Period, _iso
+from aggregator.read import Period
 from aggregator.scope2 import methodology_block, scope2
 from aggregator.series import build_series
 from schema.canonical import canonical_json
@@ -43,6 +43,8 @@ from schema.report import (
 )
 from schema.report import Period as PeriodModel
 from schema.tags import pick_window_tag
+from schema.times import period_label
+from schema.totals import SCI_TERMS, TOTAL_TERMS, sum_of, terms_of, total_of
 from schema.version import __version__
 
 __all__ = ["build_report", "content_hash", "report_bytes"]
@@ -66,8 +68,8 @@ def _backfill_total(state: AggregateState) -> BackfillTotal | None:
     b = state.backfill
     if not b.windows:
         return None
-    carbon = b.operational_kg + b.embodied_kg + b.database_kg + b.messaging_kg
-    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    carbon = total_of(b, "_kg")
+    total_kg = total_of(state, "_kg")
     return BackfillTotal(
         windows=b.windows, windows_share=_share(b.windows, state.windows),
         energy_kwh=b.energy, energy_share=_share(b.energy, state.energy),
@@ -110,7 +112,7 @@ def _per_request(state: AggregateState) -> PerRequest | None:
     if state.requests <= 0:
         return None
     op = state.operational_kg * 1000.0 / state.requests
-    sci = (state.operational_kg + state.embodied_kg) * 1000.0 / state.requests
+    sci = sum_of(state, "_kg", SCI_TERMS) * 1000.0 / state.requests  # (E x I + M) / R
     return PerRequest(requests=state.requests, operational_gco2e=op, operational_low_gco2e=op * SCI_LOW_FACTOR,
                       operational_high_gco2e=op * SCI_HIGH_FACTOR, sci_gco2e=sci,
                       sci_low_gco2e=sci * SCI_LOW_FACTOR, sci_high_gco2e=sci * SCI_HIGH_FACTOR)
@@ -138,13 +140,9 @@ def _methodology(state: AggregateState, market: MarketFactors | None) -> Methodo
 
 def _aggregate(state: AggregateState, period: Period, apps: list[Application],
                market: MarketFactors | None) -> Aggregate:
-    breakdown = CarbonBreakdown(
-        operational_kgco2eq=state.operational_kg,
-        embodied_kgco2eq=state.embodied_kg,
-        database_kgco2eq=state.database_kg,
-        messaging_kgco2eq=state.messaging_kg,
-    )
-    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    breakdown = CarbonBreakdown(**{f"{term}_kgco2eq": kg for term, kg in
+                                   zip(TOTAL_TERMS, terms_of(state, "_kg"), strict=True)})
+    total_kg = total_of(state, "_kg")
     models = {
         name: sorted(acc.models) for name, acc in sorted(state.services.items()) if acc.models
     }
@@ -219,15 +217,15 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
     (``--market-factors``) it carries the market-based Scope 2 figure and the factors; with
     ``previous`` (``--compare``) the comparison with that report (inside the hash)."""
     start, end = period.labels()
-    total_kg = state.operational_kg + state.embodied_kg + state.database_kg + state.messaging_kg
+    total_kg = total_of(state, "_kg")
     apps = _applications(state, total_kg)
     aggregate = _aggregate(state, period, apps, market)
     methodology = _methodology(state, market)
     report = DisclosureReport(
         produced_by=f"carbonspan {__version__}",
         organisation=organisation,
-        period=PeriodModel(start=start, end=end, first_window=_iso(state.first_start),
-                           last_window=_iso(state.last_start)),
+        period=PeriodModel(start=start, end=end, first_window=period_label(state.first_start),
+                           last_window=period_label(state.last_start)),
         methodology=methodology,
         aggregate=aggregate,
         applications=apps,

@@ -24,6 +24,7 @@ from aggregator.fold.sums import HostRegionAcc, RegionAcc
 from aggregator.market import FORMULA, MarketFactors
 from schema.report import MarketFactors as MarketFactorsModel
 from schema.report import Scope2, Scope2Region
+from schema.totals import scope2_of
 
 
 def _pue(racc: RegionAcc | None, hacc: HostRegionAcc | None) -> tuple[str, float | None]:
@@ -39,7 +40,7 @@ def _pue(racc: RegionAcc | None, hacc: HostRegionAcc | None) -> tuple[str, float
 
 def scope2(state: AggregateState, factors: MarketFactors) -> Scope2:
     """The ``aggregate.scope2`` block of ``state`` under ``factors``."""
-    location = state.operational_kg + state.database_kg + state.messaging_kg
+    location = scope2_of(state, "_kg")  # schema.totals.SCOPE2_TERMS
     delta = 0.0  # sum over contractual regions of (market_r - location_r), in region order
     rows = []
     for name in sorted(set(state.regions) | set(state.host_regions)):

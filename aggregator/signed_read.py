@@ -18,6 +18,7 @@ import orjson
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_lines
 from aggregator.verify import Finding
 from schema import chainlog
+from schema.archive import BODY_KEY
 from schema.checkpoint import CHECKPOINTS_NAME, Checkpoint
 from schema.merkle import MerkleTree
 from schema.note import NoteError, Signature, check_signature, matching, split_note
@@ -90,7 +91,7 @@ def read_agent(files: Sequence[ArchiveFile]) -> AgentLog:
 
 def _agent_id(line: bytes, agent: str, index: int, out: list[tuple[int, str]]) -> None:
     try:
-        rep = orjson.loads(line).get("report")
+        rep = orjson.loads(line).get(BODY_KEY)
         agent_id = rep.get("agent_id") if isinstance(rep, dict) else None
     except (orjson.JSONDecodeError, AttributeError):
         return

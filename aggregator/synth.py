@@ -2,8 +2,9 @@
 
 Builds ``schema.WindowReport`` values whose figures obey the window invariants (per-service
 carbon = energy x intensity x PUE; ``energy_kwh`` = services + hosts in totals), seals them
-with ``schema.chain.seal`` into the pinned archive layout (``<root>/<agent>/windows-
-<YYYYMMDD>-<NNNNNN>.jsonl``, optionally gzipped), one hash chain per agent across its files.
+with ``schema.chain.seal`` into the pinned archive layout (``schema.archive``:
+``<root>/<agent>/windows-<YYYYMMDD>-<NNNNNN>.jsonl``, optionally gzipped), one hash chain per
+agent across its files, with the agent's window times (``schema.times``, 27 characters).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from schema import times
+from schema.archive import BODY_KEY, GZIP_SUFFIX, window_file_name
 from schema.chain import seal
 from schema.constants import ENERGY_PER_IO_OP_KWH
 from schema.models import (
@@ -30,6 +33,7 @@ from schema.models import (
     WindowInfo,
     WindowReport,
 )
+from schema.totals import carbon_total
 
 #: region -> (gCO2e/kWh, PUE): a few rows of the annual table (Ember yearly data; provider PUE).
 REGIONS: dict[str, tuple[float, float]] = {
@@ -50,10 +54,6 @@ class Svc:
     requests: int = 10
     io_ops: int = 100
     model: str = "io_proxy_v1"
-
-
-def _iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def window_report(start: datetime, services: Sequence[Svc], *, runtime: bool = True,
@@ -81,7 +81,7 @@ def window_report(start: datetime, services: Sequence[Svc], *, runtime: bool = T
     db_g = sum(h.co2_gco2 for h in hosts if h.in_totals and h.kind == "database")
     msg_g = sum(h.co2_gco2 for h in hosts if h.in_totals and h.kind == "messaging")
     host_kwh = sum(h.energy_kwh for h in hosts if h.in_totals)
-    mid = operational_g + embodied_g + db_g + msg_g
+    mid = carbon_total(operational_g, embodied_g, db_g, msg_g)
     io_total = sum(s.io_ops for s in services)
     model = services[0].model if services else ""
     gs = GreenSummary(
@@ -104,7 +104,8 @@ def window_report(start: datetime, services: Sequence[Svc], *, runtime: bool = T
         gs.per_service_requests = {s.name: s.requests for s in services}
     return WindowReport(
         agent_id=agent_id,
-        window=WindowInfo(start=_iso(start), end=_iso(start + timedelta(seconds=length_s)),
+        window=WindowInfo(start=times.format_datetime(start),
+                          end=times.format_datetime(start + timedelta(seconds=length_s)),
                           spans=sum(s.requests for s in services) * 3,
                           traces=sum(s.requests for s in services),
                           root_spans=sum(s.requests for s in services), io_ops=io_total),
@@ -133,7 +134,7 @@ def sealed_lines(reports: Iterable[WindowReport | dict[str, Any]], prev: str | N
     out = []
     for rep in reports:
         body = rep if isinstance(rep, dict) else rep.model_dump(mode="json")
-        rec = seal(prev, seq, body["window"]["end"], "report", body)
+        rec = seal(prev, seq, body["window"]["end"], BODY_KEY, body)
         out.append(rec)
         prev, seq = rec["hash"], seq + 1
     return out
@@ -148,9 +149,9 @@ def write_agent(root: Path, agent: str, files: Sequence[Sequence[dict[str, Any]]
     paths = []
     for i, records in enumerate(files):
         data = b"".join(orjson.dumps(r) + b"\n" for r in records)
-        path = directory / f"windows-{day}-{i:06d}.jsonl"
+        path = directory / window_file_name(day, i)
         if i in gz:
-            path = path.with_name(path.name + ".gz")
+            path = path.with_name(path.name + GZIP_SUFFIX)
             data = gzip.compress(data, mtime=0)
         path.write_bytes(data)
         paths.append(path)

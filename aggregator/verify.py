@@ -18,11 +18,14 @@ from aggregator.compare import CompareError, Previous, check_previous, from_bloc
 from aggregator.engines import run_local
 from aggregator.files import ArchiveFile
 from aggregator.market import MarketFactorsError, from_report
-from aggregator.read import Period, to_epoch
+from aggregator.read import Period
 from aggregator.report import build_report, content_hash
 from aggregator.verify_inputs import named_as_stated
 from aggregator.verify_lines import LineFinding, read_records
+from schema.archive import BODY_KEY
 from schema.chain import verify_chain
+from schema.times import to_epoch
+from schema.totals import TOTAL_TERMS, carbon_total, line_terms
 
 log = logging.getLogger("carbonspan.verify")
 REL_TOL = 1e-6
@@ -65,7 +68,7 @@ def window_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
     """The invariants of one window line: its host rows' energy, and those of a runtime line
     (per-service sums, carbon terms; v1.0 lines have no per-service maps to check)."""
     try:
-        host_found = host_energy_findings(location, rec["report"])
+        host_found = host_energy_findings(location, rec[BODY_KEY])
     except (KeyError, TypeError, AttributeError):
         host_found = []  # reported below as a malformed window
     return host_found + _runtime_findings(location, rec)
@@ -73,7 +76,7 @@ def window_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
 
 def _runtime_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
     try:
-        gs = rec["report"]["green_summary"]
+        gs = rec[BODY_KEY]["green_summary"]
         energy_map = gs.get("per_service_energy_kwh") or {}
         carbon_map = gs.get("per_service_carbon_kgco2eq") or {}
         if not energy_map and not carbon_map:
@@ -101,7 +104,7 @@ def _runtime_findings(location: str, rec: dict[str, Any]) -> list[Finding]:
         out.append(Finding(location, "energy_invariant",
                            f"sum of per_service_energy = {sum(energies):.9g} kWh but energy_kwh "
                            f"minus host energy = {app:.9g} kWh"))
-    return out + _carbon_terms(location, rec["report"], gs["co2"])
+    return out + _carbon_terms(location, rec[BODY_KEY], gs["co2"])
 
 
 def _window_seconds(window: Any) -> float | None:
@@ -146,21 +149,22 @@ def host_energy_findings(location: str, report: dict[str, Any]) -> list[Finding]
 
 
 def _carbon_terms(location: str, report: dict[str, Any], co2: Any) -> list[Finding]:
-    """``co2.total.mid`` = operational + embodied + database + messaging, and, where the line
+    """``co2.total.mid`` = the carbon total of its terms (``schema.totals``: operational +
+    embodied + database + messaging), and, where the line
     records how (``methodology.embodied_per`` and ``embodied_carbon_per_request_gco2``, lines
     since 2026-11-30), embodied = requests x per-request figure, requests being
     ``window.traces`` or ``window.root_spans``."""
     if not isinstance(co2, dict) or not isinstance(co2.get("total"), dict):
         return []
-    terms = [co2.get(f"{t}_gco2", 0.0) for t in ("operational", "embodied", "database", "messaging")]
+    terms = line_terms(co2)
     mid = co2["total"].get("mid")
     if not all(type(x) in (int, float) for x in [*terms, mid]):
         return []  # a non-number is reported by the checks above or is a missing optional figure
     out = []
-    if not _close(mid, math.fsum(terms)):
+    total = carbon_total(*terms)
+    if not _close(mid, total):
         out.append(Finding(location, "total_invariant",
-                           f"co2.total.mid = {mid:.9g} g but operational + embodied + database + "
-                           f"messaging = {math.fsum(terms):.9g} g"))
+                           f"co2.total.mid = {mid:.9g} g but {' + '.join(TOTAL_TERMS)} = {total:.9g} g"))
     meth, window = report.get("methodology"), report.get("window")
     if not isinstance(meth, dict) or not isinstance(window, dict):
         return out
@@ -172,10 +176,10 @@ def _carbon_terms(location: str, report: dict[str, Any], co2: Any) -> list[Findi
         per_g = float(per)
     except ValueError:
         return [*out, Finding(location, "bad_value", f"methodology.embodied_carbon_per_request_gco2 {per!r} is not a number")]
-    count = window.get(field)
-    if type(count) is int and math.isfinite(per_g) and not _close(count * per_g, terms[1]):
+    count, embodied = window.get(field), terms[TOTAL_TERMS.index("embodied")]
+    if type(count) is int and math.isfinite(per_g) and not _close(count * per_g, embodied):
         out.append(Finding(location, "embodied_invariant",
-                           f"co2.embodied_gco2 = {terms[1]:.9g} g but window.{field} {count} x "
+                           f"co2.embodied_gco2 = {embodied:.9g} g but window.{field} {count} x "
                            f"{per_g:g} g per request = {count * per_g:.9g} g (embodied_per = {unit!r})"))
     return out
 

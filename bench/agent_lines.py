@@ -7,7 +7,7 @@ the agent's own code, as its pipeline makes them: OTLP requests from ``bench.wor
 decoded (``agent.otlp.decode_protobuf``), scored (``agent.score.score_batch``), merged
 (``WindowPartial.merge``) and reported (``agent.window.build_report``); the lines are sealed
 as ``agent.archive.Archive.append`` seals them (``schema.chain.seal`` with
-``agent.archive.utc_rfc3339``). A handful of such windows are made once, then replicated with
+``schema.times.format_ns``). A handful of such windows are made once, then replicated with
 fresh, contiguous window times and re-sealed into chains ("a recorded run replicated with
 fresh timestamps"). ``tests/aggregator/test_bench_lines.py`` holds their shape to the lines a
 real agent process writes.
@@ -27,16 +27,16 @@ from typing import Any
 
 import orjson
 
-from agent.archive import utc_rfc3339
 from agent.carbon.partial import WindowPartial
 from agent.config import load_config
 from agent.otlp import decode_protobuf
 from agent.score import ScoringContext, score_batch
 from agent.window import build_report
 from bench.workload import SERVICES, make_request
+from schema import times
+from schema.archive import BODY_KEY, window_file_name
 from schema.chain import seal
 
-BODY_KEY = "report"
 NS = 1_000_000_000
 
 
@@ -95,9 +95,9 @@ def replicate(bodies: list[dict[str, Any]], agent: str, count: int, first_ns: in
         body = body_of[seq % len(body_of)]
         start = first_ns + seq * length_s * NS
         body["agent_id"] = agent
-        body["window"]["start"] = utc_rfc3339(start)
-        body["window"]["end"] = utc_rfc3339(start + length_s * NS)
-        rec = seal(prev, seq, utc_rfc3339(start + length_s * NS + 3_000_000), BODY_KEY, body)
+        body["window"]["start"] = times.format_ns(start)
+        body["window"]["end"] = times.format_ns(start + length_s * NS)
+        rec = seal(prev, seq, times.format_ns(start + length_s * NS + 3_000_000), BODY_KEY, body)
         prev = rec["hash"]
         yield orjson.dumps(rec) + b"\n"
 
@@ -119,7 +119,7 @@ def write_archive(root: Path, bodies: list[dict[str, Any]], lines: int, agents: 
         for i, line in enumerate(replicate(bodies, agent, per_agent, first_ns)):
             out += line
             if (i + 1) % per_file == 0 or i + 1 == per_agent:
-                (directory / f"windows-20261101-{f:06d}.jsonl").write_bytes(out)
+                (directory / window_file_name("20261101", f)).write_bytes(out)
                 size += len(out)
                 out, f = bytearray(), f + 1
     return size

@@ -42,6 +42,8 @@ import threading
 import time
 from pathlib import Path
 
+from schema.archive import BODY_KEY
+
 REPO = Path(__file__).resolve().parents[1]
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 SPANS = 512
@@ -293,7 +295,7 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
 
         chains = [Path(tmp) / "bench"] if workers == 1 else [
             Path(tmp) / f"bench-w{k}" for k in range(workers)]
-        result["chain_spans"] = {chain.name: sum(rec["report"]["window"]["spans"]
+        result["chain_spans"] = {chain.name: sum(rec[BODY_KEY]["window"]["spans"]
                                                  for _, rec in read_records(chain) if rec)
                                  for chain in chains}
         result["archived_spans"] = sum(result["chain_spans"].values())

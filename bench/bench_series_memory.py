@@ -22,8 +22,10 @@ import orjson
 
 from aggregator.engines import run_local
 from aggregator.files import discover
-from aggregator.read import Period, to_epoch
+from aggregator.read import Period
+from schema.archive import BODY_KEY, window_file_name
 from schema.chain import seal
+from schema.times import to_epoch
 
 FILES = 4
 FIRST_DAY = date(2026, 1, 1)
@@ -51,10 +53,10 @@ def write_archive(root: Path, services: int, days: int, windows: int) -> Period:
         for seq in range(f * per_file, min(windows, (f + 1) * per_file)):
             t0, t1 = start + seq * step, start + (seq + 1) * step
             window = {"start": _iso(t0), "end": _iso(t1), "traces": 3 * services}
-            rec = seal(prev, seq, window["start"], "report", {"window": window, "green_summary": gs})
+            rec = seal(prev, seq, window["start"], BODY_KEY, {"window": window, "green_summary": gs})
             out += orjson.dumps(rec) + b"\n"
             prev = rec["hash"]
-        (root / "agent-a" / f"windows-20260101-{f:06d}.jsonl").write_bytes(out)
+        (root / "agent-a" / window_file_name("20260101", f)).write_bytes(out)
     last = FIRST_DAY + timedelta(days=days - 1)
     return Period.parse(FIRST_DAY.isoformat(), last.isoformat())
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.kill9 import EXPORT, SPANS, _free_port
+from schema.archive import BODY_KEY, window_files
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT_ID = "df"
@@ -246,7 +247,7 @@ class Campaign:
 
     def archive_full(self, start: Callable[..., Agent], clients: Clients, run: Run) -> None:
         self._clean_life(start(), clients, run)
-        (window_file,) = sorted((self.root / AGENT_ID).glob("windows-*.jsonl"))[-1:]
+        (window_file,) = window_files(self.root / AGENT_ID)[-1:]
         agent = start(preexec=_fsize(window_file.stat().st_size + 1024))
         clients.up.set()
         if _until(lambda: agent.logged("could not archive the window"), 20):
@@ -276,8 +277,8 @@ class Campaign:
             self.hold(1.0, 3.0)
         finally:
             chain.chmod(0o755)
-        files = len(list(chain.glob("windows-*.jsonl")))
-        if _until(lambda: len(list(chain.glob("windows-*.jsonl"))) > files, 20):
+        files = len(window_files(chain))
+        if _until(lambda: len(window_files(chain)) > files, 20):
             run.seen.append("archived again by the retry")
         if _until(lambda: agent.probe("/readyz") == 200, 20):
             run.seen.append("then /readyz 200")
@@ -368,7 +369,7 @@ class Campaign:
             from agent.archive import read_records
 
             records = read_records(self.root / AGENT_ID)
-            archived = sum(r["report"]["window"]["spans"] for _, r in records if r)
+            archived = sum(r[BODY_KEY]["window"]["spans"] for _, r in records if r)
             unreadable = sum(1 for _, r in records if r is None)
         exits_ok = all(code in allowed for code, allowed in zip(run.exits, run.expected, strict=True))
         return {"fault": name, "lives": len(lives), "acked": acked, "failed": failed, "why": why,

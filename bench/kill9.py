@@ -36,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 
+from schema.archive import BODY_KEY
+
 REPO = Path(__file__).resolve().parents[1]
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 SPANS = 64
@@ -171,7 +173,7 @@ def campaign(kills: int, seed: int, threads: int, workers: int = 1) -> dict:
             lines = read_records(chain)
             findings += verify_chain(lines)[0]
             records += lines
-        archived = sum(r["report"]["window"]["spans"] for _, r in records if r)
+        archived = sum(r[BODY_KEY]["window"]["spans"] for _, r in records if r)
     return {"kills": kills, "phases": phases, "acked": clients.acked, "failed": clients.failed,
             "archived": archived, "findings": len(findings), "exit_code": exit_code,
             "lines": len(records)}

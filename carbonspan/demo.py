@@ -313,6 +313,7 @@ def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
     from rich.table import Table
 
     from agent.archive import read_records
+    from schema.archive import BODY_KEY
     from schema.chain import verify_chain
 
     records = read_records(chain_dir)
@@ -322,7 +323,7 @@ def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
     for _, rec in records:
         if rec is None:
             continue
-        rep = rec["report"]
+        rep = rec[BODY_KEY]
         spans += rep["window"]["spans"]
         gs = rep["green_summary"]
         for svc in set(gs["per_service_energy_kwh"]) | set(gs["per_service_requests"]):
@@ -352,7 +353,7 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]], h
     try:
         from aggregator.engines import run_local
         from aggregator.files import discover
-        from aggregator.read import Period, to_epoch
+        from aggregator.read import Period
         from aggregator.render import print_summary
         from aggregator.render_html import generated_at, render_html
         from aggregator.report import build_report
@@ -362,12 +363,14 @@ def _print_disclosure(console: Any, root: Path, records: list[dict[str, Any]], h
     if not records:
         console.print("(no windows archived: nothing to disclose)")
         return
+    from schema.archive import BODY_KEY
+    from schema.times import to_epoch
+
     # a window belongs to the period when its start lies in [start, end)
-    period = Period(min(to_epoch(r["report"]["window"]["start"]) for r in records),
-                    max(to_epoch(r["report"]["window"]["end"]) for r in records))
+    windows = [r[BODY_KEY]["window"] for r in records]
+    period = Period(min(to_epoch(w["start"]) for w in windows), max(to_epoch(w["end"]) for w in windows))
     report = build_report(run_local(discover([str(root)]), period), period, "carbonspan demo")
     print_summary(report, console)
-    windows = [r["report"]["window"] for r in records]
     _print_breakdown(console, report, sum(w["traces"] for w in windows),
                      sum(w.get("root_spans", 0) for w in windows))
     html.write_text(render_html(report, generated_at()), encoding="utf-8")

@@ -30,7 +30,7 @@ from placement.identity import builtin_identity, code_digest, policy_identity
 from placement.registry import get_provider
 from placement.sample import sample_digest
 from placement.trace import Trace
-from schema.chainlog import utc_now
+from schema import times
 
 
 def forecast_greedy_identity() -> dict[str, Any]:
@@ -114,6 +114,6 @@ def record_evaluation(
     it, or (None) the identity the candidate's name resolves to now. Evaluating, changing the
     policy and then recording without ``identity`` would pin the figures on the new policy."""
     settings = settings or settings_from_env()
-    event = audit_event(result, mark_synthetic(trace), settings, evaluated_at or utc_now())
+    event = audit_event(result, mark_synthetic(trace), settings, evaluated_at or times.now())
     event[IDENTITY_KEY] = dict(identity) if identity is not None else candidate_identity(result["candidate"])
     return audit.record(path, event)

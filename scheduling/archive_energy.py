@@ -3,7 +3,8 @@
 
 The archives are read through their documented format (docs/archive-format.md: one directory
 per agent, ``windows-*.jsonl[.gz]`` in lexical = write order, one hash-chained line per window);
-``scheduling`` may not import the aggregator, so this reader uses only ``schema`` (the chain).
+``scheduling`` may not import the aggregator, so this reader uses only ``schema`` (the layout
+and line reading of ``schema.archive``, the window times of ``schema.times``, the chain).
 Every agent's chain is verified first (``schema.chain.verify_chain``): an archive whose chain
 is broken is refused, naming the first break, since energy read from it could not be checked.
 
@@ -20,9 +21,6 @@ or when a window may hide the service in ``(other)`` (``service_overflow``).
 
 from __future__ import annotations
 
-import gzip
-import re
-import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +28,18 @@ from typing import Any
 
 import orjson
 
+from schema import times
+from schema.archive import (
+    BODY_KEY,
+    ArchiveReadError,
+    LongLine,
+    agent_directories,
+    numbered_lines,
+    window_files,
+)
 from schema.chain import verify_chain
-from schema.constants import MAX_LINE_BYTES
-from schema.signal_log import SignalLogError, iso, to_ms
+from schema.signal_log import iso
 
-WINDOW_FILE = re.compile(r"^windows-(\d{8})-(\d{6})\.jsonl(\.gz)?$")
 GAP_TOLERANCE_MS = 1_000  # windows of one agent follow each other; rounding may leave < 1 s
 
 
@@ -78,36 +83,23 @@ class RunEnergy:
 
 
 def _lines(path: Path) -> list[tuple[str, bytes | None]]:
-    """(file:line, raw or None for a line over MAX_LINE_BYTES) of a plain or gzip window file."""
-    opener: Any = gzip.open if path.name.endswith(".gz") else open
+    """(file:line, raw or None for a line over MAX_LINE_BYTES) of a window file, read by the
+    archive's rules (``schema.archive.numbered_lines``)."""
     out: list[tuple[str, bytes | None]] = []
     n = 0
-    with opener(path, "rb") as fh:
-        try:
-            while True:
-                raw = fh.readline(MAX_LINE_BYTES + 2)
-                if not raw:
-                    break
-                n += 1
-                line = raw.rstrip(b"\n")
-                if len(line) > MAX_LINE_BYTES:  # malformed, as for every reader (archive-format.md)
-                    while raw and not raw.endswith(b"\n"):  # skip the rest of it unread
-                        raw = fh.readline(1 << 20)
-                    out.append((f"{path.name}:{n}", None))
-                elif line.strip():
-                    out.append((f"{path.name}:{n}", line))
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ArchiveError(f"{path}: unreadable after line {n} ({exc}); run `carbonspan verify` on it") from None
+    try:
+        for n, line in numbered_lines(path):  # noqa: B007 - n is used after the loop
+            # a line past the limit is malformed, as for every reader (archive-format.md)
+            out.append((f"{path.name}:{n}", None if type(line) is LongLine else line))
+    except (OSError, ArchiveReadError) as exc:
+        raise ArchiveError(f"{path}: unreadable after line {n} ({exc}); run `carbonspan verify` on it") from None
     return out
 
 
 def _window(rec: dict[str, Any], where: str) -> Window:
-    report = rec.get("report") if isinstance(rec.get("report"), dict) else {}
+    report = rec.get(BODY_KEY) if isinstance(rec.get(BODY_KEY), dict) else {}
     w = report.get("window") if isinstance(report.get("window"), dict) else {}
-    try:
-        start, end = to_ms(w.get("start"), f"{where} window.start"), to_ms(w.get("end"), f"{where} window.end")
-    except SignalLogError as exc:
-        raise ArchiveError(str(exc)) from None
+    start, end = _ms(w.get("start"), f"{where} window.start"), _ms(w.get("end"), f"{where} window.end")
     gs = report.get("green_summary") if isinstance(report.get("green_summary"), dict) else {}
     raw = gs.get("per_service_energy_kwh") if isinstance(gs.get("per_service_energy_kwh"), dict) else {}
     energy = {}
@@ -119,8 +111,16 @@ def _window(rec: dict[str, Any], where: str) -> Window:
     return Window(start, max(start, end), energy, bool(counters.get("service_overflow")))
 
 
+def _ms(text: Any, where: str) -> int:
+    """Epoch milliseconds of a window time (``schema.times``)."""
+    try:
+        return int(times.to_epoch(text) * 1000)
+    except (TypeError, ValueError):
+        raise ArchiveError(f"{where}: {text!r} is not an RFC 3339 time") from None
+
+
 def read_chain(directory: Path) -> Chain:
-    files = sorted(p for p in directory.iterdir() if WINDOW_FILE.match(p.name))
+    files = window_files(directory)
     records: list[tuple[str, dict[str, Any] | None]] = []
     for f in files:
         for where, raw in _lines(f):
@@ -146,8 +146,7 @@ def read_archives(root: str | Path) -> dict[str, Chain]:
     p = Path(root)
     if not p.is_dir():
         raise ArchiveError(f"--archives {p}: no such directory (the agent's [agent.archive] dir)")
-    dirs = [p] if any(WINDOW_FILE.match(c.name) for c in p.iterdir()) else sorted(
-        d for d in p.iterdir() if d.is_dir() and any(WINDOW_FILE.match(c.name) for c in d.iterdir()))
+    dirs = agent_directories(p)
     if not dirs:
         raise ArchiveError(f"--archives {p}: no agent directory with windows-*.jsonl files in it")
     return {c.agent: c for c in (read_chain(d) for d in dirs)}

@@ -25,8 +25,8 @@ from scheduling.decide import Decision, Guards, Ops, decide
 from scheduling.runs import Run, RunSet
 from scheduling.shadow_evidence import code_version, policy_identity, shadow_identity
 from scheduling.signals import SignalLog, iso
+from schema import times
 from schema.chain import seal
-from schema.chainlog import utc_now
 
 HEADER, DECISION = "shadow-header", "shadow-decision"
 #: operations windows of the kill switch: queue age over runs started in the last hour, retry
@@ -142,7 +142,7 @@ def write_log(path: Path, events: list[dict[str, Any]]) -> int:
     """Seal ``events`` as a new hash-chained log (``schema.chain``, body key ``event``)."""
     if path.exists() and path.stat().st_size:
         raise FileExistsError(f"{path} exists; give a new --log path (a shadow log is never rewritten)")
-    prev, ts = None, utc_now()
+    prev, ts = None, times.now()
     lines = []
     for seq, ev in enumerate(events):
         rec = seal(prev, seq, ts, "event", ev)

@@ -2,7 +2,8 @@
 
 Imports nothing from the rest of the project. Everything that two parts of carbonspan must
 agree on lives here: the window report models, the energy-model tags and their precedence,
-canonical JSON and the hash chain.
+canonical JSON and the hash chain, the archive layout (``schema.archive``), the window time
+format (``schema.times``) and the terms of a carbon total (``schema.totals``).
 """
 
 from schema.canonical import canonical_json, sha256_tag

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from schema import times
 from schema.chain import ChainFinding, seal, verify_chain
 
 BODY_KEY = "event"
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def read_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | None]]:
@@ -65,7 +61,7 @@ def append(path: Path, event: dict[str, Any], ts: str | None = None) -> dict[str
     for _, rec in read_records(path):
         last = rec
     seq = 0 if last is None else int(last["seq"]) + 1
-    record = seal(None if last is None else last["hash"], seq, ts or utc_now(), BODY_KEY, event)
+    record = seal(None if last is None else last["hash"], seq, ts or times.now(), BODY_KEY, event)
     append_line(path, orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")
     return record
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from schema import chainlog
+from schema import chainlog, times
 from schema.chain import seal
 from schema.checkpoint import Checkpoint
 from schema.merkle import ProofError, verify_consistency
@@ -117,7 +117,7 @@ class Witness:
     def _persist(self, cp: Checkpoint, note: str, old: int) -> None:
         event = {"origin": cp.origin, "size": cp.size, "root": base64.b64encode(cp.root).decode(),
                  "old": old, "note": note}
-        record = seal(self._last_hash, self._seq, chainlog.utc_now(), chainlog.BODY_KEY, event)
+        record = seal(self._last_hash, self._seq, times.now(), chainlog.BODY_KEY, event)
         chainlog.append_line(self.path, orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")
         self._last_hash, self._seq = record["hash"], self._seq + 1
         self.latest[cp.origin] = (cp, note)

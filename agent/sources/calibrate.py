@@ -21,7 +21,7 @@ Readings are a CSV with a header, one of:
   previous row, so a service's first row only opens its range (its energy lies before it).
 
 Timestamps are RFC 3339 (``2026-11-30T10:00:00Z``) or unix seconds. Ops come from the
-agent's archive window lines (``windows-*.jsonl[.gz]``: ``report.window.start/end`` and
+agent's archive window lines (``windows-*.jsonl[.gz]``, read by ``schema.archive``: ``report.window.start/end`` and
 ``report.per_endpoint_io_ops``); a window partly inside a service's range counts its ops pro
 rata to the overlap. Factors above 10x or below 0.1x are kept with a warning (check the
 meter's scope); negative or non-finite readings are refused.
@@ -30,7 +30,6 @@ meter's scope); negative or non-finite readings are refused.
 from __future__ import annotations
 
 import csv
-import gzip
 import math
 import re
 from collections import defaultdict
@@ -41,6 +40,8 @@ from pathlib import Path
 import orjson
 
 from agent.config import MAX_CALIBRATION_FACTOR
+from schema import archive, times
+from schema.archive import agent_directories
 from schema.constants import ENERGY_PER_IO_OP_KWH  # the proxy's charge per I/O op
 from schema.tags import PROXY_TAGS
 
@@ -183,9 +184,9 @@ def _measure(points: list[tuple[float, float]], kind: str) -> Measured:
 
 
 def window_files(root: Path) -> list[Path]:
-    """Archive window files under ``root`` (an archive root or one agent's directory)."""
-    found = [p for p in root.rglob("windows-*.jsonl*") if p.name.endswith((".jsonl", ".jsonl.gz"))]
-    return sorted(found)
+    """Archive window files under ``root`` (an archive root or one agent's directory), by the
+    layout of ``schema.archive``: each agent directory's files in read order, gzip twins skipped."""
+    return [f for d in agent_directories(root) for f in archive.window_files(d)]
 
 
 def scan_archives(root: Path, ranges: dict[str, tuple[float, float]]) -> ArchiveScan:
@@ -199,23 +200,19 @@ def scan_archives(root: Path, ranges: dict[str, tuple[float, float]]) -> Archive
     )
     for path in window_files(root):
         scan.files += 1
-        opener = gzip.open if path.name.endswith(".gz") else open
         try:
-            with opener(path, "rb") as f:
-                for line in f:
-                    _count_line(line, ranges, scan)
-        except (OSError, EOFError) as exc:
+            for _, line in archive.numbered_lines(path):
+                _count_line(line, ranges, scan)
+        except (OSError, archive.ArchiveReadError) as exc:
             raise CalibrationError(f"{path}: cannot read it ({exc})") from None
     return scan
 
 
 def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: ArchiveScan) -> None:
-    if not line.strip():
-        return
     try:
-        report = orjson.loads(line)["report"]
-        w_start = parse_timestamp(report["window"]["start"], "window")
-        w_end = parse_timestamp(report["window"]["end"], "window")
+        report = orjson.loads(line)[archive.BODY_KEY]
+        w_start = times.to_epoch(report["window"]["start"])
+        w_end = times.to_epoch(report["window"]["end"])
         entries = report.get("per_endpoint_io_ops") or []
         per_service: dict[str, float] = defaultdict(float)
         for e in entries:
@@ -224,7 +221,7 @@ def _count_line(line: bytes, ranges: dict[str, tuple[float, float]], scan: Archi
                 per_service[str(e["service"]).lower()] += ops
         proxy_kwh = _bare_proxy_energy(report.get("green_summary"))
     except (
-        orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OverflowError, CalibrationError
+        orjson.JSONDecodeError, KeyError, TypeError, AttributeError, OverflowError, ValueError
     ):
         scan.bad_lines += 1
         return

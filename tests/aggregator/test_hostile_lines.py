@@ -21,6 +21,7 @@ from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.read import Period
 from aggregator.report import build_report, report_bytes
 from aggregator.verify import verify_archives
+from schema import archive
 from schema.canonical import canonical_json
 from schema.constants import MAX_LINE_BYTES
 
@@ -182,12 +183,12 @@ def test_line_views_cut_every_long_line_and_keep_every_other(tmp_path_factory, l
     path = root / ("w.jsonl.gz" if gz else "w.jsonl")
     path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
     f = discover([str(path)])[0]
-    saved = files.CHUNK_PLAIN, files.CHUNK_GZIP
-    files.CHUNK_PLAIN = files.CHUNK_GZIP = chunk
+    saved = archive.CHUNK_PLAIN, archive.CHUNK_GZIP  # the read sizes are schema.archive's
+    archive.CHUNK_PLAIN = archive.CHUNK_GZIP = chunk
     try:
         got = [("long", v.length) if type(v) is LongLine else bytes(v) for v in files.iter_line_views(f, limit)]
     finally:
-        files.CHUNK_PLAIN, files.CHUNK_GZIP = saved
+        archive.CHUNK_PLAIN, archive.CHUNK_GZIP = saved
     want = []
     for i, line in enumerate(lines):
         last = i == len(lines) - 1

@@ -208,6 +208,7 @@ def test_line_views_are_the_lines_whatever_the_buffer_size(tmp_path_factory, lin
     import gzip
 
     from aggregator import files
+    from schema import archive
 
     data = b"\n".join(lines) + (b"\n" if newline_at_end and lines else b"")
     root = tmp_path_factory.mktemp("views") / "agent-a"
@@ -215,12 +216,12 @@ def test_line_views_are_the_lines_whatever_the_buffer_size(tmp_path_factory, lin
     path = root / ("windows-20261130-000000.jsonl" + (".gz" if gz else ""))
     path.write_bytes(gzip.compress(data) if gz else data)
     (f,) = files.discover([str(root)])
-    saved = files.CHUNK_PLAIN, files.CHUNK_GZIP
-    files.CHUNK_PLAIN = files.CHUNK_GZIP = chunk
+    saved = archive.CHUNK_PLAIN, archive.CHUNK_GZIP  # the read sizes are schema.archive's
+    archive.CHUNK_PLAIN = archive.CHUNK_GZIP = chunk
     try:
         views = [bytes(v) for v in files.iter_line_views(f)]
     finally:
-        files.CHUNK_PLAIN, files.CHUNK_GZIP = saved
+        archive.CHUNK_PLAIN, archive.CHUNK_GZIP = saved
     parts = data.split(b"\n")
     want = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     assert views == want == list(files.iter_lines(f))

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from agent.pipeline import rfc3339_to_ns
+from schema.times import to_ns as rfc3339_to_ns
 
 
 def clock_behind_env(seconds: int) -> dict[str, str]:

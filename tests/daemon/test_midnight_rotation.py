@@ -26,7 +26,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from agent.archive import WINDOW_FILE_RE, read_lines, window_files
+from agent.archive import read_lines, window_files
+from schema.archive import AGENT_FILE_RE
 
 MIDNIGHT = datetime(2026, 12, 1, tzinfo=UTC)
 BEFORE, AFTER = "20261130", "20261201"
@@ -79,7 +80,7 @@ def day_files(agent) -> dict[str, int]:
     """UTC day of each window file -> lines in it so far."""
     out: dict[str, int] = {}
     for path in window_files(agent.dir):
-        m = WINDOW_FILE_RE.match(path.name)
+        m = AGENT_FILE_RE.match(path.name)
         assert m is not None
         out[m.group(1)] = out.get(m.group(1), 0) + len(read_lines(path))
     return out
@@ -127,7 +128,7 @@ def test_running_agent_rotates_its_archive_at_utc_midnight(start_agent, recordin
                                        f"windows-{AFTER}-000002.jsonl"], files
     records: list[dict] = []
     for path in files:
-        file_day = WINDOW_FILE_RE.match(path.name).group(1)
+        file_day = AGENT_FILE_RE.match(path.name).group(1)
         lines = [orjson.loads(raw) for raw in read_lines(path)]
         assert lines, f"{path.name} is empty"
         for rec in lines:

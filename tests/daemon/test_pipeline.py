@@ -109,7 +109,7 @@ def test_partials_round_trip_through_the_wal_bytes() -> None:
 
 def test_hosts_get_power_times_the_window_length(tmp_path: Path) -> None:
     from agent.config import parse_config
-    from agent.pipeline import rfc3339_to_ns
+    from schema.times import to_ns as rfc3339_to_ns
 
     cfg = parse_config({"green": {"hosts": [{"name": "pg", "kind": "database",
                                              "region": "eu-west-3", "watts": 100.0, "count": 2}]}})

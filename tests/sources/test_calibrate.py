@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from agent.config import load_config
 from agent.sources.calibrate import trapezoid_joules
 from carbonspan.cli import main
+from schema import times
+from schema.archive import BODY_KEY
 from schema.chain import seal
 from schema.models import EndpointIoOps, WindowInfo, WindowReport
 
@@ -24,6 +26,7 @@ T0 = 1_764_496_800.0  # 2025-11-30T10:00:00Z
 
 
 def rfc3339(ts: float) -> str:
+    """A readings-CSV timestamp (RFC 3339, whole seconds)."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -32,10 +35,10 @@ def write_windows(path, windows, gz=False):
     prev, lines = None, []
     for seq, (start, end, ops) in enumerate(windows):
         report = WindowReport(
-            window=WindowInfo(start=rfc3339(start), end=rfc3339(end), spans=sum(n for _, _, n in ops)),
+            window=WindowInfo(start=times.format_ns(int(start * 1e9)), end=times.format_ns(int(end * 1e9)), spans=sum(n for _, _, n in ops)),
             per_endpoint_io_ops=[EndpointIoOps(service=s, endpoint=e, io_ops=n) for s, e, n in ops],
         ).model_dump(mode="json")
-        line = seal(prev, seq, rfc3339(end), "report", report)
+        line = seal(prev, seq, times.format_ns(int(end * 1e9)), BODY_KEY, report)
         prev = line["hash"]
         lines.append(orjson.dumps(line))
     data = b"\n".join(lines) + b"\n"
@@ -204,7 +207,8 @@ def test_hostile_archive_lines_are_skipped_and_never_poison_the_ops(lines):
     from agent.sources.calibrate import ArchiveScan, _count_line
 
     scan = ArchiveScan(ops={"a": 0.0})
-    good = orjson.dumps({"report": {"window": {"start": str(T0), "end": str(T0 + 60)},
+    good = orjson.dumps({BODY_KEY: {"window": {"start": times.format_ns(int(T0 * 1e9)),
+                                              "end": times.format_ns(int((T0 + 60) * 1e9))},
                                     "per_endpoint_io_ops": [{"service": "a", "endpoint": "q", "io_ops": 60}]}})
     for item in lines:
         _count_line(item if isinstance(item, bytes) else json.dumps(item).encode(), {"a": (T0, T0 + 30)}, scan)
