@@ -124,10 +124,13 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
         _E_HTTP if cfg.per_operation_coefficients else _NONE[np.dtype(np.float64)],
         HTTP_EDGES, _PROXY, ep_of_table, ep_cut,
     )  # fmt: skip
+    if ctx.now_ns is not None and type(ctx.now_ns) is not int:
+        _fallback("the clock is not an int of ns")
+        return None
     out = _score.score(buffers, keys, names, eps if type(eps) is list else list(eps),
                        len(batch.endpoints), ctx.now_ns)
     if out is None:
-        _fallback("an id outside its table or an unknown op class")
+        _fallback("an id outside its table, an unknown op class or a clock past int64")
         return None
     return _partial(batch, out, plan.estimated, counters)
 

@@ -108,6 +108,11 @@ def test_a_batch_the_c_pass_does_not_take_is_scored_by_the_reference_and_counted
         score_batch(bad, ctx)
     bad_op = dataclasses.replace(batch, op_class=np.array([1, 9], np.uint8))
     assert score_fast.score(bad_op, ctx) is None
+    # a clock that is not an int of ns, or past int64: the reference reads it
+    for now in (float(T0), 2**70):
+        odd_clock = dataclasses.replace(ctx, now_ns=now)
+        assert score_fast.score(batch, odd_clock) is None
+        assert score_batch(batch, odd_clock).to_bytes() == score_batch_reference(batch, odd_clock).to_bytes()
 
 
 def test_the_c_pass_releases_the_gil():
