@@ -224,11 +224,14 @@ class AgentMetrics:
 
     def worker_on(self, index: int, count: int, agent_id: str, restarts: int) -> None:
         """A worker of ``carbonspan agent --workers N`` (agent/workers.py) says which it is."""
-        Gauge("carbonspan_worker_info", "This process is worker <worker> of <workers>, writing "
-              "the chain <agent_id>", ["worker", "workers", "agent_id"],
-              registry=self.registry).labels(str(index), str(count), agent_id).set(1)
-        Gauge("carbonspan_worker_restarts", "Times the supervisor restarted this worker's slot "
-              "before this process", registry=self.registry).set(restarts)
+        self.worker_info = Gauge("carbonspan_worker_info", "This process is worker <worker> of "
+                                 "<workers>, writing the chain <agent_id>",
+                                 ["worker", "workers", "agent_id"], registry=self.registry)
+        self.worker_info.labels(str(index), str(count), agent_id).set(1)
+        self.worker_restarts = Gauge("carbonspan_worker_restarts", "Times the supervisor "
+                                     "restarted this worker's slot before this process",
+                                     registry=self.registry)
+        self.worker_restarts.set(restarts)
 
     def signal_log_on(self, kinds: tuple[str, ...], reasons: tuple[str, ...]) -> None:
         """With ``[agent.signal_log]``: every series exists from the start (at 0)."""
