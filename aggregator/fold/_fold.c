@@ -35,13 +35,15 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 #include <structmember.h>
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 8
+#define FOLD_VERSION 9
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -613,11 +615,9 @@ static long long days_from_civil(long long y, int m, int d) {
  * form: ASCII digits, a real date and time), or 0 when the text is not exactly of either form
  * (the caller then asks the Python parser). With microseconds the value is total microseconds
  * / 1e6, one correctly rounded division, which is what datetime.timestamp() computes. */
-static int usual_start(PyObject *text, double *out) {
-    Py_ssize_t len = PyUnicode_IS_COMPACT_ASCII(text) ? PyUnicode_GET_LENGTH(text) : 0;
+static int usual_time(const char *s, Py_ssize_t len, double *out) {
     if (len != 20 && len != 27)
         return 0;
-    const char *s = (const char *)PyUnicode_DATA(text);
     static const char shape20[] = "0000-00-00T00:00:00Z", shape27[] = "0000-00-00T00:00:00.000000Z";
     const char *shape = len == 20 ? shape20 : shape27;
     for (int i = 0; i < len; i++)
@@ -643,6 +643,11 @@ static int usual_start(PyObject *text, double *out) {
         return 0; /* not exact as a double: let Python divide */
     *out = (double)total / 1e6;
     return 1;
+}
+
+static int usual_start(PyObject *text, double *out) {
+    Py_ssize_t len = PyUnicode_IS_COMPACT_ASCII(text) ? PyUnicode_GET_LENGTH(text) : 0;
+    return len && usual_time((const char *)PyUnicode_DATA(text), len, out);
 }
 
 /* report.window.<key> of the usual forms in C; any other line goes to the Python parser
@@ -677,6 +682,750 @@ static PyObject *window_end(PyObject *module, PyObject *rec) {
     return window_time(rec, S_END, &py_window_end, "aggregator.coverage", "window_end");
 }
 
+/* ---------------------------------------------------------------------- from the bytes */
+
+/* fold_raw: the same fold as fold_plain, straight from the line's bytes, for lines whose
+ * layout is the cached one. The scan reads the keys the fold needs and skips every other
+ * value (per_endpoint_io_ops, counters, the methodology's texts) while checking that the whole
+ * line is JSON orjson reads the same way: anything else - a non-ASCII byte, an escape in a
+ * string the fold reads, a surrogate escape anywhere, a number past the double range, a
+ * duplicate of a key the fold reads, nesting past 512 levels - declines, and the line goes the
+ * long way (orjson.loads, then fold_plain or the reference), which decides. */
+
+typedef struct {
+    const char *p, *end;
+    int depth;
+} Scan;
+
+#define MAX_DEPTH 512
+#define MAX_ROWS 64
+#define MAX_NAMES 64
+
+static inline void ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static inline int eat(Scan *s, char c) {
+    ws(s);
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static inline int hexd(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* A string at s->p ('"'): its text (between the quotes) and whether it holds an escape;
+ * 0 when it is not a string orjson reads as we do (control byte, non-ASCII, a bad or a
+ * surrogate escape). */
+static int string(Scan *s, const char **text, Py_ssize_t *len, int *escaped) {
+    ws(s);
+    if (s->p >= s->end || *s->p != '"')
+        return 0;
+    const char *q = ++s->p;
+    int esc = 0;
+    for (;;) {
+        const char *stop = q;
+        while (stop < s->end && *stop != '"' && *stop != '\\' && (unsigned char)*stop >= 0x20
+               && (unsigned char)*stop < 0x80)
+            stop++;
+        if (stop >= s->end || (unsigned char)*stop < 0x20 || (unsigned char)*stop >= 0x80)
+            return 0;
+        if (*stop == '"') {
+            *text = s->p;
+            *len = stop - s->p;
+            *escaped = esc;
+            s->p = stop + 1;
+            return 1;
+        }
+        esc = 1; /* a backslash */
+        if (stop + 1 >= s->end)
+            return 0;
+        char c = stop[1];
+        if (c == 'u') {
+            if (stop + 6 > s->end || !hexd(stop[2]) || !hexd(stop[3]) || !hexd(stop[4]) || !hexd(stop[5]))
+                return 0;
+            if ((stop[2] == 'd' || stop[2] == 'D') && strchr("89abcdefABCDEF", stop[3]))
+                return 0; /* a surrogate: orjson's pairing rules decide */
+            q = stop + 6;
+        } else if (c && strchr("\"\\/bfnrt", c)) {
+            q = stop + 2;
+        } else {
+            return 0;
+        }
+    }
+}
+
+/* A number at s->p: its token and whether it is a float in orjson's reading (a fraction or
+ * an exponent); 0 when it is not JSON, or past the double range (orjson refuses it). */
+static int number(Scan *s, const char **tok, Py_ssize_t *len, int *is_float) {
+    ws(s);
+    const char *q = s->p, *start = s->p;
+    int fl = 0;
+    if (q < s->end && *q == '-')
+        q++;
+    if (q >= s->end)
+        return 0;
+    if (*q == '0')
+        q++;
+    else if (*q >= '1' && *q <= '9')
+        while (q < s->end && *q >= '0' && *q <= '9')
+            q++;
+    else
+        return 0;
+    if (q < s->end && *q == '.') {
+        fl = 1;
+        q++;
+        if (q >= s->end || !(*q >= '0' && *q <= '9'))
+            return 0;
+        while (q < s->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    int exp = 0;
+    if (q < s->end && (*q == 'e' || *q == 'E')) {
+        fl = exp = 1;
+        q++;
+        if (q < s->end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= s->end || !(*q >= '0' && *q <= '9'))
+            return 0;
+        while (q < s->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    Py_ssize_t n = q - start;
+    if (!fl && n > 15)
+        return 0; /* an int near or past 64 bits: the long way (int or float, orjson decides) */
+    if (exp || n > 300) { /* may be past the double range: orjson refuses 1e400 */
+        char buf[400];
+        if (n >= (Py_ssize_t)sizeof buf)
+            return 0;
+        memcpy(buf, start, n);
+        buf[n] = 0;
+        double d = strtod(buf, NULL);
+        if (!(d > -HUGE_VAL && d < HUGE_VAL))
+            return 0;
+    }
+    *tok = start;
+    *len = n;
+    *is_float = fl;
+    s->p = q;
+    return 1;
+}
+
+static int skip(Scan *s);
+
+/* Skip (and check) the object or array at s->p. */
+static int skip_container(Scan *s, char open) {
+    if (++s->depth > MAX_DEPTH)
+        return 0;
+    s->p++;
+    char close = open == '{' ? '}' : ']';
+    if (eat(s, close)) {
+        s->depth--;
+        return 1;
+    }
+    for (;;) {
+        if (open == '{') {
+            const char *t;
+            Py_ssize_t l;
+            int e;
+            if (!string(s, &t, &l, &e) || !eat(s, ':'))
+                return 0;
+        }
+        if (!skip(s))
+            return 0;
+        if (eat(s, ','))
+            continue;
+        if (eat(s, close)) {
+            s->depth--;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* Skip (and check) any JSON value. */
+static int skip(Scan *s) {
+    ws(s);
+    if (s->p >= s->end)
+        return 0;
+    char c = *s->p;
+    const char *t;
+    Py_ssize_t l;
+    int e;
+    if (c == '{' || c == '[')
+        return skip_container(s, c);
+    if (c == '"')
+        return string(s, &t, &l, &e);
+    if (c == 't' || c == 'f' || c == 'n') {
+        const char *word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        size_t n = strlen(word);
+        if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+            return 0;
+        s->p += n;
+        return 1;
+    }
+    return number(s, &t, &l, &e);
+}
+
+static inline int is_null(Scan *s) {
+    ws(s);
+    if (s->end - s->p >= 4 && memcmp(s->p, "null", 4) == 0) {
+        s->p += 4;
+        return 1;
+    }
+    return 0;
+}
+
+/* A clean figure: a float token in [0, MAX_FIGURE] (strtod and orjson both round correctly). */
+static int figure(Scan *s, double *out) {
+    const char *t;
+    Py_ssize_t n;
+    int fl;
+    if (!number(s, &t, &n, &fl) || !fl || n >= 64)
+        return 0;
+    char buf[64];
+    memcpy(buf, t, n);
+    buf[n] = 0;
+    double d = strtod(buf, NULL);
+    if (!(d >= 0.0 && d <= MAX_FIGURE))
+        return 0;
+    *out = d;
+    return 1;
+}
+
+/* A clean count: an int token in [0, MAX_COUNT] ("-0" is 0, as orjson reads it). */
+static int count(Scan *s, long long *out) {
+    const char *t;
+    Py_ssize_t n;
+    int fl;
+    if (!number(s, &t, &n, &fl) || fl)
+        return 0;
+    if (*t == '-') {
+        if (n == 2 && t[1] == '0') {
+            *out = 0;
+            return 1;
+        }
+        return 0;
+    }
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        v = v * 10 + (t[i] - '0'); /* at most 15 digits (number() sends longer ones the long way) */
+    if (v > MAX_COUNT)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* A key and the ':' after it (no escape: a key the fold reads is compared by its bytes). */
+static int key(Scan *s, const char **k, Py_ssize_t *kl) {
+    int e;
+    return string(s, k, kl, &e) && !e && eat(s, ':');
+}
+
+static inline int is_key(const char *k, Py_ssize_t kl, const char *want) {
+    size_t n = strlen(want);
+    return (size_t)kl == n && memcmp(k, want, n) == 0;
+}
+
+/* After a member: 1 another follows, 0 the object ends, -1 not JSON. */
+static inline int next_member(Scan *s) {
+    if (eat(s, ','))
+        return 1;
+    if (eat(s, '}'))
+        return 0;
+    return -1;
+}
+
+/* Open an object: 1 with a first member to read, 0 empty ({}), -1 not an object. */
+static inline int open_object(Scan *s) { /* the caller closes it: s->depth-- after its members */
+    if (!eat(s, '{'))
+        return -1;
+    if (++s->depth > MAX_DEPTH)
+        return -1;
+    return eat(s, '}') ? 0 : 1;
+}
+
+#define SEEN(bit) do { if (seen & (1u << (bit))) return 0; seen |= 1u << (bit); } while (0)
+#define MEMBERS(s) for (int more_ = open_object(s); more_ != 0; more_ = next_member(s)) if (more_ < 0) return 0; else
+
+typedef struct {
+    PyObject *names;           /* the layout's names (tuple of str) */
+    PyObject *tags;            /* the layout's tags (tuple of str) */
+    Py_ssize_t n;
+    double e[MAX_NAMES], c[MAX_NAMES];
+    long long r[MAX_NAMES];
+    int has_requests;
+    /* window */
+    double start, end;
+    int has_end;
+    long long traces, root_spans;
+    int has_root;
+    /* green_summary */
+    long long io_ops;
+    double kwh, operational, embodied, database, messaging, mid, without;
+    int has_without;
+    Py_ssize_t rows;
+    PyObject *row_acc[MAX_ROWS];   /* borrowed RegionSums */
+    long long row_io[MAX_ROWS];
+    double row_e[MAX_ROWS], row_c[MAX_ROWS];
+    /* methodology, hash */
+    const char *meta;
+    Py_ssize_t meta_len;
+    int meta_object;           /* a non-empty object */
+    const char *hash;
+    Py_ssize_t hash_len;
+    int hash_ok;
+    PyObject *regions;
+} Raw;
+
+/* name i of the layout as UTF-8 bytes */
+static inline int name_is(PyObject *tuple, Py_ssize_t i, const char *k, Py_ssize_t kl) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &n);
+    return u != NULL && n == kl && memcmp(u, k, n) == 0;
+}
+
+/* A per-service map: its keys exactly the layout's names in order; its values into out
+ * (figures, counts, or tags compared with the layout's). which: 0 figures, 1 counts, 2 tags,
+ * 3 the measured ratios (each 0 or 0.0), 4 anything (checked and skipped). 0: decline. */
+static int service_map(Scan *s, Raw *w, int which, double *figs, long long *counts, int *empty) {
+    Py_ssize_t i = 0;
+    *empty = 1;
+    MEMBERS(s) {
+        const char *k;
+        Py_ssize_t kl;
+        *empty = 0;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (which == 3) { /* no_measured: only exact zeros (any name) */
+            const char *t;
+            Py_ssize_t n;
+            int fl;
+            if (!number(s, &t, &n, &fl) || !((n == 1 && t[0] == '0') || (n == 3 && memcmp(t, "0.0", 3) == 0)))
+                return 0;
+            continue;
+        }
+        if (which == 4) {
+            if (!skip(s))
+                return 0;
+            continue;
+        }
+        if (i >= w->n || !name_is(w->names, i, k, kl))
+            return 0;
+        if (which == 0 && !figure(s, &figs[i]))
+            return 0;
+        if (which == 1 && !count(s, &counts[i]))
+            return 0;
+        if (which == 2) {
+            const char *t;
+            Py_ssize_t tl;
+            int e;
+            if (!string(s, &t, &tl, &e) || e || !name_is(w->tags, i, t, tl))
+                return 0;
+        }
+        i++;
+    }
+    s->depth--;
+    return which >= 3 || *empty || i == w->n;
+}
+
+static int raw_window(Scan *s, Raw *w) {
+    unsigned seen = 0;
+    int has_start = 0;
+    MEMBERS(s) {
+        const char *k, *t;
+        Py_ssize_t kl, tl;
+        int e;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "start")) {
+            SEEN(0);
+            if (!string(s, &t, &tl, &e) || e || !usual_time(t, tl, &w->start))
+                return 0;
+            has_start = 1;
+        } else if (is_key(k, kl, "end")) {
+            SEEN(1);
+            if (!is_null(s)) {
+                if (!string(s, &t, &tl, &e) || e || !usual_time(t, tl, &w->end))
+                    return 0;
+                w->has_end = 1;
+            }
+        } else if (is_key(k, kl, "traces")) {
+            SEEN(2);
+            if (!count(s, &w->traces))
+                return 0;
+        } else if (is_key(k, kl, "root_spans")) {
+            SEEN(3);
+            if (!is_null(s)) {
+                if (!count(s, &w->root_spans))
+                    return 0;
+                w->has_root = 1;
+            }
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    return has_start;
+}
+
+static int raw_co2(Scan *s, Raw *w) {
+    unsigned seen = 0;
+    MEMBERS(s) {
+        const char *k;
+        Py_ssize_t kl;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "operational_gco2")) {
+            SEEN(0);
+            if (!figure(s, &w->operational))
+                return 0;
+        } else if (is_key(k, kl, "embodied_gco2")) {
+            SEEN(1);
+            if (!figure(s, &w->embodied))
+                return 0;
+        } else if (is_key(k, kl, "database_gco2")) {
+            SEEN(2);
+            if (!figure(s, &w->database))
+                return 0;
+        } else if (is_key(k, kl, "messaging_gco2")) {
+            SEEN(3);
+            if (!figure(s, &w->messaging))
+                return 0;
+        } else if (is_key(k, kl, "total")) {
+            SEEN(4);
+            unsigned tseen = 0;
+            MEMBERS(s) {
+                const char *tk;
+                Py_ssize_t tkl;
+                if (!key(s, &tk, &tkl))
+                    return 0;
+                if (is_key(tk, tkl, "mid")) {
+                    if (tseen)
+                        return 0;
+                    tseen = 1;
+                    if (!figure(s, &w->mid))
+                        return 0;
+                } else if (!skip(s)) {
+                    return 0;
+                }
+            }
+            s->depth--;
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    return 1;
+}
+
+/* A region row the C fold adds (a known region, "resolved", its three figures clean). */
+static int raw_row(Scan *s, Raw *w) {
+    if (w->rows >= MAX_ROWS)
+        return 0;
+    unsigned seen = 0;
+    Py_ssize_t i = w->rows;
+    MEMBERS(s) {
+        const char *k, *t;
+        Py_ssize_t kl, tl;
+        int e;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "region")) {
+            SEEN(0);
+            if (!string(s, &t, &tl, &e) || e)
+                return 0;
+            PyObject *name = PyUnicode_FromStringAndSize(t, tl);
+            if (name == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            PyObject *acc = PyDict_GetItemWithError(w->regions, name);
+            Py_DECREF(name);
+            if (acc == NULL || !PyObject_TypeCheck(acc, &RegionSumsType)) {
+                PyErr_Clear();
+                return 0;
+            }
+            w->row_acc[i] = acc;
+        } else if (is_key(k, kl, "status")) {
+            SEEN(1);
+            if (!string(s, &t, &tl, &e) || e || !(tl == 8 && memcmp(t, "resolved", 8) == 0))
+                return 0;
+        } else if (is_key(k, kl, "io_ops")) {
+            SEEN(2);
+            if (!count(s, &w->row_io[i]))
+                return 0;
+        } else if (is_key(k, kl, "energy_kwh")) {
+            SEEN(3);
+            if (!figure(s, &w->row_e[i]))
+                return 0;
+        } else if (is_key(k, kl, "co2_gco2")) {
+            SEEN(4);
+            if (!figure(s, &w->row_c[i]))
+                return 0;
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    if (seen != 0x1f)
+        return 0;
+    w->rows++;
+    return 1;
+}
+
+static int raw_green_summary(Scan *s, Raw *w) {
+    unsigned seen = 0;
+    int empty;
+    MEMBERS(s) {
+        const char *k;
+        Py_ssize_t kl;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "per_service_energy_kwh")) {
+            SEEN(0);
+            if (!service_map(s, w, 0, w->e, NULL, &empty) || empty)
+                return 0;
+        } else if (is_key(k, kl, "per_service_carbon_kgco2eq")) {
+            SEEN(1);
+            if (!service_map(s, w, 0, w->c, NULL, &empty) || empty)
+                return 0;
+        } else if (is_key(k, kl, "per_service_requests")) {
+            SEEN(2);
+            if (!service_map(s, w, 1, NULL, w->r, &empty))
+                return 0;
+            w->has_requests = !empty;
+        } else if (is_key(k, kl, "per_service_energy_model")) {
+            SEEN(3);
+            if (!service_map(s, w, 2, NULL, NULL, &empty) || empty)
+                return 0;
+        } else if (is_key(k, kl, "per_service_region")) {
+            SEEN(4);
+            if (!service_map(s, w, 4, NULL, NULL, &empty))
+                return 0;
+        } else if (is_key(k, kl, "per_service_measured_ratio")) {
+            SEEN(5);
+            if (!is_null(s) && !service_map(s, w, 3, NULL, NULL, &empty))
+                return 0;
+        } else if (is_key(k, kl, "co2")) {
+            SEEN(6);
+            if (!raw_co2(s, w))
+                return 0;
+        } else if (is_key(k, kl, "hosts")) {
+            SEEN(7);
+            if (!eat(s, '[') || !eat(s, ']'))
+                return 0;
+        } else if (is_key(k, kl, "total_io_ops")) {
+            SEEN(8);
+            if (!count(s, &w->io_ops))
+                return 0;
+        } else if (is_key(k, kl, "energy_kwh")) {
+            SEEN(9);
+            if (!figure(s, &w->kwh))
+                return 0;
+        } else if (is_key(k, kl, "energy_without_carbon_kwh")) {
+            SEEN(10);
+            if (!is_null(s)) {
+                if (!figure(s, &w->without))
+                    return 0;
+                w->has_without = 1;
+            }
+        } else if (is_key(k, kl, "regions")) {
+            SEEN(11);
+            if (!eat(s, '['))
+                return 0;
+            if (!eat(s, ']')) {
+                do {
+                    if (!raw_row(s, w))
+                        return 0;
+                } while (eat(s, ','));
+                if (!eat(s, ']'))
+                    return 0;
+            }
+        } else if (kl > 12 && memcmp(k, "per_service_", 12) == 0) {
+            return 0; /* a per-service map this fold does not know: the long way decides */
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    return (seen & 0xb) == 0xb; /* both maps and the model map (the layout's tags) */
+}
+
+/* The methodology: recorded by its bytes; declined when it has a "backfill" key. */
+static int raw_methodology(Scan *s, Raw *w) {
+    ws(s);
+    w->meta = s->p;
+    if (s->p < s->end && *s->p == '{') {
+        int more = open_object(s);
+        w->meta_object = more == 1;
+        for (; more != 0; more = next_member(s)) {
+            const char *k;
+            Py_ssize_t kl;
+            int e;
+            if (more < 0 || !string(s, &k, &kl, &e) || e || !eat(s, ':') || is_key(k, kl, "backfill") || !skip(s))
+                return 0;
+        }
+        s->depth--;
+    } else if (!skip(s)) {
+        return 0;
+    }
+    w->meta_len = s->p - w->meta;
+    return 1;
+}
+
+static int raw_report(Scan *s, Raw *w) {
+    unsigned seen = 0;
+    MEMBERS(s) {
+        const char *k;
+        Py_ssize_t kl;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "window")) {
+            SEEN(0);
+            if (!raw_window(s, w))
+                return 0;
+        } else if (is_key(k, kl, "green_summary")) {
+            SEEN(1);
+            if (!raw_green_summary(s, w))
+                return 0;
+        } else if (is_key(k, kl, "methodology")) {
+            SEEN(2);
+            if (!raw_methodology(s, w))
+                return 0;
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    return (seen & 3) == 3;
+}
+
+static int raw_line(Scan *s, Raw *w) {
+    unsigned seen = 0;
+    MEMBERS(s) {
+        const char *k, *t;
+        Py_ssize_t kl, tl;
+        int e;
+        if (!key(s, &k, &kl))
+            return 0;
+        if (is_key(k, kl, "report")) {
+            SEEN(0);
+            if (!raw_report(s, w))
+                return 0;
+        } else if (is_key(k, kl, "hash")) {
+            SEEN(1);
+            ws(s);
+            if (s->p < s->end && *s->p == '"') {
+                if (!string(s, &t, &tl, &e) || e)
+                    return 0;
+                w->hash = t;
+                w->hash_len = tl;
+                w->hash_ok = tl <= 128;
+            } else if (!skip(s)) {
+                return 0;
+            }
+        } else if (!skip(s)) {
+            return 0;
+        }
+    }
+    s->depth--;
+    ws(s);
+    return (seen & 1) && s->p == s->end;
+}
+
+static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, "
+                                         "period_lo, period_hi) takes 10 arguments");
+        return NULL;
+    }
+    PyObject *names = args[1], *tags = args[2], *targets = args[3], *cells = args[4], *regions = args[5];
+    double lo = PyFloat_AsDouble(args[6]), hi = PyFloat_AsDouble(args[7]);
+    double plo = PyFloat_AsDouble(args[8]), phi = PyFloat_AsDouble(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags) || !PyDict_CheckExact(regions)) {
+        PyErr_SetString(PyExc_TypeError, "fold_raw: names and tags must be tuples, regions a dict");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(tags) != n || !sums_list(targets, n) || !sums_list(cells, n)) {
+        PyErr_SetString(PyExc_TypeError, "fold_raw: one tag, one ServiceSums target and one cell per name");
+        return NULL;
+    }
+    if (n > MAX_NAMES)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, i)))
+            Py_RETURN_NONE; /* a tag that is not a string: compared as objects, the long way */
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Raw w;
+    memset(&w, 0, sizeof w);
+    w.names = names;
+    w.tags = tags;
+    w.n = n;
+    w.regions = regions;
+    Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
+    int ok = raw_line(&s, &w);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    /* in the period and in the cached bucket, and the window ends after it starts (or not at all) */
+    if (!ok || !(plo <= w.start && w.start < phi) || !(lo <= w.start && w.start < hi)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    double app_energy = 0.0, app_carbon = 0.0;
+    u128 app_requests = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Sums *acc = (Sums *)PyList_GET_ITEM(targets, i), *cell = (Sums *)PyList_GET_ITEM(cells, i);
+        long long r = w.has_requests ? w.r[i] : 0;
+        acc->energy += w.e[i];
+        acc->carbon += w.c[i];
+        count_set(&acc->count, count_get(&acc->count) + (u128)r);
+        acc->n += 1;
+        cell->energy += w.e[i];
+        cell->carbon += w.c[i];
+        count_set(&cell->count, count_get(&cell->count) + (u128)r);
+        app_energy += w.e[i];
+        app_carbon += w.c[i];
+        app_requests += (u128)r;
+    }
+    for (Py_ssize_t i = 0; i < w.rows; i++) {
+        Sums *acc = (Sums *)w.row_acc[i];
+        acc->n += 1;
+        count_set(&acc->count, count_get(&acc->count) + (u128)w.row_io[i]);
+        acc->energy += w.row_e[i];
+        acc->carbon += w.row_c[i] / 1000.0;
+    }
+    PyObject *meta = w.meta_object ? PyBytes_FromStringAndSize(w.meta, w.meta_len) : Py_NewRef(Py_None);
+    PyObject *hash = w.hash_ok ? PyUnicode_FromStringAndSize(w.hash, w.hash_len) : Py_NewRef(EMPTY_STR);
+    PyObject *req = u128_to_py(app_requests ? app_requests : (u128)w.traces);
+    PyBuffer_Release(&view);
+    if (meta == NULL || hash == NULL || req == NULL) {
+        Py_XDECREF(meta); Py_XDECREF(hash); Py_XDECREF(req);
+        return NULL;
+    }
+    PyObject *end = w.has_end ? PyFloat_FromDouble(w.end) : Py_NewRef(Py_None);
+    PyObject *root = w.has_root ? PyLong_FromLongLong(w.root_spans) : Py_NewRef(Py_None);
+    PyObject *without = w.has_without ? PyFloat_FromDouble(w.without) : Py_NewRef(Py_None);
+    if (end == NULL || root == NULL || without == NULL) {
+        Py_XDECREF(end); Py_XDECREF(root); Py_XDECREF(without);
+        Py_DECREF(meta); Py_DECREF(hash); Py_DECREF(req);
+        return NULL;
+    }
+    /* N steals: the new references above */
+    return Py_BuildValue("(dN(ddNLdddONNNN))", w.start, end, app_energy, app_carbon, req, w.traces, w.embodied,
+                         w.database, w.messaging, Py_None, root, without, meta, hash);
+}
+
 static PyMethodDef methods[] = {
     {"window_end", (PyCFunction)window_end, METH_O,
      "window_end(rec) -> float | None\n\n"
@@ -686,6 +1435,10 @@ static PyMethodDef methods[] = {
      "window_start(rec) -> float\n\n"
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
+    {"fold_raw", (PyCFunction)(void (*)(void))fold_raw, METH_FASTCALL,
+     "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, period_hi) -> tuple | None\n\n"
+     "fold_plain straight from a line's bytes (see _fold.c): (start, end, deltas) if folded, None\n"
+     "having changed nothing otherwise."},
     {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
      "fold_plain(rec, names, tags, targets, cells, regions) -> tuple | None\n\n"
      "Check a loaded line against a cached layout and add its per-service sums (see _fold.c):\n"

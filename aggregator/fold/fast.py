@@ -15,6 +15,10 @@ byte for byte (tests/aggregator/test_fold_accel.py). Without the build (``ext.EX
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import orjson
+
 from aggregator.fold.ext import EXT, FOLD_VERSION
 from aggregator.fold.reference import (
     add_totals,
@@ -27,6 +31,9 @@ from aggregator.fold.reference import (
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
 from aggregator.fold.sums import Bucket, Layout
+
+#: Folds a line from its bytes if it can: (state, raw, period start, period end) -> (start, end, hash) | None.
+RawFold = Callable[[AggregateState, "bytes | memoryview", float, float], "tuple[float, float | None, str] | None"]
 
 #: Whether the C accelerator is in use (a test asserts it is, so a broken build fails loudly).
 ACCELERATED = EXT is not None
@@ -44,10 +51,12 @@ def usable_layout(state: AggregateState, start: float) -> tuple[Layout, Bucket] 
     return layout, bucket
 
 
-def add_deltas(state: AggregateState, layout: Layout, bucket: Bucket, start: float, deltas: tuple) -> str:
-    """Add what the C ``fold_plain`` returned for a window of ``layout`` to the totals, with
-    the reference's functions in the reference's order; returns the line's hash."""
-    app_energy, app_carbon, requests, traces, embodied, database, messaging, rows, root, without, meta, h = deltas
+def add_deltas(state: AggregateState, layout: Layout, bucket: Bucket, start: float, deltas: tuple,
+               meta: dict | None) -> str:
+    """Add what the C ``fold_plain`` / ``fold_raw`` returned for a window of ``layout`` (and its
+    methodology block, if any) to the totals, with the reference's functions in the
+    reference's order; returns the line's hash."""
+    app_energy, app_carbon, requests, traces, embodied, database, messaging, rows, root, without, _, h = deltas
     state.runtime_windows += 1
     count_tags(state, layout)
     add_totals(state, bucket, app_energy + 0.0, app_carbon, requests)  # + host energy: none
@@ -66,14 +75,41 @@ def _fold_line_accelerated(state: AggregateState, rec: dict, start: float, locat
         layout, bucket = usable
         deltas = _plain(rec, layout.names, layout.tags, layout.targets, layout.cells, state.regions)
         if deltas is not None:
-            return add_deltas(state, layout, bucket, start, deltas)
+            return add_deltas(state, layout, bucket, start, deltas, deltas[10])
     return fold_line_reference(state, rec, start, location, strict)
 
 
+def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float,
+             period_hi: float) -> tuple[float, float | None, str] | None:
+    """Fold a line straight from its bytes when it is a plain line of the cached layout whose
+    window starts in the period and in the cached bucket: ``(start, end, hash)``; else
+    ``None`` having changed nothing (the caller then loads it and calls :func:`fold_line`).
+    The C scan reads only what the fold needs and checks that the rest is JSON orjson reads
+    the same way (``_fold.c``, "from the bytes")."""
+    layout: Layout | None = state._last_layout  # type: ignore[assignment]
+    lo, hi, bucket = state._bcache
+    if layout is None or layout.cells_for is not bucket or not layout.simple or layout.unknown or layout.hosts:
+        return None
+    got = _raw(raw, layout.names, layout.tags, layout.targets, layout.cells, state.regions, lo, hi,
+               period_lo, period_hi)
+    if got is None:
+        return None
+    start, end, deltas = got
+    block = deltas[10]  # the methodology's bytes (a non-empty object), or None
+    meta = None
+    if block is not None and block != state._last_meta_raw:  # the same bytes: noted already
+        meta = orjson.loads(block)
+        state._last_meta_raw = block
+    return start, end, add_deltas(state, layout, bucket, start, deltas, meta)
+
+
 if EXT is not None:
-    _plain = EXT.fold_plain
+    _plain, _raw = EXT.fold_plain, EXT.fold_raw
     fold_line = _fold_line_accelerated
+    RAW_FOLD: RawFold | None = fold_raw
 else:
     fold_line = fold_line_reference
+    RAW_FOLD = None
 
-__all__ = ["ACCELERATED", "FOLD_VERSION", "fold_line", "add_deltas", "fold_line_reference", "usable_layout"]
+__all__ = ["ACCELERATED", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw",
+           "usable_layout"]

@@ -111,6 +111,7 @@ class AggregateState:
     _layouts: dict = field(default_factory=dict, repr=False)  # caches, never merged or shipped
     _seen_meta: set = field(default_factory=set, repr=False)
     _last_meta: dict = field(default_factory=dict, repr=False)
+    _last_meta_raw: bytes = field(default=b"", repr=False)  # the bytes of the block the byte path noted last
     _last_key: tuple = field(default=(), repr=False)  # the key and layout of the last cached window
     _last_layout: object = field(default=None, repr=False)
     _bcache: tuple = field(default=NO_BUCKET, repr=False)  # (lo, hi, bucket) being folded into
@@ -119,7 +120,7 @@ class AggregateState:
         """Forget derived caches (before a state is shipped between processes)."""
         self._layouts.clear()
         self._seen_meta.clear()
-        self._last_meta = {}
+        self._last_meta, self._last_meta_raw = {}, b""
         self._last_key, self._last_layout = (), None
         self._bcache = NO_BUCKET
 

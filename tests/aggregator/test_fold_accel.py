@@ -463,3 +463,26 @@ def test_a_deeply_nested_methodology_block_is_folded_not_fatal(depth):
         assert state.windows == 3 and state.methodology == {"vintage": ["2024"]}
         reports.add(report_bytes(build_report(state, EVERYTHING)))
     assert len(reports) == 1
+
+
+def test_the_agents_own_lines_are_folded_straight_from_their_bytes():
+    # lines of the shape a real agent writes (bench/agent_lines.py, held to a real agent's
+    # lines by test_bench_lines.py): after the first of a layout, each is folded by the C scan
+    # of its bytes (no orjson.loads), and the report is the reference's, byte for byte
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:  # bench is not an installed package
+        sys.path.append(repo)
+    from aggregator.fold.fast import fold_raw
+    from bench.agent_lines import replicate, window_bodies
+
+    first_ns = int(T0.timestamp()) * 10**9
+    lines = [raw.rstrip(b"\n") for raw in replicate(window_bodies(10, 2), "agent-a", 30, first_ns)]
+    state = AggregateState()
+    fold_lines(lines[:1], "agent-a/w.jsonl", "agent-a", HOURS, state=state)
+    for raw in lines[1:]:
+        rec = orjson.loads(raw)
+        assert fold_raw(state, raw, HOURS.start, HOURS.end) == (window_start(rec), EXT.window_end(rec), rec["hash"])
+    assert _fold(lines)[0] == _fold(lines, fold_line_reference)[0]

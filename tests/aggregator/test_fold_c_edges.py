@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from aggregator.engines import fold_lines
 from aggregator.fold.ext import EXT
-from aggregator.fold.fast import add_deltas, usable_layout
+from aggregator.fold.fast import add_deltas, fold_raw, usable_layout
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.reference import process_window
 from aggregator.fold.rules import is_backfill
@@ -304,8 +304,8 @@ def _zero_sums(state: AggregateState) -> None:
 
 
 def _driver(lines: list[bytes], caps: dict) -> int:
-    """Fold ``lines`` line by line into two states in step - the C fold (the reference when it
-    declines) and the reference alone - with the float sums zeroed before each line, and
+    """Fold ``lines`` line by line into two states in step - the C fold from the bytes, else
+    from the loaded line, else the reference - and the reference alone - with the float sums zeroed before each line, and
     compare them after each line: a line the C fold takes must add exactly what the reference
     adds, and a line it declines must leave the state untouched. Returns how many lines the C
     fold took."""
@@ -320,10 +320,17 @@ def _driver(lines: list[bytes], caps: dict) -> int:
         _zero_sums(c)
         _zero_sums(g)
         process_window(g, parse_window(rec, start, g.tally), "agent-a/w.jsonl")
+        before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
+        from_bytes = fold_raw(c, raw, HOURS.start, HOURS.end)  # straight from the bytes
+        if from_bytes is not None:
+            taken += 1
+            assert from_bytes == (start, EXT.window_end(rec), w.line_hash)
+            assert snapshot(c, engine=False) == snapshot(g, engine=False)
+            continue
+        assert pickle.dumps(c) == before, "declined from the bytes, yet the state changed"
         usable, got = usable_layout(c, start), None
         if usable is not None:
             layout, bucket = usable
-            before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
             got = EXT.fold_plain(rec, layout.names, layout.tags, layout.targets, layout.cells, c.regions)
             if type(rec.get("report")) is dict and is_backfill(rec["report"].get("methodology")):
                 assert got is None, "a backfilled line must go to the reference (the backfill term)"
@@ -333,7 +340,7 @@ def _driver(lines: list[bytes], caps: dict) -> int:
             process_window(c, parse_window(rec, start, c.tally), "agent-a/w.jsonl")
         else:
             taken += 1
-            assert add_deltas(c, layout, bucket, start, got) == w.line_hash  # the hash the reference reads
+            assert add_deltas(c, layout, bucket, start, got, got[10]) == w.line_hash  # the hash the reference reads
         assert snapshot(c, engine=False) == snapshot(g, engine=False)
     return taken
 
