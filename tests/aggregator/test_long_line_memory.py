@@ -63,14 +63,29 @@ def _archive(root: Path, name: str, long_line: bytes | None) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    """(warm, hostile) archive roots for a file name and line size, written once per module:
+    aggregate and verify read the same files (writing the 256 MiB line is the slow part)."""
+    made: dict[tuple[str, int], tuple[Path, Path]] = {}
+
+    def get(name: str, line_mib: int) -> tuple[Path, Path]:
+        if (name, line_mib) not in made:
+            tmp = tmp_path_factory.mktemp("long-line")
+            long_line = b'{"pad":"' + b"x" * (line_mib * MIB) + b'"}'
+            hostile = _archive(tmp / "hostile", name, long_line)
+            del long_line
+            made[name, line_mib] = (_archive(tmp / "warm", name, None), hostile)
+        return made[name, line_mib]
+
+    return get
+
+
 @pytest.mark.parametrize("which", ["aggregate", "verify"])
 @pytest.mark.parametrize("name, line_mib", [("windows-20261101-000000.jsonl", 64),
                                             ("windows-20261101-000000.jsonl.gz", 256)])
-def test_a_line_past_the_limit_is_read_in_bounded_memory(tmp_path, which, name, line_mib):
-    long_line = b'{"pad":"' + b"x" * (line_mib * MIB) + b'"}'
-    hostile = _archive(tmp_path / "hostile", name, long_line)
-    warm = _archive(tmp_path / "warm", name, None)
-    del long_line
+def test_a_line_past_the_limit_is_read_in_bounded_memory(archives, which, name, line_mib):
+    warm, hostile = archives(name, line_mib)
     out = subprocess.run([sys.executable, "-c", READ, str(warm), str(hostile), which],
                          capture_output=True, text=True, timeout=300, check=True)
     seen = json.loads(out.stdout)
