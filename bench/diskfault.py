@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import os
 import random
-import resource
 import signal
 import subprocess
 import sys
@@ -134,37 +132,47 @@ class Clients:
         self.channel.close()
 
 
-def _no_dac_override() -> None:
-    """In the child, as root: drop CAP_DAC_OVERRIDE from the bounding set before exec, so the
-    agent (still uid 0) is bound by file modes like any service user."""
-    if os.geteuid() != 0:
-        return
+# A limit the agent must start under is applied by a small Python process that then execs
+# the agent, not by preexec_fn: preexec_fn makes subprocess fork() instead of vfork, and in
+# this process (gRPC clients running) gRPC's fork handler restarts its poller in the child,
+# whose epoll descriptor close_fds then closes: the child aborts (exit -6, "epoll_wait error:
+# Bad file descriptor") before it execs, now and then.
+_EXEC_LIMITED = r"""
+import ctypes, os, resource, sys
+what, value, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+if what == "fsize":
+    resource.setrlimit(resource.RLIMIT_FSIZE, (value, value))
+elif what == "no-dac-override" and os.geteuid() == 0:
+    # as root: drop CAP_DAC_OVERRIDE from the bounding set before exec, so the agent (still
+    # uid 0) is bound by file modes like any service user
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(24, 1, 0, 0, 0) != 0:  # PR_CAPBSET_DROP, CAP_DAC_OVERRIDE
         raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE)")
+os.execv(argv[0], argv)
+"""
+NO_DAC_OVERRIDE = ("no-dac-override", 0)
 
 
-def _fsize(limit: int) -> Callable[[], None]:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
+def _fsize(limit: int) -> tuple[str, int]:
+    """RLIMIT_FSIZE for the agent: writes past ``limit`` bytes fail with EFBIG."""
+    return ("fsize", limit)
 
 
 class Agent:
     """One life of the agent; stderr kept in memory (a file would fall under RLIMIT_FSIZE)."""
 
     def __init__(self, root: Path, grpc_port: int, http_port: int, env: dict[str, str],
-                 preexec: Callable[[], None] | None = None, window_s: str = WINDOW_S) -> None:
+                 limit: tuple[str, int] | None = None, window_s: str = WINDOW_S) -> None:
         full = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         full.update(env)
         self.http = f"http://127.0.0.1:{http_port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", str(root),
-             "--agent-id", AGENT_ID, "--grpc-port", str(grpc_port), "--http-port",
-             str(http_port), "--window-seconds", window_s, "--workers", "1"],
-            cwd=REPO, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=preexec)
+        cmd = [sys.executable, "-m", "carbonspan", "agent", "--archive-dir", str(root),
+               "--agent-id", AGENT_ID, "--grpc-port", str(grpc_port), "--http-port",
+               str(http_port), "--window-seconds", window_s, "--workers", "1"]
+        if limit is not None:
+            cmd = [sys.executable, "-c", _EXEC_LIMITED, limit[0], str(limit[1]), *cmd]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=full, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
         threading.Thread(target=self._collect, daemon=True).start()
 
@@ -235,7 +243,7 @@ class Campaign:
 
     # -- the faults: each drives the agent's lives and says what it saw -------------------
     def wal_full(self, start: Callable[..., Agent], clients: Clients, run: Run) -> None:
-        agent = start(preexec=_fsize(FSIZE), window_s="60")
+        agent = start(limit=_fsize(FSIZE), window_s="60")
         clients.up.set()
         if not _until(lambda: agent.probe("/healthz") == 503, 20):
             run.seen.append("the WAL never filled")
@@ -248,7 +256,7 @@ class Campaign:
     def archive_full(self, start: Callable[..., Agent], clients: Clients, run: Run) -> None:
         self._clean_life(start(), clients, run)
         (window_file,) = window_files(self.root / AGENT_ID)[-1:]
-        agent = start(preexec=_fsize(window_file.stat().st_size + 1024))
+        agent = start(limit=_fsize(window_file.stat().st_size + 1024))
         clients.up.set()
         if _until(lambda: agent.logged("could not archive the window"), 20):
             run.seen.append("window close failed")
@@ -262,7 +270,7 @@ class Campaign:
     def archive_readonly(self, start: Callable[..., Agent], clients: Clients,
                          run: Run) -> None:
         env = {"CARBONSPAN_ARCHIVE_MAX_SIZE_MB": "0.01"}  # a new window file every ~2 lines
-        agent = start(env=env, preexec=_no_dac_override)
+        agent = start(env=env, limit=NO_DAC_OVERRIDE)
         chain = self.root / AGENT_ID
         clients.up.set()
         self.hold(0.5, 1.0)
@@ -345,9 +353,9 @@ class Campaign:
             lives: list[Agent] = []
 
             def start(env: dict[str, str] | None = None,
-                      preexec: Callable[[], None] | None = None,
+                      limit: tuple[str, int] | None = None,
                       window_s: str = WINDOW_S) -> Agent:
-                agent = Agent(self.root, grpc_port, http_port, env or {}, preexec, window_s)
+                agent = Agent(self.root, grpc_port, http_port, env or {}, limit, window_s)
                 lives.append(agent)
                 agent.wait_ready()
                 return agent

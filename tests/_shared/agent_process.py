@@ -42,9 +42,10 @@ class AgentProcess:
             cmd += ["--config", str(cfg)]
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         full_env.update(env)
+        if max_file_bytes is not None:
+            cmd = [sys.executable, "-c", _EXEC_WITH_FSIZE, str(max_file_bytes), *cmd]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=_file_size_limit(max_file_bytes))
+                                     stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stdout: list[str] = []  # the lines wait_ready read (stdout_text() adds the rest)
         self.stderr: list[str] = []
@@ -136,18 +137,18 @@ class AgentProcess:
         return total
 
 
-def _file_size_limit(limit: int | None) -> Callable[[], None] | None:
-    """RLIMIT_FSIZE for the agent: writes past ``limit`` bytes fail with EFBIG, as on a full
-    disk (Python ignores SIGXFSZ, so the process sees the error instead of dying)."""
-    if limit is None:
-        return None
-
-    def apply() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
+# RLIMIT_FSIZE for the agent (``max_file_bytes``): writes past the limit fail with EFBIG, as on
+# a full disk (Python ignores SIGXFSZ, so the process sees the error instead of dying). It is
+# set by a small Python process that then execs the agent, not by preexec_fn: preexec_fn makes
+# subprocess fork() instead of vfork, and in a test process that has used gRPC, gRPC's fork
+# handler restarts its poller in the child, whose epoll descriptor close_fds then closes: the
+# child aborts now and then (exit -6, "epoll_wait error: Bad file descriptor") before exec.
+_EXEC_WITH_FSIZE = (
+    "import os, resource, sys\n"
+    "limit = int(sys.argv[1])\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 def wait_for(pred: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
