@@ -1,6 +1,6 @@
 """Hosts are charged for every second the agent runs, once (issue 11, item 1), on a real agent.
 
-1 s windows, a 3,600 W database host, two traces 3 s apart sent with the SDK's OTLP/gRPC
+1 s windows, a 3,600 W database host, two traces ~3 windows apart sent with the SDK's OTLP/gRPC
 exporter, SIGTERM after ~5 s. Before the fix only the two windows holding spans were
 archived: about 2 of the ~5 seconds were charged. Now idle windows are archived as host-only
 lines, each window starts where the last ended, and archived host energy = watts x the agent's
@@ -45,8 +45,14 @@ def test_host_energy_is_watts_times_the_agent_running_time(start_agent, recordin
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("t")
     for i in range(2):
-        if i:
-            time.sleep(3.0)  # idle windows between the two requests
+        if i:  # idle windows between the two requests: once the open window holds no span,
+            # three more close (the first may still be the span's own), so two are idle;
+            # waited for, not slept for (a loaded machine may tick late)
+            agent.wait_for(lambda: agent.metric("carbonspan_open_window_spans") == 0,
+                           timeout=30, what="the span's window to be archived")
+            written = agent.metric("carbonspan_windows_written_total")
+            agent.wait_for(lambda w=written: agent.metric("carbonspan_windows_written_total") >= w + 3,
+                           timeout=30, what="two idle windows")
         with tracer.start_as_current_span("GET /", kind=SpanKind.SERVER):
             pass
     time.sleep(1.5)
