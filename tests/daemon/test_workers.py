@@ -305,3 +305,33 @@ def test_tls_and_the_token_bind_every_worker(start_agent, tmp_path) -> None:
                if s.name == "carbonspan_requests_total"}
         assert got.get(("grpc", "unauthenticated"), 0) > 0 and got.get(("grpc", "ok"), 0) > 0, who
     assert agent.stop() == 0
+
+
+def test_a_worker_that_fails_to_start_stops_the_others_with_its_exit_code(start_agent,
+                                                                          tmp_path) -> None:
+    (tmp_path / "cert.pem").write_text("not a certificate\n")
+    (tmp_path / "key.pem").write_text("not a key\n")
+    agent = start_agent("--workers", "2", ready=False, config=(
+        f'[agent.tls]\ncert_file = "{tmp_path / "cert.pem"}"\n'
+        f'key_file = "{tmp_path / "key.pem"}"\n'))
+    assert agent.proc.wait(timeout=60) == 1
+    err = "".join(agent.stderr_text())
+    assert "cannot be used together" in err, err  # the worker's own words, on our stderr
+    assert re.search(r"worker [01] exited with code 1 before it was ready; stopping the others",
+                     err), err
+    assert "OTLP/gRPC" not in agent.stdout_text()  # no ports line: it never served
+
+
+def test_a_worker_restarted_into_a_configuration_mistake_stops_all_with_exit_2(
+        start_agent, tmp_path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text("[agent]\nwindow_seconds = 60\n")
+    agent = start_agent("--workers", "2", "--config", str(config))
+    config.write_text("[agent]\nwindow_seconds = 'soon'\n")  # edited under the running agent
+    os.kill(worker_pids(agent)[0], signal.SIGKILL)
+    assert agent.proc.wait(timeout=60) == 2
+    err = "".join(agent.stderr_text())
+    assert "window_seconds = 'soon'" in err, err
+    assert re.search(r"worker 0 \(test-agent-w0, pid \d+\) exited with code 2 \(a configuration "
+                     r"mistake\); stopping every worker", err), err
+    assert "test-agent-w1: stopped cleanly" in agent.stdout_text()
