@@ -241,7 +241,8 @@ class Supervisor:
     def __init__(self, settings: AgentSettings, count: int, why: str, argv: list[str]) -> None:
         self.settings, self.count, self.why, self.argv = settings, count, why, argv
         self.slots = [_Slot(k) for k in range(count)]
-        self.events: queue.Queue = queue.Queue()
+        # SimpleQueue: its put is reentrant, so the signal handler may wake the loop with it
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.stop_signal = 0
         self.out_lock = threading.Lock()
 
