@@ -9,14 +9,16 @@ from pathlib import Path
 
 EPILOG = """\
 examples:
-  carbonspan agent                                  # 127.0.0.1:4317/4318, ./archives/<host>/
+  carbonspan agent                                  # 127.0.0.1:4317/4318, a worker per core
+  carbonspan agent --workers 1                      # one process, ./archives/<host>/
   carbonspan agent --config carbonspan.toml --archive-dir /var/lib/carbonspan
   CARBONSPAN_WINDOW_SECONDS=10 carbonspan agent --grpc-port 14317 --http-port 14318
 
 With --workers N > 1 this process supervises N agent processes that share both ports
 (SO_REUSEPORT), worker k writing its own chain <archive-dir>/<agent-id>-w<k>/; a worker that
-dies is restarted on its chain. Port 0 picks a free port (printed on start). Settings come from the [agent] tables of the
-config, then CARBONSPAN_* variables, then these flags; see docs/operations.md.
+dies is restarted on its chain. Port 0 picks a free port (printed on start). Settings come
+from the [agent] tables of the config, then CARBONSPAN_* variables, then these flags; see
+docs/operations.md.
 """
 
 
