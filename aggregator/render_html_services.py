@@ -9,12 +9,17 @@ table (the full name in the cell's ``title`` too); a name is never clipped.
 
 from __future__ import annotations
 
+import math
+import unicodedata
+
 from aggregator.html_templates import Markup, macro, render
 from aggregator.render import backfill_share, band, fmt_g, fmt_kg, fmt_kwh, fmt_share, g_band
 from schema.report import Application, DisclosureReport
 
 CHART_BARS = 25
 LABEL_CHARS = 28
+#: The widest a chart's label column may grow (px); a label wider than that is elided further.
+LABEL_MAX_PX = 300
 
 
 def elide_middle(name: str, most: int = LABEL_CHARS) -> str:
@@ -26,10 +31,46 @@ def elide_middle(name: str, most: int = LABEL_CHARS) -> str:
     return name[:head] + "\u2026" + name[len(name) - (keep - head):]
 
 
+def _em(ch: str) -> float:
+    """A generous width of ``ch`` in em in a sans-serif font (DejaVu Sans, Chromium's fallback
+    on Debian, is among the widest): wide East Asian characters a full em, the widest Latin
+    letters and capitals more than the rest, so a label never measures wider than this says."""
+    if unicodedata.east_asian_width(ch) in "WF":
+        return 1.0
+    if ch in "mwMW@%":
+        return 0.95
+    if ch.isupper() or ch.isdigit() or not ch.isascii():
+        return 0.8
+    return 0.64
+
+
+def text_px(text: str, size: float) -> int:
+    """An upper estimate of ``text``'s width in px at font size ``size`` (px): the chart's room
+    for a label is made from it, so a label's start is never left of the drawing (clipped)."""
+    return math.ceil(sum(_em(ch) for ch in text) * size)
+
+
+def chart_label(name: str, size: float, most_px: int = LABEL_MAX_PX - 10) -> str:
+    """``name`` elided in the middle to ``LABEL_CHARS`` and, if it would still be wider than
+    ``most_px`` at ``size``, further, one character at a time (the full name is the tooltip)."""
+    most = LABEL_CHARS
+    label = elide_middle(name, most)
+    while most > 3 and text_px(label, size) > most_px:
+        most -= 1
+        label = elide_middle(name, most)
+    return label
+
+
+def label_room(labels: list[str], size: float) -> int:
+    """The px a chart keeps left of its bars for ``labels`` (right-aligned at 6 px from the
+    bars): the widest label's estimate, at most ``LABEL_MAX_PX``."""
+    return min(LABEL_MAX_PX, max((text_px(t, size) for t in labels), default=0) + 10)
+
+
 def _bar_rows(report: DisclosureReport) -> list[tuple[str, str, float, str]]:
     """(label, tooltip, kg, value text) per bar: the largest services, then "other"."""
     apps = report.applications
-    rows = [(elide_middle(a.service_name), f"{a.service_name}: {fmt_kg(a.carbon_kgco2eq)}", a.carbon_kgco2eq,
+    rows = [(chart_label(a.service_name, 13), f"{a.service_name}: {fmt_kg(a.carbon_kgco2eq)}", a.carbon_kgco2eq,
              fmt_kg(a.carbon_kgco2eq)) for a in apps[:CHART_BARS]]
     tail = apps[CHART_BARS:]
     if tail:
@@ -45,12 +86,14 @@ def bars(report: DisclosureReport) -> str:
     if not rows:
         return render("bars.html", rows=[])
     top = max(kg for _, _, kg, _ in rows) or 1.0
-    row_h, label_w, bar_w = 22, 200, 400
+    row_h, bar_w = 22, 400
+    label_w = label_room([label for label, *_ in rows], 13)  # the labels' start never left of the chart
+    value_w = max(text_px(value, 12) for *_, value in rows) + 14  # nor the figures' end right of it
     note = ""
     if len(report.applications) > CHART_BARS:
         note = (f"The chart shows the {CHART_BARS} services with the most carbon and the other "
                 f"{len(report.applications) - CHART_BARS} together; the table below lists every service.")
-    return render("bars.html", width=label_w + bar_w + 160, height=row_h * len(rows) + 4, label_x=label_w - 6,
+    return render("bars.html", width=label_w + bar_w + value_w, height=row_h * len(rows) + 4, label_x=label_w - 6,
                   bar_x=label_w, bar_h=row_h - 6, note=note,
                   rows=[{"y": i * row_h + 2, "width": max(1.0, bar_w * kg / top), "label": label, "tip": tip,
                          "value": value} for i, (label, tip, kg, value) in enumerate(rows)])

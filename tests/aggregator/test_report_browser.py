@@ -61,8 +61,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 GENERATED = "2026-12-02T09:30:00Z"
 
 
-@pytest.fixture
-def page(tmp_path: Path) -> tuple[Path, list[str]]:
+def _report(tmp_path: Path):
     """60 services on 2026-11-10, compared with the day before (50 services, some other ones)."""
     before = synth.sealed_lines(synth.realistic(20, seed=6, n_services=50, start=T0 - timedelta(days=1),
                                                 agent_id="agent-p"))
@@ -75,6 +74,12 @@ def page(tmp_path: Path) -> tuple[Path, list[str]]:
     report = build_report(fold_paths(tmp_path / "archives", period=period), period, "ACME",
                           previous=from_report(previous))
     report.applications[-1].service_name = LONG
+    return report
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> tuple[Path, list[str]]:
+    report = _report(tmp_path)
     path = tmp_path / "report.html"
     path.write_text(render_html(report, GENERATED), encoding="utf-8")
     return path, [a.service_name for a in report.applications]
@@ -165,6 +170,54 @@ def test_a_screenshot_of_the_charts_over_time_is_not_blank(page, tmp_path):
     png = shot.read_bytes()
     assert png[16:24] == (900).to_bytes(4, "big") + (700).to_bytes(4, "big")
     assert len(png) > 3 * len(blank.read_bytes()), "the chart's screenshot is as empty as a blank page"
+
+
+#: Measures, in the browser, every text of every chart against its drawing: each label's box
+#: (getBBox: the font Chromium really uses) must start at x >= 0 and end inside the SVG's width.
+_MEASURE = """<script>
+const out = [];
+for (const svg of document.querySelectorAll("svg.chart")) {
+  const w = svg.width.baseVal.value;
+  for (const t of svg.querySelectorAll("text")) {
+    const b = t.getBBox();
+    if (b.x < -0.5 || b.x + b.width > w + 0.5)
+      out.push(svg.getAttribute("aria-label") + ": " + JSON.stringify(t.textContent) + " spans "
+               + b.x.toFixed(1) + " to " + (b.x + b.width).toFixed(1) + " of " + w);
+  }
+}
+const pre = document.createElement("pre"); pre.id = "clipped";
+pre.textContent = "CLIPPED[" + out.join("\\n") + "]"; document.body.appendChild(pre);
+</script>"""
+
+WIDE = "\uff43\uff48\uff45\uff43\uff4b\uff4f\uff55\uff54-WWW-MMM-" + "\u00e9" * 10 + "-service-production-blue"
+
+
+def test_no_chart_label_or_figure_is_clipped(tmp_path):
+    # the issue saw names clipped on the left ("eckout-service-production-"): the largest
+    # services get long names (full-width letters, capitals, accents, 200 characters), a region
+    # a long name and a long intensity source; the browser measures every text the charts draw
+    from aggregator.render_html_regions import region_chart
+    from aggregator.render_html_services import bars
+
+    report = _report(tmp_path)
+    for app, name in zip(report.applications, (WIDE, "Checkout-Service-Production-Europe-West-" + "MW" * 20,
+                                               "w" * 200), strict=False):
+        app.service_name = name
+    report.regions[0].region = "europe-west-frankfurt-availability-zone-" + "b" * 30
+    report.regions[0].intensity_source = "monthly_hourly_electricity_maps_" + "Z" * 30
+    charts = bars(report) + region_chart(report)
+    html = render_html(report, GENERATED)
+    assert bars(report) in html and region_chart(report) in html  # the charts measured are the page's
+    style = html.split("<style>")[1].split("</style>")[0]
+    probe = tmp_path / "charts.html"
+    probe.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{style}</style></head>'
+                     f"<body>{charts}{_MEASURE}</body></html>", encoding="utf-8")
+    proc = chromium(tmp_path, "--dump-dom", probe.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="clipped">CLIPPED\[(.*?)\]</pre>', proc.stdout, re.S)
+    assert found is not None, proc.stdout[-2000:]
+    assert found.group(1) == "", found.group(1)
+    assert charts.count("<text") == 2 * (CHART_BARS + 1) + 4 * len(report.regions)  # every label was measured
 
 
 HEADINGS = ("Where the carbon comes from", "Carbon per service", "Every service", "Against the previous period",
