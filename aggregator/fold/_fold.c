@@ -248,7 +248,7 @@ static const char *const NAME_TEXT[N_NAMES] = {
     "end", "per_service_measured_ratio", "backfill",
 };
 static PyObject *N[N_NAMES];
-static PyObject *EMPTY_STR;
+static PyObject *EMPTY_STR, *ONE;
 
 /* d[key] (borrowed) or NULL when absent; d must be a dict. */
 static inline PyObject *get(PyObject *d, int key) { return PyDict_GetItemWithError(d, N[key]); }
@@ -951,13 +951,44 @@ static inline int open_object(Scan *s) { /* the caller closes it: s->depth-- aft
 #define SEEN(bit) do { if (seen & (1u << (bit))) return 0; seen |= 1u << (bit); } while (0)
 #define MEMBERS(s) for (int more_ = open_object(s); more_ != 0; more_ = next_member(s)) if (more_ < 0) return 0; else
 
+/* The entries of the per-service maps: the line's names (the first map's keys; every other
+ * map must list the same, in order), their figures and tags. Module-level arrays, grown as
+ * needed (the GIL is held throughout). */
+#define MAX_ENTRIES 8192
+static Py_ssize_t entries_cap;
+static const char **ent_key, **ent_tag;
+static Py_ssize_t *ent_klen, *ent_tlen;
+static double *ent_e, *ent_c;
+static long long *ent_r;
+static PyObject **ent_acc, **ent_cell, **ent_tagobj;
+
+static int entries_room(Py_ssize_t n) {
+    if (n < entries_cap)
+        return 1;
+    if (n >= MAX_ENTRIES)
+        return 0;
+    Py_ssize_t cap = entries_cap ? entries_cap * 2 : 256;
+    while (cap <= n)
+        cap *= 2;
+#define GROW(arr, T) do { T *x = PyMem_Realloc((void *)arr, cap * sizeof(T)); if (x == NULL) return 0; arr = x; } while (0)
+    GROW(ent_key, const char *);
+    GROW(ent_tag, const char *);
+    GROW(ent_klen, Py_ssize_t);
+    GROW(ent_tlen, Py_ssize_t);
+    GROW(ent_e, double);
+    GROW(ent_c, double);
+    GROW(ent_r, long long);
+    GROW(ent_acc, PyObject *);
+    GROW(ent_cell, PyObject *);
+    GROW(ent_tagobj, PyObject *);
+#undef GROW
+    entries_cap = cap;
+    return 1;
+}
+
 typedef struct {
-    PyObject *names;           /* the layout's names (tuple of str) */
-    PyObject *tags;            /* the layout's tags (tuple of str) */
-    Py_ssize_t n;
-    double e[MAX_NAMES], c[MAX_NAMES];
-    long long r[MAX_NAMES];
-    int has_requests;
+    Py_ssize_t n;              /* entries (-1 until a map has been read) */
+    int has_requests, has_tags;
     /* window */
     double start, end;
     int has_end;
@@ -981,18 +1012,19 @@ typedef struct {
     PyObject *regions;
 } Raw;
 
-/* name i of the layout as UTF-8 bytes */
-static inline int name_is(PyObject *tuple, Py_ssize_t i, const char *k, Py_ssize_t kl) {
+/* Does the str `u` have exactly these UTF-8 bytes? */
+static inline int str_is(PyObject *u, const char *k, Py_ssize_t kl) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &n);
-    return u != NULL && n == kl && memcmp(u, k, n) == 0;
+    const char *b = PyUnicode_AsUTF8AndSize(u, &n);
+    return b != NULL && n == kl && memcmp(b, k, n) == 0;
 }
 
-/* A per-service map: its keys exactly the layout's names in order; its values into out
- * (figures, counts, or tags compared with the layout's). which: 0 figures, 1 counts, 2 tags,
- * 3 the measured ratios (each 0 or 0.0), 4 anything (checked and skipped). 0: decline. */
-static int service_map(Scan *s, Raw *w, int which, double *figs, long long *counts, int *empty) {
+/* A per-service map. which: 0 energy figures, 1 carbon figures, 2 request counts, 3 tags (the
+ * first map read fixes the names; every other lists the same, in order), 4 the measured
+ * ratios (each 0 or 0.0, any names), 5 anything (checked and skipped). 0: decline. */
+static int service_map(Scan *s, Raw *w, int which, int *empty) {
     Py_ssize_t i = 0;
+    int record = which <= 3 && w->n < 0;
     *empty = 1;
     MEMBERS(s) {
         const char *k;
@@ -1000,7 +1032,7 @@ static int service_map(Scan *s, Raw *w, int which, double *figs, long long *coun
         *empty = 0;
         if (!key(s, &k, &kl))
             return 0;
-        if (which == 3) { /* no_measured: only exact zeros (any name) */
+        if (which == 4) { /* no_measured: only exact zeros (any name) */
             const char *t;
             Py_ssize_t n;
             int fl;
@@ -1008,28 +1040,38 @@ static int service_map(Scan *s, Raw *w, int which, double *figs, long long *coun
                 return 0;
             continue;
         }
-        if (which == 4) {
+        if (which == 5) {
             if (!skip(s))
                 return 0;
             continue;
         }
-        if (i >= w->n || !name_is(w->names, i, k, kl))
+        if (record) {
+            if (!entries_room(i))
+                return 0;
+            ent_key[i] = k;
+            ent_klen[i] = kl;
+        } else if (i >= w->n || ent_klen[i] != kl || memcmp(ent_key[i], k, kl) != 0) {
             return 0;
-        if (which == 0 && !figure(s, &figs[i]))
+        }
+        if (which == 0 && !figure(s, &ent_e[i]))
             return 0;
-        if (which == 1 && !count(s, &counts[i]))
+        if (which == 1 && !figure(s, &ent_c[i]))
             return 0;
-        if (which == 2) {
-            const char *t;
-            Py_ssize_t tl;
+        if (which == 2 && !count(s, &ent_r[i]))
+            return 0;
+        if (which == 3) {
             int e;
-            if (!string(s, &t, &tl, &e) || e || !name_is(w->tags, i, t, tl))
+            if (!string(s, &ent_tag[i], &ent_tlen[i], &e) || e)
                 return 0;
         }
         i++;
     }
     s->depth--;
-    return which >= 3 || *empty || i == w->n;
+    if (which >= 4 || *empty)
+        return 1;
+    if (record)
+        w->n = i;
+    return i == w->n;
 }
 
 static int raw_window(Scan *s, Raw *w) {
@@ -1187,28 +1229,28 @@ static int raw_green_summary(Scan *s, Raw *w) {
             return 0;
         if (is_key(k, kl, "per_service_energy_kwh")) {
             SEEN(0);
-            if (!service_map(s, w, 0, w->e, NULL, &empty) || empty)
+            if (!service_map(s, w, 0, &empty) || empty)
                 return 0;
         } else if (is_key(k, kl, "per_service_carbon_kgco2eq")) {
             SEEN(1);
-            if (!service_map(s, w, 0, w->c, NULL, &empty) || empty)
+            if (!service_map(s, w, 1, &empty) || empty)
                 return 0;
         } else if (is_key(k, kl, "per_service_requests")) {
             SEEN(2);
-            if (!service_map(s, w, 1, NULL, w->r, &empty))
+            if (!service_map(s, w, 2, &empty))
                 return 0;
             w->has_requests = !empty;
         } else if (is_key(k, kl, "per_service_energy_model")) {
             SEEN(3);
-            if (!service_map(s, w, 2, NULL, NULL, &empty) || empty)
+            if (!service_map(s, w, 3, &empty) || empty)
                 return 0;
         } else if (is_key(k, kl, "per_service_region")) {
             SEEN(4);
-            if (!service_map(s, w, 4, NULL, NULL, &empty))
+            if (!service_map(s, w, 5, &empty))
                 return 0;
         } else if (is_key(k, kl, "per_service_measured_ratio")) {
             SEEN(5);
-            if (!is_null(s) && !service_map(s, w, 3, NULL, NULL, &empty))
+            if (!is_null(s) && !service_map(s, w, 4, &empty))
                 return 0;
         } else if (is_key(k, kl, "co2")) {
             SEEN(6);
@@ -1337,39 +1379,126 @@ static int raw_line(Scan *s, Raw *w) {
     return (seen & 1) && s->p == s->end;
 }
 
+static int ptr_order(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_UNKNOWN_STR;
+
+/* The entries' services, tags and cells when the line's names are not the cached layout's:
+ * each name a service the state holds (not _unattributed) of known region, each tag one the
+ * tag set and the service hold already; the cells that exist (NULL: made after the checks).
+ * 1: all found (new references in ent_acc, ent_tagobj; borrowed in ent_cell); 0: decline. */
+static int resolve(Py_ssize_t n, PyObject *services, PyObject *models, PyObject *bucket_cells, PyObject **names) {
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        names[i] = ent_acc[i] = ent_tagobj[i] = NULL;
+    int ok = 1;
+    for (i = 0; ok && i < n; i++) {
+        if (ent_klen[i] == 13 && memcmp(ent_key[i], "_unattributed", 13) == 0)
+            ok = 0;
+        else if ((names[i] = PyUnicode_FromStringAndSize(ent_key[i], ent_klen[i])) == NULL
+                 || (ent_tlen[i] && (ent_tagobj[i] = PyUnicode_FromStringAndSize(ent_tag[i], ent_tlen[i])) == NULL))
+            ok = -1;
+        if (ok != 1)
+            break;
+        /* an empty tag is no tag (the reference's accept_model(None)): nothing to count */
+        PyObject *acc = PyDict_GetItemWithError(services, names[i]);
+        PyObject *count = acc && ent_tagobj[i] ? PyDict_GetItemWithError(models, ent_tagobj[i]) : acc;
+        if (count == NULL || !PyObject_TypeCheck(acc, &ServiceSumsType) || (ent_tagobj[i] && !PyLong_CheckExact(count))) {
+            ok = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        ent_acc[i] = Py_NewRef(acc);
+        PyObject *region = PyObject_GetAttr(acc, S_REGION_ATTR), *tags = region ? PyObject_GetAttr(acc, S_MODELS_ATTR) : NULL;
+        if (tags == NULL) {
+            Py_XDECREF(region);
+            ok = -1;
+            break;
+        }
+        int unknown = PyUnicode_Check(region) ? PyUnicode_Compare(region, S_UNKNOWN_STR) == 0 : 1;
+        int has = !ent_tagobj[i] ? 1 : PyDict_CheckExact(tags) ? PyDict_Contains(tags, ent_tagobj[i]) : 0;
+        Py_DECREF(region);
+        Py_DECREF(tags);
+        if (PyErr_Occurred() || has < 0) {
+            ok = -1;
+            break;
+        }
+        if (unknown || has != 1) {
+            ok = 0;
+            break;
+        }
+        ent_cell[i] = PyDict_GetItemWithError(bucket_cells, names[i]);
+        if (ent_cell[i] == NULL && PyErr_Occurred()) {
+            ok = -1;
+            break;
+        }
+        if (ent_cell[i] && !PyObject_TypeCheck(ent_cell[i], &ServiceSumsType)) {
+            ok = 0;
+            break;
+        }
+    }
+    if (ok == 1) { /* a name twice (a duplicate JSON key): orjson keeps one; the long way */
+        PyObject **sorted = PyMem_Malloc(n * sizeof(PyObject *));
+        if (sorted == NULL)
+            ok = -1;
+        else {
+            memcpy(sorted, ent_acc, n * sizeof(PyObject *));
+            qsort(sorted, n, sizeof(PyObject *), ptr_order);
+            for (i = 1; ok == 1 && i < n; i++)
+                if (sorted[i] == sorted[i - 1])
+                    ok = 0;
+            PyMem_Free(sorted);
+        }
+    }
+    return ok;
+}
+
+static void release(Py_ssize_t n, PyObject **names) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(names[i]);
+        Py_XDECREF(ent_acc[i]);
+        Py_XDECREF(ent_tagobj[i]);
+        names[i] = ent_acc[i] = ent_tagobj[i] = NULL;
+    }
+}
+
 static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, "
-                                         "period_lo, period_hi) takes 10 arguments");
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, "
+                                         "period_hi, services, models, bucket_cells, cell_type) takes 14 arguments");
         return NULL;
     }
     PyObject *names = args[1], *tags = args[2], *targets = args[3], *cells = args[4], *regions = args[5];
+    PyObject *services = args[10], *models = args[11], *bucket_cells = args[12], *cell_type = args[13];
     double lo = PyFloat_AsDouble(args[6]), hi = PyFloat_AsDouble(args[7]);
     double plo = PyFloat_AsDouble(args[8]), phi = PyFloat_AsDouble(args[9]);
     if (PyErr_Occurred())
         return NULL;
-    if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags) || !PyDict_CheckExact(regions)) {
-        PyErr_SetString(PyExc_TypeError, "fold_raw: names and tags must be tuples, regions a dict");
+    if (!PyDict_CheckExact(regions) || !PyDict_CheckExact(services) || !PyDict_CheckExact(models)
+        || (bucket_cells != Py_None && !PyDict_CheckExact(bucket_cells))) {
+        PyErr_SetString(PyExc_TypeError, "fold_raw: regions, services, models and the bucket's cells must be dicts");
         return NULL;
     }
-    Py_ssize_t n = PyTuple_GET_SIZE(names);
-    if (PyTuple_GET_SIZE(tags) != n || !sums_list(targets, n) || !sums_list(cells, n)) {
-        PyErr_SetString(PyExc_TypeError, "fold_raw: one tag, one ServiceSums target and one cell per name");
-        return NULL;
+    Py_ssize_t layout_n = -1; /* the cached layout, when there is one the C fold can take */
+    if (names != Py_None) {
+        if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags) || PyTuple_GET_SIZE(tags) != PyTuple_GET_SIZE(names)
+            || !sums_list(targets, PyTuple_GET_SIZE(names)) || !sums_list(cells, PyTuple_GET_SIZE(names))) {
+            PyErr_SetString(PyExc_TypeError, "fold_raw: one tag, one ServiceSums target and one cell per name");
+            return NULL;
+        }
+        layout_n = PyTuple_GET_SIZE(names);
+        for (Py_ssize_t i = 0; i < layout_n; i++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, i)))
+                layout_n = -1; /* a tag that is not a string: compared as objects, the long way */
     }
-    if (n > MAX_NAMES)
-        Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, i)))
-            Py_RETURN_NONE; /* a tag that is not a string: compared as objects, the long way */
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     Raw w;
     memset(&w, 0, sizeof w);
-    w.names = names;
-    w.tags = tags;
-    w.n = n;
+    w.n = -1;
     w.regions = regions;
     Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
     int ok = raw_line(&s, &w);
@@ -1377,26 +1506,72 @@ static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyBuffer_Release(&view);
         return NULL;
     }
-    /* in the period and in the cached bucket, and the window ends after it starts (or not at all) */
-    if (!ok || !(plo <= w.start && w.start < phi) || !(lo <= w.start && w.start < hi)) {
+    /* in the period and in the cached bucket */
+    if (!ok || w.n <= 0 || !(plo <= w.start && w.start < phi) || !(lo <= w.start && w.start < hi)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
+    }
+    Py_ssize_t n = w.n;
+    int same = layout_n == n;
+    for (Py_ssize_t i = 0; same && i < n; i++)
+        same = str_is(PyTuple_GET_ITEM(names, i), ent_key[i], ent_klen[i])
+               && str_is(PyTuple_GET_ITEM(tags, i), ent_tag[i], ent_tlen[i]);
+    PyObject **made = NULL; /* the names of the entries (free mode) */
+    if (!same) {
+        if (bucket_cells == Py_None || (made = PyMem_Calloc(n, sizeof(PyObject *))) == NULL) {
+            PyBuffer_Release(&view);
+            if (bucket_cells == Py_None)
+                Py_RETURN_NONE;
+            return PyErr_NoMemory();
+        }
+        int found = resolve(n, services, models, bucket_cells, made);
+        for (Py_ssize_t i = 0; found == 1 && i < n; i++) { /* checked: the missing cells, in entry order */
+            if (ent_cell[i] != NULL)
+                continue;
+            PyObject *cell = PyObject_CallNoArgs(cell_type);
+            if (cell == NULL || !PyObject_TypeCheck(cell, &ServiceSumsType) || PyDict_SetItem(bucket_cells, made[i], cell) < 0)
+                found = -1;
+            if (found == -1 && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "fold_raw: cell_type does not make a ServiceSums");
+            ent_cell[i] = cell; /* the bucket's dict holds it */
+            Py_XDECREF(cell);
+        }
+        for (Py_ssize_t i = 0; found == 1 && i < n; i++) { /* the tag set: one more occurrence per entry */
+            if (ent_tagobj[i] == NULL)
+                continue;
+            PyObject *old = PyDict_GetItemWithError(models, ent_tagobj[i]);
+            PyObject *sum = old ? PyNumber_Add(old, ONE) : NULL;
+            if (sum == NULL || PyDict_SetItem(models, ent_tagobj[i], sum) < 0)
+                found = -1;
+            Py_XDECREF(sum);
+        }
+        if (found != 1) {
+            release(n, made);
+            PyMem_Free(made);
+            PyBuffer_Release(&view);
+            return found < 0 ? NULL : Py_NewRef(Py_None);
+        }
     }
     double app_energy = 0.0, app_carbon = 0.0;
     u128 app_requests = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Sums *acc = (Sums *)PyList_GET_ITEM(targets, i), *cell = (Sums *)PyList_GET_ITEM(cells, i);
-        long long r = w.has_requests ? w.r[i] : 0;
-        acc->energy += w.e[i];
-        acc->carbon += w.c[i];
+        Sums *acc = (Sums *)(same ? PyList_GET_ITEM(targets, i) : ent_acc[i]);
+        Sums *cell = (Sums *)(same ? PyList_GET_ITEM(cells, i) : ent_cell[i]);
+        long long r = w.has_requests ? ent_r[i] : 0;
+        acc->energy += ent_e[i];
+        acc->carbon += ent_c[i];
         count_set(&acc->count, count_get(&acc->count) + (u128)r);
         acc->n += 1;
-        cell->energy += w.e[i];
-        cell->carbon += w.c[i];
+        cell->energy += ent_e[i];
+        cell->carbon += ent_c[i];
         count_set(&cell->count, count_get(&cell->count) + (u128)r);
-        app_energy += w.e[i];
-        app_carbon += w.c[i];
+        app_energy += ent_e[i];
+        app_carbon += ent_c[i];
         app_requests += (u128)r;
+    }
+    if (made) {
+        release(n, made);
+        PyMem_Free(made);
     }
     for (Py_ssize_t i = 0; i < w.rows; i++) {
         Sums *acc = (Sums *)w.row_acc[i];
@@ -1421,9 +1596,9 @@ static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t na
         Py_DECREF(meta); Py_DECREF(hash); Py_DECREF(req);
         return NULL;
     }
-    /* N steals: the new references above */
-    return Py_BuildValue("(dN(ddNLdddONNNN))", w.start, end, app_energy, app_carbon, req, w.traces, w.embodied,
-                         w.database, w.messaging, Py_None, root, without, meta, hash);
+    /* N steals: the new references above; the last item says whether the cached layout was used */
+    return Py_BuildValue("(dN(ddNLdddONNNN)O)", w.start, end, app_energy, app_carbon, req, w.traces, w.embodied,
+                         w.database, w.messaging, Py_None, root, without, meta, hash, same ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {
@@ -1436,8 +1611,9 @@ static PyMethodDef methods[] = {
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
     {"fold_raw", (PyCFunction)(void (*)(void))fold_raw, METH_FASTCALL,
-     "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, period_hi) -> tuple | None\n\n"
-     "fold_plain straight from a line's bytes (see _fold.c): (start, end, deltas) if folded, None\n"
+     "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, period_hi, services, models,\n"
+     "         bucket_cells, cell_type) -> tuple | None\n\n"
+     "fold_plain straight from a line's bytes (see _fold.c): (start, end, deltas, layout used) if folded, None\n"
      "having changed nothing otherwise."},
     {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
      "fold_plain(rec, names, tags, targets, cells, regions) -> tuple | None\n\n"
@@ -1457,7 +1633,10 @@ PyMODINIT_FUNC PyInit__fold(void) {
     for (int i = 0; i < N_NAMES; i++)
         if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
             return NULL;
-    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL)
+    if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ONE = PyLong_FromLong(1)) == NULL
+        || (S_REGION_ATTR = PyUnicode_InternFromString("region")) == NULL
+        || (S_MODELS_ATTR = PyUnicode_InternFromString("models")) == NULL
+        || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)

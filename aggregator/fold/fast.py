@@ -30,7 +30,7 @@ from aggregator.fold.reference import (
 )
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
-from aggregator.fold.sums import Bucket, Layout
+from aggregator.fold.sums import Bucket, Cell, Layout
 
 #: Folds a line from its bytes if it can: (state, raw, period start, period end) -> (start, end, hash) | None.
 RawFold = Callable[[AggregateState, "bytes | memoryview", float, float], "tuple[float, float | None, str] | None"]
@@ -51,14 +51,15 @@ def usable_layout(state: AggregateState, start: float) -> tuple[Layout, Bucket] 
     return layout, bucket
 
 
-def add_deltas(state: AggregateState, layout: Layout, bucket: Bucket, start: float, deltas: tuple,
+def add_deltas(state: AggregateState, layout: Layout | None, bucket: Bucket, start: float, deltas: tuple,
                meta: dict | None) -> str:
-    """Add what the C ``fold_plain`` / ``fold_raw`` returned for a window of ``layout`` (and its
-    methodology block, if any) to the totals, with the reference's functions in the
-    reference's order; returns the line's hash."""
+    """Add what the C ``fold_plain`` / ``fold_raw`` returned for a window of ``layout`` (``None``:
+    the C fold counted the entries' tags itself) and its methodology block, if any, to the
+    totals, with the reference's functions in the reference's order; returns the line's hash."""
     app_energy, app_carbon, requests, traces, embodied, database, messaging, rows, root, without, _, h = deltas
     state.runtime_windows += 1
-    count_tags(state, layout)
+    if layout is not None:
+        count_tags(state, layout)
     add_totals(state, bucket, app_energy + 0.0, app_carbon, requests)  # + host energy: none
     add_window(state, bucket, start, 0.0, embodied, database, messaging)
     add_window_counts(state, traces, root, without, fold_regions(state, rows) if rows else 0.0)
@@ -81,26 +82,32 @@ def _fold_line_accelerated(state: AggregateState, rec: dict, start: float, locat
 
 def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float,
              period_hi: float) -> tuple[float, float | None, str] | None:
-    """Fold a line straight from its bytes when it is a plain line of the cached layout whose
-    window starts in the period and in the cached bucket: ``(start, end, hash)``; else
-    ``None`` having changed nothing (the caller then loads it and calls :func:`fold_line`).
-    The C scan reads only what the fold needs and checks that the rest is JSON orjson reads
-    the same way (``_fold.c``, "from the bytes")."""
-    layout: Layout | None = state._last_layout  # type: ignore[assignment]
+    """Fold a plain line straight from its bytes when its window starts in the period and in
+    the cached time bucket: ``(start, end, hash)``; else ``None`` having changed nothing (the
+    caller then loads it and calls :func:`fold_line`). Its services are the cached layout's
+    when they are its names with its tags; else each is looked up (it must be one the state
+    holds, of known region, with a tag the tag set and the service hold), so a window whose
+    service set changed is folded here too. The C scan reads only what the fold needs and
+    checks that the rest is JSON orjson reads the same way (``_fold.c``, "from the bytes")."""
     lo, hi, bucket = state._bcache
-    if layout is None or layout.cells_for is not bucket or not layout.simple or layout.unknown or layout.hosts:
-        return None
-    got = _raw(raw, layout.names, layout.tags, layout.targets, layout.cells, state.regions, lo, hi,
-               period_lo, period_hi)
+    layout: Layout | None = state._last_layout  # type: ignore[assignment]
+    if layout is not None and (layout.cells_for is not bucket or not layout.simple or layout.unknown or layout.hosts):
+        layout = None
+    got = _raw(raw, *((layout.names, layout.tags, layout.targets, layout.cells) if layout is not None else _NO_LAYOUT),
+               state.regions, lo, hi, period_lo, period_hi, state.services, state.models,
+               bucket.services if bucket is not None else None, Cell)
     if got is None:
         return None
-    start, end, deltas = got
+    start, end, deltas, cached = got
     block = deltas[10]  # the methodology's bytes (a non-empty object), or None
     meta = None
     if block is not None and block != state._last_meta_raw:  # the same bytes: noted already
         meta = orjson.loads(block)
         state._last_meta_raw = block
-    return start, end, add_deltas(state, layout, bucket, start, deltas, meta)
+    return start, end, add_deltas(state, layout if cached else None, bucket, start, deltas, meta)
+
+
+_NO_LAYOUT = (None, None, None, None)
 
 
 if EXT is not None:
