@@ -222,16 +222,22 @@ def _service(state: AggregateState, name: str, region: str) -> ServiceAcc | None
     return acc
 
 
+def _drop(state: AggregateState, bucket: Bucket, energy: float, carbon: float) -> None:
+    """An entry of a service past the service cap: counted as dropped, in the totals and in
+    its bucket (the report's dropped_services and the "other" figures)."""
+    state.dropped_services += 1
+    state.dropped_energy += energy
+    state.dropped_carbon += carbon
+    bucket.dropped_energy += energy
+    bucket.dropped_carbon += carbon
+
+
 def _credit(state: AggregateState, bucket: Bucket, name: str, region: str, energy: float, carbon: float,
             requests: int, model: str | None) -> str | None:
     """Credit one entry; returns what the tag set made of ``model`` (see accept_model)."""
     acc = state.unattributed if name == UNATTRIBUTED else _service(state, name, region)
     if acc is None:
-        state.dropped_services += 1
-        state.dropped_energy += energy
-        state.dropped_carbon += carbon
-        bucket.dropped_energy += energy
-        bucket.dropped_carbon += carbon
+        _drop(state, bucket, energy, carbon)
         return accept_model(state, model)
     if acc.region == "unknown":
         acc.region = region  # first *known* region wins: proxy windows know none
@@ -317,11 +323,7 @@ def _credit_mixed(state: AggregateState, bucket: Bucket, layout: Layout, cells: 
         app_carbon += c
         app_requests += r
         if acc is None:
-            state.dropped_services += 1
-            state.dropped_energy += e
-            state.dropped_carbon += c
-            bucket.dropped_energy += e
-            bucket.dropped_carbon += c
+            _drop(state, bucket, e, c)
             continue
         acc.energy += e
         acc.carbon += c
