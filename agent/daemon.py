@@ -190,7 +190,7 @@ class Agent:
             http = HttpReceiver(handler, s, self.worker)
             http.start()
             replayed = pipeline.restore(wal.open(), recovery)
-            grpc_rx = GrpcReceiver(handler, s, reuse_port=self.worker is not None)
+            grpc_rx = GrpcReceiver(handler, s, worker=self.worker)
             grpc_port = grpc_rx.start()
         except BaseException:
             if http is not None:

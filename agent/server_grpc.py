@@ -25,6 +25,7 @@ from agent.export import (
     retry_info_bytes,
     status_bytes,
 )
+from agent.workers import Worker
 from httpserve import load_tls_context
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -65,13 +66,27 @@ class _Backlog(ThreadPoolExecutor):
             return self.waiting
 
 
+#: the trailing metadata key naming the worker that answered (as HTTP's Carbonspan-Worker)
+WORKER_KEY = "carbonspan-worker"
+
+
 class GrpcReceiver:
+    """A worker of ``carbonspan agent --workers N`` (agent/workers.py) names itself in the
+    trailing metadata of every answer, OK or not: ``carbonspan-worker: k/N <agent id>`` (the
+    kernel chose which worker took the connection, so every call on a channel is one
+    worker's). Trailing, not initial, metadata: it rides on the status the call ends with
+    anyway, where initial metadata would cost a send of its own per call."""
+
     def __init__(self, handler: ExportHandler, settings: AgentSettings, *,
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, worker: Worker | None = None) -> None:
         self.handler = handler
         self.settings = settings
         self.port = 0
         self._retry_info = retry_info_bytes(settings.retry_after_s)
+        self._who: tuple[tuple[str, str], ...] = ()
+        if worker is not None:
+            reuse_port = True  # workers share the port (agent/workers.py)
+            self._who = ((WORKER_KEY, f"{worker.label} {settings.agent_id}"),)
         limit = settings.max_request_bytes
         # grpc_workers threads do the work - decode, score, WAL - (the measured sweet spot);
         # the RPCs waiting for one are counted, and past queue_size of them the handler itself
@@ -116,6 +131,8 @@ class GrpcReceiver:
     def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         h = self.handler
         backlog = self._pool.started()
+        if self._who:
+            context.set_trailing_metadata(self._who)
         if h.token is not None:
             auth = next((v for k, v in context.invocation_metadata() if k == "authorization"), None)
             if not h.authorized(auth if isinstance(auth, str) else None):
@@ -142,6 +159,7 @@ class GrpcReceiver:
             context.set_trailing_metadata((
                 ("grpc-status-details-bin", details),
                 ("google.rpc.retryinfo-bin", self._retry_info),
+                *self._who,
             ))
         context.abort(code, outcome.message)
         raise AssertionError("unreachable")  # context.abort raises
