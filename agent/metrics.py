@@ -220,7 +220,42 @@ class AgentMetrics:
                                             "witness cosigned", ["witness"], registry=r)
         self.witness_failures = Counter("carbonspan_witness_failures", "Failed pushes to a "
                                         "witness, by reason", ["witness", "reason"], registry=r)
+        # the scoring pass (agent/score_fast.py): read from it at each scrape (exposition)
+        self.scorer_c = Gauge(
+            "carbonspan_scorer_c",
+            "1 when the C scoring pass (agent/_score.c) scores batches; 0 when the numpy "
+            "reference scores every batch, by status: not_built or stale_build (the log says how "
+            "to rebuild it)",
+            ["status"], registry=r,
+        )
+        from agent import score_fast
+
+        status = scorer_status(score_fast.STATUS)
+        self.scorer_c.labels(status).set(1.0 if score_fast.FAST_SCORER else 0.0)
+        self.scorer_fallbacks = Counter(
+            "carbonspan_scorer_fallbacks",
+            "Batches the C scoring pass declined and the numpy reference scored (same answers, "
+            "slower), by reason: column, calibration, clock, table",
+            ["reason"], registry=r,
+        )
+        for reason in FALLBACK_REASONS:
+            self.scorer_fallbacks.labels(reason)
+        # the process's fallbacks so far (score_fast counts for the process): this registry
+        # counts from its own start
+        self._fallbacks_seen = _fallback_counts(score_fast.fallbacks())
         self._lock = threading.Lock()
+
+    def _sync_scorer(self) -> None:
+        """Add the C pass's fallbacks since the last scrape to the counter."""
+        from agent import score_fast
+
+        now = _fallback_counts(score_fast.fallbacks())
+        with self._lock:
+            for reason, n in now.items():
+                seen = self._fallbacks_seen.get(reason, 0)
+                if n > seen:
+                    self.scorer_fallbacks.labels(reason).inc(n - seen)
+            self._fallbacks_seen = now
 
     def worker_on(self, index: int, count: int, agent_id: str, restarts: int) -> None:
         """A worker of ``carbonspan agent --workers N`` (agent/workers.py) says which it is."""
@@ -331,7 +366,36 @@ class AgentMetrics:
                             float(n) if isinstance(n, int | float) else 0.0)
 
     def exposition(self) -> bytes:
+        self._sync_scorer()
         return generate_latest(self.registry)
+
+
+#: the bounded reasons of ``carbonspan_scorer_fallbacks_total``, from score_fast's own words
+#: (which name a batch's length, so they are no label themselves)
+FALLBACK_REASONS = ("column", "calibration", "clock", "table")
+_FALLBACK_PREFIX = (("column ", "column"), ("a calibration", "calibration"),
+                    ("the clock", "clock"), ("an id outside", "table"))
+
+
+def fallback_reason(text: str) -> str:
+    """The label of one of ``agent.score_fast.fallbacks()``'s reasons (``table`` for any other:
+    the C pass turned the batch down)."""
+    return next((label for prefix, label in _FALLBACK_PREFIX if text.startswith(prefix)), "table")
+
+
+def _fallback_counts(fallbacks: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for text, n in fallbacks.items():
+        label = fallback_reason(text)
+        out[label] = out.get(label, 0) + n
+    return out
+
+
+def scorer_status(status: str) -> str:
+    """``agent.score_fast.STATUS`` as the label of ``carbonspan_scorer_c``."""
+    if status == "c":
+        return "c"
+    return "stale_build" if "stale build" in status else "not_built"
 
 
 def _number(value: object) -> float:

@@ -127,3 +127,42 @@ def test_any_windows_keep_every_kwh_and_the_label_cap(windows: list[dict[str, fl
     e = _all(m, "carbonspan_service_energy_kwh_total")
     assert len(e) <= MAX_SERVICE_LABELS + 1
     assert sum(e.values()) == pytest.approx(sum(sum(w.values()) for w in windows), rel=1e-9, abs=1e-9)
+
+
+def _scrape(m: AgentMetrics) -> dict[tuple[str, tuple], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(m.exposition().decode()) for s in f.samples}
+
+
+def test_the_scorer_and_its_fallbacks_are_on_metrics() -> None:
+    """``carbonspan_scorer_c{status}`` says whether the C pass scores; every batch it declines
+    (handed to the numpy reference) counts in ``carbonspan_scorer_fallbacks_total{reason}``,
+    from this registry's start, with a bounded reason (score_fast's words name a length)."""
+    from agent import score_fast
+
+    score_fast._fallback("column service_id is not int32[3]")  # before: not this registry's
+    m = AgentMetrics()
+    first = _scrape(m)
+    assert first[("carbonspan_scorer_c", (("status", "c"),))] == 1.0
+    for reason in ("column", "calibration", "clock", "table"):
+        assert first[("carbonspan_scorer_fallbacks_total", (("reason", reason),))] == 0.0
+    score_fast._fallback("column service_id is not int32[3]")
+    score_fast._fallback("column start_ns is not int64[9]")
+    score_fast._fallback("an id outside its table, an unknown op class or a clock past int64")
+    score_fast._fallback("the clock is not an int of ns")
+    after = _scrape(m)
+    fallbacks = {k[1][0][1]: v for k, v in after.items()
+                 if k[0] == "carbonspan_scorer_fallbacks_total"}
+    assert fallbacks == {"column": 2.0, "calibration": 0.0, "clock": 1.0, "table": 1.0}
+    assert _scrape(m) == after  # a scrape alone adds nothing
+
+
+def test_a_scorer_that_is_not_built_or_stale_shows_zero(monkeypatch) -> None:
+    from agent import score_fast
+
+    monkeypatch.setattr(score_fast, "FAST_SCORER", False)
+    monkeypatch.setattr(score_fast, "STATUS", "reference: agent._score is not built")
+    assert _scrape(AgentMetrics())[("carbonspan_scorer_c", (("status", "not_built"),))] == 0.0
+    monkeypatch.setattr(score_fast, "STATUS", "reference: agent._score (x.so) is a stale build "
+                        "(score version 1, expected 2); rebuild it")
+    assert _scrape(AgentMetrics())[("carbonspan_scorer_c", (("status", "stale_build"),))] == 0.0
