@@ -59,10 +59,6 @@ class Period:
         return cls(to_epoch(start) if start else float("-inf"), to_epoch(end) if end else float("inf"))
 
 
-#: aggregator/series.py still imports the period label by this name
-_iso = period_label
-
-
 def _bound(text: str, flag: str, end: bool) -> float:
     try:
         if len(text) == 10:
@@ -153,40 +149,14 @@ def load(raw: bytes | memoryview) -> tuple[dict, int]:
     return rec, fixed
 
 
-_MINUTE_SECOND = {f"{m:02d}:{s:02d}": m * 60 + s for m in range(60) for s in range(60)}
-_HOURS: dict[str, float] = {}
-
-
-def _hour(prefix: str) -> float | None:
-    """Epoch seconds of ``prefix`` (``YYYY-MM-DDTHH:``) at minute 0, or None if not a time."""
-    try:
-        epoch = to_epoch(prefix + "00:00Z")
-    except ValueError:
-        return None
-    if len(_HOURS) >= 4096:  # bounded: a long archive walks through many hours
-        _HOURS.clear()
-    _HOURS[prefix] = epoch
-    return epoch
-
-
 def window_start(rec: dict) -> float:
     report = rec.get(BODY_KEY, _EMPTY)
     window = report.get("window", _EMPTY) if type(report) is dict else _obj(rec, BODY_KEY)
     start = window.get("start") if type(window) is dict else _obj(report, "window")
     if type(start) is not str:
         raise Malformed("report.window.start is missing or not a string")
-    # the usual form, YYYY-MM-DDTHH:MM:SSZ: the hour's epoch is parsed once and cached, and
-    # minutes and seconds are added exactly (whole seconds), which is what to_epoch gives
-    if len(start) == 20 and start[10] == "T" and start[13] == ":" and start[19] == "Z":
-        offset = _MINUTE_SECOND.get(start[14:19])  # "MM:SS" -> seconds into the hour, or None
-        if offset is not None:
-            hour = _HOURS.get(start[:14])
-            if hour is None:
-                hour = _hour(start[:14])
-            if hour is not None:
-                return hour + offset
     try:
-        return to_epoch(start)
+        return to_epoch(start)  # the two usual forms without a parse (schema.times)
     except ValueError:
         raise Malformed(f"report.window.start {start[:40]!r} is not an RFC 3339 time") from None
 

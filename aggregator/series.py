@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from aggregator.fold.rules import DAY, HOUR, bucket_start, series_grid
 from aggregator.fold.sums import Bucket, Cell
-from aggregator.read import _iso
 from schema.report import Series, SeriesBucket, SeriesService
+from schema.times import period_label
+from schema.totals import HOST_TERMS, sum_of, total_of
 
 if TYPE_CHECKING:
     from aggregator.fold.state import AggregateState
@@ -50,11 +51,11 @@ def build_series(state: AggregateState, period: Period, apps: list[Application])
         b = state.series.get(key, empty)
         lo, hi = max(float(key), period.start), min(float(key + width), period.end)
         buckets.append(SeriesBucket(
-            start=_iso(lo), end=_iso(hi), windows=b.windows, requests=b.requests, energy_kwh=b.energy,
+            start=period_label(lo), end=period_label(hi), windows=b.windows, requests=b.requests, energy_kwh=b.energy,
             host_energy_kwh=b.host_energy,
-            carbon_kgco2eq=b.operational + b.embodied + b.database + b.messaging,
+            carbon_kgco2eq=total_of(b, ""),  # a bucket names the terms bare (schema.totals)
             operational_kgco2eq=b.operational, embodied_kgco2eq=b.embodied,
-            host_carbon_kgco2eq=b.database + b.messaging, dropped_energy_kwh=b.dropped_energy,
+            host_carbon_kgco2eq=sum_of(b, "", HOST_TERMS), dropped_energy_kwh=b.dropped_energy,
             dropped_carbon_kgco2eq=b.dropped_carbon))
     services = []
     zero = Cell()

@@ -62,9 +62,9 @@ def write_archive(root: Path, services: int, days: int, windows: int) -> Period:
 
 
 def _iso(t: float) -> str:
-    from aggregator.read import _iso as iso
+    from schema.times import period_label
 
-    return iso(float(int(t)))
+    return period_label(float(int(t)))
 
 
 def measure(root: Path, period: Period) -> tuple[int, int, int, int]:

@@ -44,8 +44,48 @@ def parse(text: str) -> datetime:
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
+#: ``"MM:SS"`` -> seconds into the hour, for every minute and second of an hour.
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}": m * 60 + s for m in range(60) for s in range(60)}
+#: ``"YYYY-MM-DDTHH:"`` -> integer epoch seconds of that hour (bounded: cleared past 4,096).
+_HOURS: dict[str, int] = {}
+_SHORT_LENGTH = len("2026-11-30T10:00:00Z")
+
+
+def _hour(prefix: str) -> int | None:
+    """Epoch seconds of ``prefix`` (``YYYY-MM-DDTHH:``) at minute 0, or None when it is not
+    that form exactly (written back the same) - the caller then parses the whole text."""
+    try:
+        dt = parse(prefix + "00:00Z")
+    except ValueError:
+        return None
+    if dt.strftime("%Y-%m-%dT%H:") != prefix:  # another form fromisoformat reads (a week date)
+        return None
+    if len(_HOURS) >= 4096:  # a long archive walks through many hours
+        _HOURS.clear()
+    epoch = _HOURS[prefix] = int(dt.timestamp())
+    return epoch
+
+
 def to_epoch(text: str) -> float:
-    """Epoch seconds of an RFC 3339 time (no offset: UTC). Raises ValueError."""
+    """Epoch seconds of an RFC 3339 time (no offset: UTC). Raises ValueError.
+
+    The two forms lines carry, the window time (27 characters) and the 20-character
+    ``...:SSZ``, are read without a parse: the hour's epoch is parsed once and cached, and the
+    minutes, seconds and microseconds are added in integers and divided once, which is exactly
+    what ``datetime.timestamp()`` computes (total microseconds / 10**6, correctly rounded).
+    Any other text is parsed."""
+    n = len(text)
+    if ((n == _SHORT_LENGTH or n == WINDOW_TIME_LENGTH and text[19] == "." and text[20:26].isdigit()
+         and text[20:26].isascii()) and text[10] == "T" and text[13] == ":" and text[-1] == "Z"):
+        offset = _MINUTE_SECOND.get(text[14:19])
+        if offset is not None:
+            hour = _HOURS.get(text[:14])
+            if hour is None:
+                hour = _hour(text[:14])
+            if hour is not None:
+                if n == _SHORT_LENGTH:
+                    return float(hour + offset)
+                return ((hour + offset) * 1_000_000 + int(text[20:26])) / 1_000_000
     return parse(text).timestamp()
 
 

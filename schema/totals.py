@@ -28,6 +28,8 @@ from typing import Any
 TOTAL_TERMS: tuple[str, ...] = ("operational", "embodied", "database", "messaging")
 #: The terms no service carries: added on top of the services' operational carbon.
 UNATTRIBUTED_TERMS: tuple[str, ...] = TOTAL_TERMS[1:]
+#: The terms of the database and broker hosts counted in totals (a report's host carbon).
+HOST_TERMS: tuple[str, ...] = ("database", "messaging")
 #: The terms of the Software Carbon Intensity's numerator, (E x I) + M (schema.constants.SCI_FORMULA).
 SCI_TERMS: tuple[str, ...] = ("operational", "embodied")
 #: The terms that are electricity: the location-based Scope 2 figure.
@@ -43,6 +45,19 @@ def carbon_total(*terms: float) -> float:
     total = terms[0]
     for t in terms[1:]:
         total = total + t
+    return total
+
+
+def less_unattributed(total: float, *unattributed: float) -> float:
+    """What a total leaves once the terms no service carries are taken off: ``total`` less one
+    value per term of :data:`UNATTRIBUTED_TERMS`, given in that order, subtracted left to right
+    (a proxy window's application carbon: mid - embodied - database - messaging). Refuses any
+    other number of terms (TypeError)."""
+    if len(unattributed) != len(UNATTRIBUTED_TERMS):
+        raise TypeError(f"less_unattributed takes {len(UNATTRIBUTED_TERMS)} terms {UNATTRIBUTED_TERMS}, "
+                        f"got {len(unattributed)}")
+    for value in unattributed:
+        total = total - value
     return total
 
 

@@ -21,6 +21,7 @@ import math
 from typing import TYPE_CHECKING
 
 from schema.constants import ENERGY_PER_IO_OP_KWH
+from schema.totals import less_unattributed
 
 if TYPE_CHECKING:
     from aggregator.read import Period
@@ -61,10 +62,11 @@ def proxy_energy(energy_kwh: float, host_energy: float, total_io_ops: int, io_to
     return (total_io_ops or io_total) * ENERGY_PER_IO_OP_KWH
 
 
-def proxy_kg(operational_g: float, mid_g: float, embodied_g: float, database_g: float, messaging_g: float) -> float:
+def proxy_kg(operational_g: float, mid_g: float, *unattributed_g: float) -> float:
     """A proxy window's application carbon (kg): the operational figure, or the midpoint less
-    the other terms, never below 0."""
-    return (operational_g or max(0.0, mid_g - embodied_g - database_g - messaging_g)) / 1000.0
+    the terms no service carries (``unattributed_g``, one per ``schema.totals.UNATTRIBUTED_TERMS``
+    in that order: :func:`~schema.totals.less_unattributed`), never below 0."""
+    return (operational_g or max(0.0, less_unattributed(mid_g, *unattributed_g))) / 1000.0
 
 
 def add_methodology(methodology: dict[str, list[str]], meta: dict) -> bool:

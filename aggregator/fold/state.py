@@ -42,6 +42,7 @@ from aggregator.fold.sums import (
     ServiceAcc,
 )
 from aggregator.sanitize import Tally
+from schema.totals import TOTAL_TERMS
 
 if TYPE_CHECKING:
     from aggregator.read import Period
@@ -316,7 +317,7 @@ def merge_series(left: AggregateState, right: AggregateState) -> None:
 
 _SUMMED = (
     "windows", "runtime_windows", "fallback_windows", "requests", "energy", "host_energy",
-    "operational_kg", "embodied_kg", "database_kg", "messaging_kg", "dropped_services",
+    *(term + "_kg" for term in TOTAL_TERMS), "dropped_services",
     "dropped_energy", "dropped_carbon", "host_named_services", "one_sided_windows", "idle_windows", "dropped_regions", "dropped_host_rows", "lines",
     "windows_outside", "malformed", "rejected_models", "traces_counted", "root_spans",
     "energy_without_carbon", "coverage_gaps_joined", "windows_without_end",

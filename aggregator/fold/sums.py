@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aggregator.fold.ext import BucketSums, RegionSums, ServiceSums
+from schema.totals import TOTAL_TERMS
 
 
 def _service_acc(region: str, models: dict, energy: float, carbon: float, requests: int, windows: int,
@@ -70,8 +71,7 @@ class Cell(ServiceSums):  # type: ignore[misc,valid-type]
         return _cell, (self.energy, self.carbon, self.requests)
 
 
-_BUCKET_FIELDS = ("energy", "host_energy", "operational", "embodied", "database", "messaging",
-                  "dropped_energy", "dropped_carbon", "requests", "windows")
+_BUCKET_FIELDS = ("energy", "host_energy", *TOTAL_TERMS, "dropped_energy", "dropped_carbon", "requests", "windows")
 
 
 def _bucket(sums: tuple, services: dict) -> Bucket:
@@ -202,10 +202,9 @@ class BackfillTotals:
     requests: int = 0
 
     def add(self, other: BackfillTotals) -> None:
-        self.windows += other.windows
-        self.energy += other.energy
-        self.operational_kg += other.operational_kg
-        self.embodied_kg += other.embodied_kg
-        self.database_kg += other.database_kg
-        self.messaging_kg += other.messaging_kg
-        self.requests += other.requests
+        for name in _BACKFILL_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+#: BackfillTotals' sums: the window count, energy, each term of a total (schema.totals), requests.
+_BACKFILL_FIELDS = ("windows", "energy", *(term + "_kg" for term in TOTAL_TERMS), "requests")
