@@ -12,8 +12,9 @@ no application repeats them. See docs/operations.md, "HTTP connections".
     server.stop()
 """
 
+from httpserve.host import App, Host
 from httpserve.message import Head, Limits, Request, Response, Route
-from httpserve.server import App, HttpServer, TlsError, load_tls_context
+from httpserve.server import HttpServer, TlsError, load_tls_context
 
-__all__ = ["App", "Head", "HttpServer", "Limits", "Request", "Response", "Route", "TlsError",
+__all__ = ["App", "Head", "Host", "HttpServer", "Limits", "Request", "Response", "Route", "TlsError",
            "load_tls_context"]

@@ -24,14 +24,12 @@ import ssl
 import sys
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import httptools
 
+from httpserve.host import Host
 from httpserve.message import Head, Request, Response, Route
-
-if TYPE_CHECKING:
-    from httpserve.server import HttpServer
 
 # a refused body is read and dropped (keeping the connection) only when it is this small
 _DRAIN_MAX = 1 << 20
@@ -62,7 +60,7 @@ class _Ready(NamedTuple):
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: HttpServer) -> None:
+    def __init__(self, server: Host[Connection]) -> None:
         self.server = server
         self.limits = server.limits
         self.app = server.app

@@ -22,10 +22,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from httpserve.conn import Connection
-from httpserve.message import Head, Limits, Request, Response, Route
+from httpserve.host import App
+from httpserve.message import Head, Limits, Route
 
 log = logging.getLogger("httpserve")
 _ACCEPT_LOG_S = 10.0  # at most one log line per this many seconds about failed accepts
@@ -36,22 +36,6 @@ _ACCEPT_LOG_S = 10.0  # at most one log line per this many seconds about failed 
 #: the OS's backlog all the same (set again after create_server).
 ACCEPT_BATCH = 16
 _SPARES, _SPARE_BYTES = 16, 16 << 20  # handled bodies' buffers kept for reuse: at most
-
-
-class App(Protocol):
-    """What a server needs from its application (all but ``handle`` run on the loop)."""
-
-    def route(self, head: Head) -> Route: ...
-
-    def check(self, head: Head) -> Response | None:
-        """A WORK request's refusal decided from its head alone (auth, type), or None."""
-
-    def handle(self, request: Request) -> Response: ...
-
-    def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
-        """The answer for a refusal by the server itself: ``kind`` is ``malformed`` (400),
-        ``too_large`` (413), ``timeout`` (408), ``busy`` (503), ``head_too_large`` (431) or
-        ``internal`` (500); ``head`` is None when the request line was not readable."""
 
 
 class _Pool:

@@ -296,3 +296,27 @@ def test_work_threads_bound_the_requests_handled_at_once_and_the_rest_wait() -> 
     finally:
         app.open.set()
         srv.stop()
+
+
+def test_the_server_is_the_host_a_connection_knows(server: HttpServer) -> None:
+    """conn.py knows the server only as httpserve.host.Host (no import of server.py): the
+    server has every member Host names, and the connection uses no other of the server's."""
+    import ast
+    from pathlib import Path
+
+    import httpserve.conn
+    from httpserve import Host
+
+    assert isinstance(server, Host)
+    members = {name for cls in Host.__mro__ if cls.__module__ == "httpserve.host"
+               for name in (*vars(cls), *getattr(cls, "__annotations__", {}))}
+    tree = ast.parse(Path(httpserve.conn.__file__).read_text(encoding="utf-8"))
+    used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "server"
+            and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"}
+    used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+             and isinstance(node.value, ast.Name) and node.value.id == "server"}
+    assert used and used <= members, sorted(used - members)
+    imported = {alias.name if isinstance(node, ast.Import) else node.module for node in ast.walk(tree)
+                if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+    assert "httpserve.server" not in imported
