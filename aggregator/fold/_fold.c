@@ -40,10 +40,13 @@
 #include <string.h>
 #include <stdint.h>
 #include <structmember.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 9
+#define FOLD_VERSION 10
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -687,10 +690,15 @@ static PyObject *window_end(PyObject *module, PyObject *rec) {
 /* fold_raw: the same fold as fold_plain, straight from the line's bytes, for lines whose
  * layout is the cached one. The scan reads the keys the fold needs and skips every other
  * value (per_endpoint_io_ops, counters, the methodology's texts) while checking that the whole
- * line is JSON orjson reads the same way: anything else - a non-ASCII byte, an escape in a
+ * line is JSON orjson reads the same way: anything else - invalid UTF-8, an escape in a
  * string the fold reads, a surrogate escape anywhere, a number past the double range, a
  * duplicate of a key the fold reads, nesting past 512 levels - declines, and the line goes the
- * long way (orjson.loads, then fold_plain or the reference), which decides. */
+ * long way (orjson.loads, then fold_plain or the reference), which decides.
+ *
+ * Speed: strings are scanned 16 bytes at a time (SSE2), skipped values by one iterative loop
+ * with a stack of container kinds, and numbers are read in one pass whose double is computed
+ * by Clinger's fast path or Eisel-Lemire (exact, as orjson's and strtod's; strtod only for
+ * what those cannot decide). tests/aggregator/test_fold_numbers.py holds both to orjson. */
 
 typedef struct {
     const char *p, *end;
@@ -701,12 +709,23 @@ typedef struct {
 #define MAX_ROWS 64
 #define MAX_NAMES 64
 
+/* Bytes classes: PLAIN[c] is 1 for a byte that stands for itself inside a JSON string
+ * (printable ASCII but '"' and '\\'); ESCAPE[c] for the byte after a backslash of a
+ * one-letter escape. Filled at module init. */
+static uint8_t PLAIN[256], ESCAPE[256];
+
+static inline int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
 static inline void ws(Scan *s) {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+    while (s->p < s->end && is_ws(*s->p))
         s->p++;
 }
 
 static inline int eat(Scan *s, char c) {
+    if (s->p < s->end && *s->p == c) { /* compact JSON (the agent's): no whitespace to skip */
+        s->p++;
+        return 1;
+    }
     ws(s);
     if (s->p < s->end && *s->p == c) {
         s->p++;
@@ -717,157 +736,496 @@ static inline int eat(Scan *s, char c) {
 
 static inline int hexd(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-/* A string at s->p ('"'): its text (between the quotes) and whether it holds an escape;
- * 0 when it is not a string orjson reads as we do (control byte, non-ASCII, a bad or a
- * surrogate escape). */
-static int string(Scan *s, const char **text, Py_ssize_t *len, int *escaped) {
-    ws(s);
-    if (s->p >= s->end || *s->p != '"')
-        return 0;
-    const char *q = ++s->p;
-    int esc = 0;
+/* The first byte at or after q that is not PLAIN (end if none): 16 bytes at a time. */
+static inline const char *plain_run(const char *q, const char *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - q >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)q);
+        /* signed compare: 0x20 > v for the control bytes and for every byte >= 0x80 */
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                    _mm_cmpgt_epi8(space, v));
+        int m = _mm_movemask_epi8(stop);
+        if (m)
+            return q + __builtin_ctz((unsigned)m);
+        q += 16;
+    }
+#endif
+    while (q < end && PLAIN[(unsigned char)*q])
+        q++;
+    return q;
+}
+
+/* Length of the strict UTF-8 sequence at p (no overlong form, no surrogate, <= U+10FFFF: what
+ * orjson accepts), 0 if there is none. */
+static int utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    Py_ssize_t left = end - p;
+    if (c >= 0xC2 && c <= 0xDF)
+        return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0))
+            return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90))
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+/* The characters of valid UTF-8 text (its bytes less the continuation bytes). */
+static Py_ssize_t utf8_chars(const char *t, Py_ssize_t len) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        n += ((unsigned char)t[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* Past the string whose opening quote is at p: the byte after its closing quote, or NULL when
+ * it is not a string orjson reads as we do (a control byte, invalid UTF-8, a bad escape or a
+ * surrogate escape: orjson's pairing rules decide those). *escaped is set when it holds an
+ * escape (its bytes are then not its text). */
+static inline const char *string_end(const char *p, const char *end, int *escaped) {
+    const char *q = p + 1;
     for (;;) {
-        const char *stop = q;
-        while (stop < s->end && *stop != '"' && *stop != '\\' && (unsigned char)*stop >= 0x20
-               && (unsigned char)*stop < 0x80)
-            stop++;
-        if (stop >= s->end || (unsigned char)*stop < 0x20 || (unsigned char)*stop >= 0x80)
-            return 0;
-        if (*stop == '"') {
-            *text = s->p;
-            *len = stop - s->p;
-            *escaped = esc;
-            s->p = stop + 1;
-            return 1;
-        }
-        esc = 1; /* a backslash */
-        if (stop + 1 >= s->end)
-            return 0;
-        char c = stop[1];
-        if (c == 'u') {
-            if (stop + 6 > s->end || !hexd(stop[2]) || !hexd(stop[3]) || !hexd(stop[4]) || !hexd(stop[5]))
-                return 0;
-            if ((stop[2] == 'd' || stop[2] == 'D') && strchr("89abcdefABCDEF", stop[3]))
-                return 0; /* a surrogate: orjson's pairing rules decide */
-            q = stop + 6;
-        } else if (c && strchr("\"\\/bfnrt", c)) {
-            q = stop + 2;
+        q = plain_run(q, end);
+        if (q >= end)
+            return NULL;
+        unsigned char c = (unsigned char)*q;
+        if (c == '"')
+            return q + 1;
+        if (c == '\\') {
+            *escaped = 1;
+            if (end - q < 2)
+                return NULL;
+            if (q[1] == 'u') {
+                if (end - q < 6 || !hexd(q[2]) || !hexd(q[3]) || !hexd(q[4]) || !hexd(q[5]))
+                    return NULL;
+                if ((q[2] == 'd' || q[2] == 'D') && !(q[3] >= '0' && q[3] <= '7'))
+                    return NULL; /* a surrogate */
+                q += 6;
+            } else if (ESCAPE[(unsigned char)q[1]]) {
+                q += 2;
+            } else {
+                return NULL;
+            }
+        } else if (c >= 0x80) {
+            int n = utf8_len((const unsigned char *)q, (const unsigned char *)end);
+            if (n == 0)
+                return NULL;
+            q += n;
         } else {
-            return 0;
+            return NULL; /* a control byte */
         }
     }
 }
 
-/* A number at s->p: its token and whether it is a float in orjson's reading (a fraction or
- * an exponent); 0 when it is not JSON, or past the double range (orjson refuses it). */
-static int number(Scan *s, const char **tok, Py_ssize_t *len, int *is_float) {
-    ws(s);
-    const char *q = s->p, *start = s->p;
-    int fl = 0;
-    if (q < s->end && *q == '-')
-        q++;
-    if (q >= s->end)
+/* A string at s->p: its text (between the quotes) and whether it holds an escape; 0 when it
+ * is not a string orjson reads as we do. */
+static inline int string(Scan *s, const char **text, Py_ssize_t *len, int *escaped) {
+    if (!(s->p < s->end && *s->p == '"')) {
+        ws(s);
+        if (!(s->p < s->end && *s->p == '"'))
+            return 0;
+    }
+    *escaped = 0;
+    const char *after = string_end(s->p, s->end, escaped);
+    if (after == NULL)
         return 0;
-    if (*q == '0')
-        q++;
-    else if (*q >= '1' && *q <= '9')
-        while (q < s->end && *q >= '0' && *q <= '9')
-            q++;
-    else
-        return 0;
-    if (q < s->end && *q == '.') {
-        fl = 1;
-        q++;
-        if (q >= s->end || !(*q >= '0' && *q <= '9'))
-            return 0;
-        while (q < s->end && *q >= '0' && *q <= '9')
-            q++;
-    }
-    int exp = 0;
-    if (q < s->end && (*q == 'e' || *q == 'E')) {
-        fl = exp = 1;
-        q++;
-        if (q < s->end && (*q == '+' || *q == '-'))
-            q++;
-        if (q >= s->end || !(*q >= '0' && *q <= '9'))
-            return 0;
-        while (q < s->end && *q >= '0' && *q <= '9')
-            q++;
-    }
-    Py_ssize_t n = q - start;
-    if (!fl && n > 15)
-        return 0; /* an int near or past 64 bits: the long way (int or float, orjson decides) */
-    if (exp || n > 300) { /* may be past the double range: orjson refuses 1e400 */
-        char buf[400];
-        if (n >= (Py_ssize_t)sizeof buf)
-            return 0;
-        memcpy(buf, start, n);
-        buf[n] = 0;
-        double d = strtod(buf, NULL);
-        if (!(d > -HUGE_VAL && d < HUGE_VAL))
-            return 0;
-    }
-    *tok = start;
-    *len = n;
-    *is_float = fl;
-    s->p = q;
+    *text = s->p + 1;
+    *len = after - s->p - 2;
+    s->p = after;
     return 1;
 }
 
-static int skip(Scan *s);
+/* A number token, read in one pass: JSON's grammar, its significant digits (up to 19 kept
+ * in w; more sets `many`) and decimal exponent (value = w x 10^q), whether orjson makes it a
+ * float (a fraction or an exponent). */
+typedef struct {
+    const char *tok;
+    Py_ssize_t len;
+    uint64_t w;
+    int64_t q;
+    int neg, is_float, many, digits; /* digits: significant digits read (capped) */
+} Num;
 
-/* Skip (and check) the object or array at s->p. */
-static int skip_container(Scan *s, char open) {
-    if (++s->depth > MAX_DEPTH)
-        return 0;
-    s->p++;
-    char close = open == '{' ? '}' : ']';
-    if (eat(s, close)) {
-        s->depth--;
-        return 1;
+#define EXP_CAP 100000 /* an exponent past this is saturated (the value is 0 or past the range) */
+
+/* The number at p: the byte after it, or NULL when it is not JSON or past the double range
+ * (orjson refuses 1e400; it reads 1e-400 as 0.0). */
+static const char *number_end(const char *p, const char *end, Num *n) {
+    const char *q = p;
+    uint64_t w = 0;
+    int64_t q10 = 0;
+    int digits = 0, many = 0, fl = 0;
+    n->neg = 0;
+    if (q < end && *q == '-') {
+        n->neg = 1;
+        q++;
     }
-    for (;;) {
-        if (open == '{') {
-            const char *t;
-            Py_ssize_t l;
-            int e;
-            if (!string(s, &t, &l, &e) || !eat(s, ':'))
-                return 0;
-        }
-        if (!skip(s))
-            return 0;
-        if (eat(s, ','))
-            continue;
-        if (eat(s, close)) {
-            s->depth--;
-            return 1;
-        }
-        return 0;
+    if (q >= end)
+        return NULL;
+    if (*q == '0') {
+        q++;
+    } else if (*q >= '1' && *q <= '9') {
+        do {
+            if (digits < 19)
+                w = w * 10 + (uint64_t)(*q - '0'), digits++;
+            else
+                many = 1, q10++;
+            q++;
+        } while (q < end && *q >= '0' && *q <= '9');
+    } else {
+        return NULL;
     }
+    if (q < end && *q == '.') {
+        fl = 1;
+        q++;
+        if (q >= end || !(*q >= '0' && *q <= '9'))
+            return NULL;
+        do {
+            if (digits == 0 && *q == '0')
+                q10--; /* a leading zero of the fraction: not significant */
+            else if (digits < 19)
+                w = w * 10 + (uint64_t)(*q - '0'), digits++, q10--;
+            else
+                many = 1;
+            q++;
+        } while (q < end && *q >= '0' && *q <= '9');
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        fl = 1;
+        q++;
+        int eneg = 0;
+        if (q < end && (*q == '+' || *q == '-'))
+            eneg = *q++ == '-';
+        if (q >= end || !(*q >= '0' && *q <= '9'))
+            return NULL;
+        int64_t e = 0;
+        do {
+            if (e < EXP_CAP)
+                e = e * 10 + (*q - '0');
+            q++;
+        } while (q < end && *q >= '0' && *q <= '9');
+        q10 += eneg ? -e : e;
+    }
+    n->tok = p;
+    n->len = q - p;
+    n->w = w;
+    n->q = q10;
+    n->is_float = fl;
+    n->many = many;
+    n->digits = digits;
+    /* past the double range? value < 10^(digits + q); beyond 10^300 ask strtod */
+    if (w != 0 && digits + q10 > 300) {
+        char buf[400];
+        if (n->len >= (Py_ssize_t)sizeof buf)
+            return NULL;
+        memcpy(buf, p, n->len);
+        buf[n->len] = 0;
+        double d = strtod(buf, NULL);
+        if (!(d > -HUGE_VAL && d < HUGE_VAL))
+            return NULL;
+    }
+    return q;
 }
 
-/* Skip (and check) any JSON value. */
-static int skip(Scan *s) {
+static inline int number(Scan *s, Num *n) {
     ws(s);
-    if (s->p >= s->end)
+    const char *after = number_end(s->p, s->end, n);
+    if (after == NULL)
         return 0;
-    char c = *s->p;
-    const char *t;
-    Py_ssize_t l;
-    int e;
-    if (c == '{' || c == '[')
-        return skip_container(s, c);
-    if (c == '"')
-        return string(s, &t, &l, &e);
-    if (c == 't' || c == 'f' || c == 'n') {
-        const char *word = c == 't' ? "true" : c == 'f' ? "false" : "null";
-        size_t n = strlen(word);
-        if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
-            return 0;
-        s->p += n;
+    s->p = after;
+    return 1;
+}
+
+/* Powers of five as 128-bit mantissas, for the Eisel-Lemire conversion (D. Lemire, "Number
+ * Parsing at a Gigabyte per Second", 2021; the table of fast_float, for 5^POW5_MIN ..
+ * 5^POW5_MAX). tests/aggregator/test_fold_numbers.py regenerates it and compares. */
+#define POW5_MIN (-80)
+#define POW5_MAX 40
+static const uint64_t POW5[POW5_MAX - POW5_MIN + 1][2] = {
+    {0x97c560ba6b0919a5u, 0xdccd879fc967d41au}, /* 5^-80 */
+    {0xbdb6b8e905cb600fu, 0x5400e987bbc1c920u}, /* 5^-79 */
+    {0xed246723473e3813u, 0x290123e9aab23b68u}, /* 5^-78 */
+    {0x9436c0760c86e30bu, 0xf9a0b6720aaf6521u}, /* 5^-77 */
+    {0xb94470938fa89bceu, 0xf808e40e8d5b3e69u}, /* 5^-76 */
+    {0xe7958cb87392c2c2u, 0xb60b1d1230b20e04u}, /* 5^-75 */
+    {0x90bd77f3483bb9b9u, 0xb1c6f22b5e6f48c2u}, /* 5^-74 */
+    {0xb4ecd5f01a4aa828u, 0x1e38aeb6360b1af3u}, /* 5^-73 */
+    {0xe2280b6c20dd5232u, 0x25c6da63c38de1b0u}, /* 5^-72 */
+    {0x8d590723948a535fu, 0x579c487e5a38ad0eu}, /* 5^-71 */
+    {0xb0af48ec79ace837u, 0x2d835a9df0c6d851u}, /* 5^-70 */
+    {0xdcdb1b2798182244u, 0xf8e431456cf88e65u}, /* 5^-69 */
+    {0x8a08f0f8bf0f156bu, 0x1b8e9ecb641b58ffu}, /* 5^-68 */
+    {0xac8b2d36eed2dac5u, 0xe272467e3d222f3fu}, /* 5^-67 */
+    {0xd7adf884aa879177u, 0x5b0ed81dcc6abb0fu}, /* 5^-66 */
+    {0x86ccbb52ea94baeau, 0x98e947129fc2b4e9u}, /* 5^-65 */
+    {0xa87fea27a539e9a5u, 0x3f2398d747b36224u}, /* 5^-64 */
+    {0xd29fe4b18e88640eu, 0x8eec7f0d19a03aadu}, /* 5^-63 */
+    {0x83a3eeeef9153e89u, 0x1953cf68300424acu}, /* 5^-62 */
+    {0xa48ceaaab75a8e2bu, 0x5fa8c3423c052dd7u}, /* 5^-61 */
+    {0xcdb02555653131b6u, 0x3792f412cb06794du}, /* 5^-60 */
+    {0x808e17555f3ebf11u, 0xe2bbd88bbee40bd0u}, /* 5^-59 */
+    {0xa0b19d2ab70e6ed6u, 0x5b6aceaeae9d0ec4u}, /* 5^-58 */
+    {0xc8de047564d20a8bu, 0xf245825a5a445275u}, /* 5^-57 */
+    {0xfb158592be068d2eu, 0xeed6e2f0f0d56712u}, /* 5^-56 */
+    {0x9ced737bb6c4183du, 0x55464dd69685606bu}, /* 5^-55 */
+    {0xc428d05aa4751e4cu, 0xaa97e14c3c26b886u}, /* 5^-54 */
+    {0xf53304714d9265dfu, 0xd53dd99f4b3066a8u}, /* 5^-53 */
+    {0x993fe2c6d07b7fabu, 0xe546a8038efe4029u}, /* 5^-52 */
+    {0xbf8fdb78849a5f96u, 0xde98520472bdd033u}, /* 5^-51 */
+    {0xef73d256a5c0f77cu, 0x963e66858f6d4440u}, /* 5^-50 */
+    {0x95a8637627989aadu, 0xdde7001379a44aa8u}, /* 5^-49 */
+    {0xbb127c53b17ec159u, 0x5560c018580d5d52u}, /* 5^-48 */
+    {0xe9d71b689dde71afu, 0xaab8f01e6e10b4a6u}, /* 5^-47 */
+    {0x9226712162ab070du, 0xcab3961304ca70e8u}, /* 5^-46 */
+    {0xb6b00d69bb55c8d1u, 0x3d607b97c5fd0d22u}, /* 5^-45 */
+    {0xe45c10c42a2b3b05u, 0x8cb89a7db77c506au}, /* 5^-44 */
+    {0x8eb98a7a9a5b04e3u, 0x77f3608e92adb242u}, /* 5^-43 */
+    {0xb267ed1940f1c61cu, 0x55f038b237591ed3u}, /* 5^-42 */
+    {0xdf01e85f912e37a3u, 0x6b6c46dec52f6688u}, /* 5^-41 */
+    {0x8b61313bbabce2c6u, 0x2323ac4b3b3da015u}, /* 5^-40 */
+    {0xae397d8aa96c1b77u, 0xabec975e0a0d081au}, /* 5^-39 */
+    {0xd9c7dced53c72255u, 0x96e7bd358c904a21u}, /* 5^-38 */
+    {0x881cea14545c7575u, 0x7e50d64177da2e54u}, /* 5^-37 */
+    {0xaa242499697392d2u, 0xdde50bd1d5d0b9e9u}, /* 5^-36 */
+    {0xd4ad2dbfc3d07787u, 0x955e4ec64b44e864u}, /* 5^-35 */
+    {0x84ec3c97da624ab4u, 0xbd5af13bef0b113eu}, /* 5^-34 */
+    {0xa6274bbdd0fadd61u, 0xecb1ad8aeacdd58eu}, /* 5^-33 */
+    {0xcfb11ead453994bau, 0x67de18eda5814af2u}, /* 5^-32 */
+    {0x81ceb32c4b43fcf4u, 0x80eacf948770ced7u}, /* 5^-31 */
+    {0xa2425ff75e14fc31u, 0xa1258379a94d028du}, /* 5^-30 */
+    {0xcad2f7f5359a3b3eu, 0x096ee45813a04330u}, /* 5^-29 */
+    {0xfd87b5f28300ca0du, 0x8bca9d6e188853fcu}, /* 5^-28 */
+    {0x9e74d1b791e07e48u, 0x775ea264cf55347eu}, /* 5^-27 */
+    {0xc612062576589ddau, 0x95364afe032a819eu}, /* 5^-26 */
+    {0xf79687aed3eec551u, 0x3a83ddbd83f52205u}, /* 5^-25 */
+    {0x9abe14cd44753b52u, 0xc4926a9672793543u}, /* 5^-24 */
+    {0xc16d9a0095928a27u, 0x75b7053c0f178294u}, /* 5^-23 */
+    {0xf1c90080baf72cb1u, 0x5324c68b12dd6339u}, /* 5^-22 */
+    {0x971da05074da7beeu, 0xd3f6fc16ebca5e04u}, /* 5^-21 */
+    {0xbce5086492111aeau, 0x88f4bb1ca6bcf585u}, /* 5^-20 */
+    {0xec1e4a7db69561a5u, 0x2b31e9e3d06c32e6u}, /* 5^-19 */
+    {0x9392ee8e921d5d07u, 0x3aff322e62439fd0u}, /* 5^-18 */
+    {0xb877aa3236a4b449u, 0x09befeb9fad487c3u}, /* 5^-17 */
+    {0xe69594bec44de15bu, 0x4c2ebe687989a9b4u}, /* 5^-16 */
+    {0x901d7cf73ab0acd9u, 0x0f9d37014bf60a11u}, /* 5^-15 */
+    {0xb424dc35095cd80fu, 0x538484c19ef38c95u}, /* 5^-14 */
+    {0xe12e13424bb40e13u, 0x2865a5f206b06fbau}, /* 5^-13 */
+    {0x8cbccc096f5088cbu, 0xf93f87b7442e45d4u}, /* 5^-12 */
+    {0xafebff0bcb24aafeu, 0xf78f69a51539d749u}, /* 5^-11 */
+    {0xdbe6fecebdedd5beu, 0xb573440e5a884d1cu}, /* 5^-10 */
+    {0x89705f4136b4a597u, 0x31680a88f8953031u}, /* 5^-9 */
+    {0xabcc77118461cefcu, 0xfdc20d2b36ba7c3eu}, /* 5^-8 */
+    {0xd6bf94d5e57a42bcu, 0x3d32907604691b4du}, /* 5^-7 */
+    {0x8637bd05af6c69b5u, 0xa63f9a49c2c1b110u}, /* 5^-6 */
+    {0xa7c5ac471b478423u, 0x0fcf80dc33721d54u}, /* 5^-5 */
+    {0xd1b71758e219652bu, 0xd3c36113404ea4a9u}, /* 5^-4 */
+    {0x83126e978d4fdf3bu, 0x645a1cac083126eau}, /* 5^-3 */
+    {0xa3d70a3d70a3d70au, 0x3d70a3d70a3d70a4u}, /* 5^-2 */
+    {0xccccccccccccccccu, 0xcccccccccccccccdu}, /* 5^-1 */
+    {0x8000000000000000u, 0x0000000000000000u}, /* 5^0 */
+    {0xa000000000000000u, 0x0000000000000000u}, /* 5^1 */
+    {0xc800000000000000u, 0x0000000000000000u}, /* 5^2 */
+    {0xfa00000000000000u, 0x0000000000000000u}, /* 5^3 */
+    {0x9c40000000000000u, 0x0000000000000000u}, /* 5^4 */
+    {0xc350000000000000u, 0x0000000000000000u}, /* 5^5 */
+    {0xf424000000000000u, 0x0000000000000000u}, /* 5^6 */
+    {0x9896800000000000u, 0x0000000000000000u}, /* 5^7 */
+    {0xbebc200000000000u, 0x0000000000000000u}, /* 5^8 */
+    {0xee6b280000000000u, 0x0000000000000000u}, /* 5^9 */
+    {0x9502f90000000000u, 0x0000000000000000u}, /* 5^10 */
+    {0xba43b74000000000u, 0x0000000000000000u}, /* 5^11 */
+    {0xe8d4a51000000000u, 0x0000000000000000u}, /* 5^12 */
+    {0x9184e72a00000000u, 0x0000000000000000u}, /* 5^13 */
+    {0xb5e620f480000000u, 0x0000000000000000u}, /* 5^14 */
+    {0xe35fa931a0000000u, 0x0000000000000000u}, /* 5^15 */
+    {0x8e1bc9bf04000000u, 0x0000000000000000u}, /* 5^16 */
+    {0xb1a2bc2ec5000000u, 0x0000000000000000u}, /* 5^17 */
+    {0xde0b6b3a76400000u, 0x0000000000000000u}, /* 5^18 */
+    {0x8ac7230489e80000u, 0x0000000000000000u}, /* 5^19 */
+    {0xad78ebc5ac620000u, 0x0000000000000000u}, /* 5^20 */
+    {0xd8d726b7177a8000u, 0x0000000000000000u}, /* 5^21 */
+    {0x878678326eac9000u, 0x0000000000000000u}, /* 5^22 */
+    {0xa968163f0a57b400u, 0x0000000000000000u}, /* 5^23 */
+    {0xd3c21bcecceda100u, 0x0000000000000000u}, /* 5^24 */
+    {0x84595161401484a0u, 0x0000000000000000u}, /* 5^25 */
+    {0xa56fa5b99019a5c8u, 0x0000000000000000u}, /* 5^26 */
+    {0xcecb8f27f4200f3au, 0x0000000000000000u}, /* 5^27 */
+    {0x813f3978f8940984u, 0x4000000000000000u}, /* 5^28 */
+    {0xa18f07d736b90be5u, 0x5000000000000000u}, /* 5^29 */
+    {0xc9f2c9cd04674edeu, 0xa400000000000000u}, /* 5^30 */
+    {0xfc6f7c4045812296u, 0x4d00000000000000u}, /* 5^31 */
+    {0x9dc5ada82b70b59du, 0xf020000000000000u}, /* 5^32 */
+    {0xc5371912364ce305u, 0x6c28000000000000u}, /* 5^33 */
+    {0xf684df56c3e01bc6u, 0xc732000000000000u}, /* 5^34 */
+    {0x9a130b963a6c115cu, 0x3c7f400000000000u}, /* 5^35 */
+    {0xc097ce7bc90715b3u, 0x4b9f100000000000u}, /* 5^36 */
+    {0xf0bdc21abb48db20u, 0x1e86d40000000000u}, /* 5^37 */
+    {0x96769950b50d88f4u, 0x1314448000000000u}, /* 5^38 */
+    {0xbc143fa4e250eb31u, 0x17d955a000000000u}, /* 5^39 */
+    {0xeb194f8e1ae525fdu, 0x5dcfab0800000000u}, /* 5^40 */
+};
+
+static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* w x 10^q correctly rounded (round half to even), w != 0 with at most 19 digits: 1 and *out,
+ * or 0 when this cannot decide (out of the table, subnormal, an ambiguous product): the caller
+ * then asks strtod. */
+static int eisel_lemire(uint64_t w, int64_t q, double *out) {
+    if (q >= -22 && q <= 22 && w <= (1ULL << 53)) { /* Clinger's fast path: exact operands */
+        double d = (double)w;
+        *out = q < 0 ? d / P10[-q] : d * P10[q];
         return 1;
     }
-    return number(s, &t, &l, &e);
+    if (q < POW5_MIN || q > POW5_MAX)
+        return 0;
+    int lz = __builtin_clzll(w);
+    w <<= lz;
+    const uint64_t *t = POW5[q - POW5_MIN];
+    u128 first = (u128)w * t[0];
+    uint64_t hi = (uint64_t)(first >> 64), lo = (uint64_t)first;
+    if ((hi & 0x1FF) == 0x1FF) { /* the low bits may carry: the second word */
+        uint64_t second_hi = (uint64_t)(((u128)w * t[1]) >> 64);
+        lo += second_hi;
+        if (second_hi > lo)
+            hi++;
+    }
+    if (lo == UINT64_MAX)
+        return 0; /* cannot tell (fast_float's old guard, kept: strtod decides) */
+    int upper = (int)(hi >> 63);
+    int shift = upper + 64 - 52 - 3;
+    uint64_t mantissa = hi >> shift;
+    int64_t power2 = (((152170 + 65536) * q) >> 16) + 63 + upper - lz + 1023;
+    if (power2 <= 0)
+        return 0; /* subnormal */
+    if (lo <= 1 && q >= -4 && q <= 23 && (mantissa & 3) == 1 && (mantissa << shift) == hi)
+        mantissa &= ~1ULL; /* exactly halfway: round to even */
+    mantissa += mantissa & 1;
+    mantissa >>= 1;
+    if (mantissa >= (2ULL << 52)) {
+        mantissa = 1ULL << 52;
+        power2++;
+    }
+    mantissa &= ~(1ULL << 52);
+    if (power2 >= 0x7FF)
+        return 0; /* infinite */
+    uint64_t bits = mantissa | ((uint64_t)power2 << 52);
+    memcpy(out, &bits, sizeof bits);
+    return 1;
+}
+
+/* The double orjson reads for a number token (n from number_end). */
+static double num_value(const Num *n) {
+    double d;
+    if (n->w == 0)
+        d = 0.0;
+    else if (n->many || !eisel_lemire(n->w, n->q, &d)) {
+        char buf[400];
+        if (n->len >= (Py_ssize_t)sizeof buf)
+            return NAN; /* never a clean figure: declined */
+        memcpy(buf, n->tok, n->len);
+        buf[n->len] = 0;
+        return strtod(buf, NULL);
+    }
+    return n->neg ? -d : d;
+}
+
+/* Skip (and check) any JSON value at s->p, iteratively: strings by plain_run, containers by
+ * a stack of their kinds. Checks what orjson checks (grammar, strings, numbers in range,
+ * nesting below MAX_DEPTH in all), but not duplicate keys: a skipped value is not read. */
+static int skip(Scan *s) {
+    const char *p = s->p, *end = s->end;
+    int depth = 0, room = MAX_DEPTH - s->depth;
+    unsigned char object[MAX_DEPTH + 1];
+    Num n;
+    int e;
+value:
+    while (p < end && is_ws(*p))
+        p++;
+    if (p >= end)
+        return 0;
+    switch (*p) {
+    case '"':
+        if ((p = string_end(p, end, &e)) == NULL)
+            return 0;
+        goto after;
+    case '{':
+    case '[':
+        if (++depth > room)
+            return 0;
+        object[depth] = *p++ == '{';
+        while (p < end && is_ws(*p))
+            p++;
+        if (p < end && *p == (object[depth] ? '}' : ']')) {
+            p++;
+            depth--;
+            goto after;
+        }
+        if (object[depth])
+            goto key;
+        goto value;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            return 0;
+        p += 4;
+        goto after;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            return 0;
+        p += 5;
+        goto after;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            return 0;
+        p += 4;
+        goto after;
+    default:
+        if ((p = number_end(p, end, &n)) == NULL)
+            return 0;
+        goto after;
+    }
+key:
+    while (p < end && is_ws(*p))
+        p++;
+    if (p >= end || *p != '"' || (p = string_end(p, end, &e)) == NULL)
+        return 0;
+    while (p < end && is_ws(*p))
+        p++;
+    if (p >= end || *p != ':')
+        return 0;
+    p++;
+    goto value;
+after:
+    if (depth == 0) {
+        s->p = p;
+        return 1;
+    }
+    while (p < end && is_ws(*p))
+        p++;
+    if (p >= end)
+        return 0;
+    if (*p == ',') {
+        p++;
+        if (object[depth])
+            goto key;
+        goto value;
+    }
+    if (*p == (object[depth] ? '}' : ']')) {
+        p++;
+        depth--;
+        goto after;
+    }
+    return 0;
 }
 
 static inline int is_null(Scan *s) {
@@ -879,17 +1237,13 @@ static inline int is_null(Scan *s) {
     return 0;
 }
 
-/* A clean figure: a float token in [0, MAX_FIGURE] (strtod and orjson both round correctly). */
+/* A clean figure: a float token whose value is in [0, MAX_FIGURE] (-0.0 included, as the
+ * sanitiser passes it). */
 static int figure(Scan *s, double *out) {
-    const char *t;
-    Py_ssize_t n;
-    int fl;
-    if (!number(s, &t, &n, &fl) || !fl || n >= 64)
+    Num n;
+    if (!number(s, &n) || !n.is_float)
         return 0;
-    char buf[64];
-    memcpy(buf, t, n);
-    buf[n] = 0;
-    double d = strtod(buf, NULL);
+    double d = num_value(&n);
     if (!(d >= 0.0 && d <= MAX_FIGURE))
         return 0;
     *out = d;
@@ -898,24 +1252,14 @@ static int figure(Scan *s, double *out) {
 
 /* A clean count: an int token in [0, MAX_COUNT] ("-0" is 0, as orjson reads it). */
 static int count(Scan *s, long long *out) {
-    const char *t;
-    Py_ssize_t n;
-    int fl;
-    if (!number(s, &t, &n, &fl) || fl)
+    Num n;
+    if (!number(s, &n) || n.is_float || n.many)
         return 0;
-    if (*t == '-') {
-        if (n == 2 && t[1] == '0') {
-            *out = 0;
-            return 1;
-        }
+    if (n.neg && n.w != 0)
         return 0;
-    }
-    long long v = 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        v = v * 10 + (t[i] - '0'); /* at most 15 digits (number() sends longer ones the long way) */
-    if (v > MAX_COUNT)
+    if (n.w > (uint64_t)MAX_COUNT)
         return 0;
-    *out = v;
+    *out = (long long)n.w;
     return 1;
 }
 
@@ -1033,10 +1377,8 @@ static int service_map(Scan *s, Raw *w, int which, int *empty) {
         if (!key(s, &k, &kl))
             return 0;
         if (which == 4) { /* no_measured: only exact zeros (any name) */
-            const char *t;
-            Py_ssize_t n;
-            int fl;
-            if (!number(s, &t, &n, &fl) || !((n == 1 && t[0] == '0') || (n == 3 && memcmp(t, "0.0", 3) == 0)))
+            Num n;
+            if (!number(s, &n) || !((n.len == 1 && n.tok[0] == '0') || (n.len == 3 && memcmp(n.tok, "0.0", 3) == 0)))
                 return 0;
             continue;
         }
@@ -1366,7 +1708,7 @@ static int raw_line(Scan *s, Raw *w) {
                     return 0;
                 w->hash = t;
                 w->hash_len = tl;
-                w->hash_ok = tl <= 128;
+                w->hash_ok = utf8_chars(t, tl) <= 128; /* _line_hash: at most 128 characters */
             } else if (!skip(s)) {
                 return 0;
             }
@@ -1601,6 +1943,37 @@ static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t na
                          w.database, w.messaging, Py_None, root, without, meta, hash, same ? Py_True : Py_False);
 }
 
+/* The scanner's pieces alone, for tests/aggregator/test_fold_numbers.py: whether a text is one
+ * JSON value the skip accepts, and the figure the scan reads from a number token. */
+static PyObject *scan_value(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
+    int ok = skip(&s);
+    ws(&s);
+    ok = ok && s.p == s.end;
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *scan_number(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
+    Num n;
+    int ok = number(&s, &n) && s.p == s.end;
+    PyBuffer_Release(&view);
+    if (!ok)
+        Py_RETURN_NONE;
+    if (!n.is_float && !n.many)
+        return n.neg ? PyLong_FromLongLong(-(long long)n.w) : PyLong_FromUnsignedLongLong(n.w);
+    if (!n.is_float)
+        Py_RETURN_NONE; /* an int past 19 digits: never a count */
+    return PyFloat_FromDouble(num_value(&n));
+}
+
 static PyMethodDef methods[] = {
     {"window_end", (PyCFunction)window_end, METH_O,
      "window_end(rec) -> float | None\n\n"
@@ -1615,6 +1988,10 @@ static PyMethodDef methods[] = {
      "         bucket_cells, cell_type) -> tuple | None\n\n"
      "fold_plain straight from a line's bytes (see _fold.c): (start, end, deltas, layout used) if folded, None\n"
      "having changed nothing otherwise."},
+    {"scan_value", (PyCFunction)scan_value, METH_O,
+     "scan_value(text) -> bool\n\nWhether text is one JSON value the byte scan skips (orjson must read it too)."},
+    {"scan_number", (PyCFunction)scan_number, METH_O,
+     "scan_number(text) -> float | int | None\n\nThe number the byte scan reads from a JSON number token (None: declined)."},
     {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
      "fold_plain(rec, names, tags, targets, cells, regions) -> tuple | None\n\n"
      "Check a loaded line against a cached layout and add its per-service sums (see _fold.c):\n"
@@ -1630,6 +2007,10 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__fold(void) {
     if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0 || PyType_Ready(&BucketSumsType) < 0)
         return NULL;
+    for (int c = 0x20; c < 0x80; c++)
+        PLAIN[c] = c != '"' && c != '\\';
+    for (const char *e = "\"\\/bfnrt"; *e; e++)
+        ESCAPE[(unsigned char)*e] = 1;
     for (int i = 0; i < N_NAMES; i++)
         if ((N[i] = PyUnicode_InternFromString(NAME_TEXT[i])) == NULL)
             return NULL;

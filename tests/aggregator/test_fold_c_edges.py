@@ -59,7 +59,9 @@ METHODS = ['{"intensity_vintage":"2024"}', '{"intensity_vintage":"2025"}', "{}",
            '{"backfill":true}', '{"backfill":"true "}', '{"backfill":null}',
            '{"backfill":"true","backfill":"false"}', '{"backfill":"false","backfill":"true"}',
            '{"k":[1,{"a":2}]}', '{"k":"' + "v" * 3000 + '"}', "{" + ",".join(f'"k{i}":"v"' for i in range(40)) + "}"]
-HASHES = ['"' + "h" * 128 + '"', '"' + "h" * 129 + '"', "5", "null", '""', "[]"]
+# 128 characters of 2 bytes each: at most 128 *characters* (the scan counts them, not bytes)
+HASHES = ['"' + "h" * 128 + '"', '"' + "h" * 129 + '"', '"' + "é" * 128 + '"', '"' + "é" * 129 + '"', "5", "null",
+          '""', "[]"]
 STARTS = ["2026-11-10T00:00:00+00:00", "2026-11-10T00:00:00.5Z", "2026-11-10 00:00:00Z", "2026-02-30T00:00:00Z", "1"]
 WINDOW_PATHS = [
     ("green_summary", "energy_kwh"), ("green_summary", "total_io_ops"), ("window", "traces"),
