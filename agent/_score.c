@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCORE_VERSION 2
+#define SCORE_VERSION 3
 #define ANNUAL_COLUMN 288
 #define ROW (ANNUAL_COLUMN + 1)
 enum { KIND_ANNUAL, KIND_HOURLY, KIND_MONTHLY_HOURLY, KIND_REAL_TIME };
@@ -619,6 +619,407 @@ done:
     return out;
 }
 
+/* ---------------------------------------------------------------- the window accumulator
+ *
+ * Accumulator: an open window's partial, merged into in place (agent.carbon.partial's
+ * WindowAccumulator keeps one). add() does what WindowPartial.merge does to the services,
+ * regions, cells, per-region facts, requests and endpoints of a window, with the caps, in the
+ * same order and with the same float additions in the same order (each cell's sums added
+ * partial by partial from 0.0, as merge's np.bincount adds), but over the partial's entries
+ * only: the service/region indexes, the cell map and the endpoint dict persist across adds.
+ * Counters and trace ids stay in Python (a handful of entries, and numpy). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *services, *svc_index;  /* list of names; dict name -> index */
+    PyObject *regions, *reg_index;
+    PyObject *endpoints;             /* dict (service, endpoint) -> count */
+    int64_t real_svc, real_reg;      /* names other than "(other)" / "unknown" */
+    int64_t n_svc_cap, n_reg_cap;
+    int64_t *service_region, *requests;  /* per service */
+    int8_t *kind; uint8_t *est;          /* per region */
+    Map cell_map;                        /* (service << 32 | region) -> cell */
+    int64_t n_cells, cell_cap;
+    int64_t *cell_svc, *cell_reg, *ops, *measured, *spans;
+    double *energy, *carbon;
+    int8_t *etag, *ltag;
+} Acc;
+
+static int grow_to(void **p, int64_t old_cap, int64_t cap, size_t size) {
+    void *q = realloc(*p, (size_t)cap * size);
+    if (!q) return -1;
+    memset((char *)q + (size_t)old_cap * size, 0, (size_t)(cap - old_cap) * size);
+    *p = q;
+    return 0;
+}
+
+static int acc_reserve_svc(Acc *a, int64_t need) {
+    if (need <= a->n_svc_cap) return 0;
+    int64_t cap = a->n_svc_cap ? a->n_svc_cap : 64;
+    while (cap < need) cap *= 2;
+    if (grow_to((void **)&a->service_region, a->n_svc_cap, cap, 8) ||
+        grow_to((void **)&a->requests, a->n_svc_cap, cap, 8)) return -1;
+    a->n_svc_cap = cap;
+    return 0;
+}
+
+static int acc_reserve_reg(Acc *a, int64_t need) {
+    if (need <= a->n_reg_cap) return 0;
+    int64_t cap = a->n_reg_cap ? a->n_reg_cap : 16;
+    while (cap < need) cap *= 2;
+    if (grow_to((void **)&a->kind, a->n_reg_cap, cap, 1) ||
+        grow_to((void **)&a->est, a->n_reg_cap, cap, 1)) return -1;
+    a->n_reg_cap = cap;
+    return 0;
+}
+
+static int acc_reserve_cells(Acc *a, int64_t need) {
+    if (need <= a->cell_cap) return 0;
+    int64_t cap = a->cell_cap ? a->cell_cap : 64, old = a->cell_cap;
+    while (cap < need) cap *= 2;
+    if (grow_to((void **)&a->cell_svc, old, cap, 8) || grow_to((void **)&a->cell_reg, old, cap, 8) ||
+        grow_to((void **)&a->ops, old, cap, 8) || grow_to((void **)&a->measured, old, cap, 8) ||
+        grow_to((void **)&a->spans, old, cap, 8) || grow_to((void **)&a->energy, old, cap, 8) ||
+        grow_to((void **)&a->carbon, old, cap, 8) || grow_to((void **)&a->etag, old, cap, 1) ||
+        grow_to((void **)&a->ltag, old, cap, 1)) return -1;
+    a->cell_cap = cap;
+    return 0;
+}
+
+static void acc_dealloc(Acc *a) {
+    Py_XDECREF(a->services); Py_XDECREF(a->svc_index); Py_XDECREF(a->regions);
+    Py_XDECREF(a->reg_index); Py_XDECREF(a->endpoints);
+    free(a->service_region); free(a->requests); free(a->kind); free(a->est);
+    map_free(&a->cell_map);
+    free(a->cell_svc); free(a->cell_reg); free(a->ops); free(a->measured); free(a->spans);
+    free(a->energy); free(a->carbon); free(a->etag); free(a->ltag);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyObject *acc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "Accumulator() takes no arguments");
+        return NULL;
+    }
+    Acc *a = (Acc *)type->tp_alloc(type, 0);
+    if (!a) return NULL;
+    a->services = PyList_New(0); a->svc_index = PyDict_New();
+    a->regions = PyList_New(0); a->reg_index = PyDict_New();
+    a->endpoints = PyDict_New();
+    if (!a->services || !a->svc_index || !a->regions || !a->reg_index || !a->endpoints ||
+        map_init(&a->cell_map, 64) || acc_reserve_svc(a, 1) || acc_reserve_reg(a, 1) ||
+        acc_reserve_cells(a, 1)) {
+        Py_DECREF(a);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
+    return (PyObject *)a;
+}
+
+/* The window index of name (adding it, with the cap: a new name past max real names is
+ * replaced by spill, *spilled = 1); -1 on error. */
+static int64_t acc_intern(PyObject *index, PyObject *list, int64_t *real, PyObject *name,
+                          PyObject *spill, int64_t max_real, int *spilled) {
+    *spilled = 0;
+    PyObject *at = PyDict_GetItemWithError(index, name);
+    if (at) return PyLong_AsLongLong(at);
+    if (PyErr_Occurred()) return -1;
+    int is_spill = PyUnicode_Compare(name, spill);
+    if (is_spill == -1 && PyErr_Occurred()) return -1;
+    if (is_spill != 0 && *real >= max_real) {
+        *spilled = 1;
+        name = spill;
+        at = PyDict_GetItemWithError(index, name);
+        if (at) return PyLong_AsLongLong(at);
+        if (PyErr_Occurred()) return -1;
+        is_spill = 0;
+    }
+    Py_ssize_t id = PyList_GET_SIZE(list);
+    PyObject *num = PyLong_FromSsize_t(id);
+    if (!num || PyDict_SetItem(index, name, num) < 0 || PyList_Append(list, name) < 0) {
+        Py_XDECREF(num);
+        return -1;
+    }
+    Py_DECREF(num);
+    *real += is_spill != 0;
+    return id;
+}
+
+enum {
+    P_REGION_KIND, P_REGION_EST, P_CELL_SVC, P_CELL_REG, P_ENERGY, P_CARBON, P_OPS, P_MEASURED,
+    P_SPANS, P_ETAG, P_LTAG, P_REQUESTS, P_TO_UNKNOWN, N_PARTS
+};
+static const Py_ssize_t PART_ITEMSIZE[N_PARTS] = {1, 1, 8, 8, 8, 8, 8, 8, 8, 1, 1, 8, 1};
+
+/* add(services, service_region, regions, endpoints, buffers, caps, names) -> (service_overflow spans,
+ * region_overflow spans, endpoint_overflow ops)
+ *   buffers: (region_kind i8, region_estimated bool, cell_svc i64, cell_reg i64, energy f64,
+ *             carbon f64, ops i64, measured_ops i64, span_count i64, etag i8, ltag i8,
+ *             requests i64, TO_UNKNOWN i8)
+ *   caps: (MAX_SERVICES, MAX_REGIONS, MAX_ENDPOINTS)
+ *   names: (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT) */
+static PyObject *acc_add(Acc *a, PyObject *args) {
+    PyObject *services, *sreg_list, *regions, *endpoints, *bufs, *other_svc, *unknown, *other_ep;
+    long long max_svc, max_reg, max_ep;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!(LLL)(UUU)", &PyList_Type, &services, &PyList_Type, &sreg_list, &PyList_Type,
+                          &regions, &PyDict_Type, &endpoints, &PyTuple_Type, &bufs, &max_svc,
+                          &max_reg, &max_ep, &other_svc, &unknown, &other_ep)) return NULL;
+    if (PyTuple_GET_SIZE(bufs) != N_PARTS) {
+        PyErr_Format(PyExc_TypeError, "add() takes a tuple of %d buffers", N_PARTS);
+        return NULL;
+    }
+    Py_buffer view[N_PARTS];
+    Py_ssize_t len[N_PARTS];
+    int got = 0;
+    PyObject *out = NULL, *ep_over = NULL, *folded_names = NULL, *zero = NULL;
+    int64_t *s_map = NULL, *r_map = NULL, *o_sreg = NULL;
+    uint8_t *renamed = NULL, *folded = NULL;
+    for (; got < N_PARTS; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(bufs, got), &view[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        if (view[got].itemsize != PART_ITEMSIZE[got] && view[got].len) {
+            PyErr_Format(PyExc_TypeError, "add() buffer %d: item size %zd, expected %zd", got,
+                         view[got].itemsize, PART_ITEMSIZE[got]);
+            PyBuffer_Release(&view[got]);
+            goto done;
+        }
+        len[got] = view[got].len / PART_ITEMSIZE[got];
+    }
+    const int8_t *o_kind = view[P_REGION_KIND].buf, *o_etag = view[P_ETAG].buf, *o_ltag = view[P_LTAG].buf;
+    const int8_t *to_unknown = view[P_TO_UNKNOWN].buf;
+    const uint8_t *o_est = view[P_REGION_EST].buf;
+    const int64_t *o_csvc = view[P_CELL_SVC].buf, *o_creg = view[P_CELL_REG].buf;
+    const int64_t *o_ops = view[P_OPS].buf, *o_meas = view[P_MEASURED].buf, *o_spans = view[P_SPANS].buf;
+    const int64_t *o_req = view[P_REQUESTS].buf;
+    const double *o_energy = view[P_ENERGY].buf, *o_carbon = view[P_CARBON].buf;
+    Py_ssize_t ns = PyList_GET_SIZE(services), nr = PyList_GET_SIZE(regions), nc = len[P_CELL_SVC];
+    Py_ssize_t n_tags = len[P_TO_UNKNOWN];
+    /* check everything before changing anything */
+    if (len[P_REGION_KIND] != nr || len[P_REGION_EST] != nr || len[P_REQUESTS] != ns ||
+        PyList_GET_SIZE(sreg_list) != ns) {
+        PyErr_SetString(PyExc_ValueError, "add(): a per-service or per-region array has another length than its list");
+        goto done;
+    }
+    for (int p = P_CELL_REG; p <= P_LTAG; p++)
+        if (len[p] != nc) { PyErr_SetString(PyExc_ValueError, "add(): cell arrays of different lengths"); goto done; }
+    for (Py_ssize_t i = 0; i < nc; i++)
+        if (o_csvc[i] < 0 || o_csvc[i] >= ns || o_creg[i] < 0 || o_creg[i] >= nr ||
+            o_etag[i] < 0 || o_etag[i] >= n_tags) {
+            PyErr_SetString(PyExc_ValueError, "add(): a cell's service, region or tag is outside its table");
+            goto done;
+        }
+    o_sreg = malloc((size_t)(ns ? ns : 1) * 8);
+    if (!o_sreg) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        o_sreg[i] = PyLong_AsLongLong(PyList_GET_ITEM(sreg_list, i));
+        if (o_sreg[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    for (Py_ssize_t i = 0; i < ns; i++)
+        if (o_sreg[i] < 0 || o_sreg[i] >= nr) {
+            PyErr_SetString(PyExc_ValueError, "add(): a service's region is outside the region table");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < ns; i++)
+        if (!PyUnicode_Check(PyList_GET_ITEM(services, i))) { PyErr_SetString(PyExc_TypeError, "add(): a service is not a str"); goto done; }
+    for (Py_ssize_t i = 0; i < nr; i++)
+        if (!PyUnicode_Check(PyList_GET_ITEM(regions, i))) { PyErr_SetString(PyExc_TypeError, "add(): a region is not a str"); goto done; }
+    size_t ms = (size_t)(ns ? ns : 1), mr = (size_t)(nr ? nr : 1);
+    s_map = malloc(ms * 8); r_map = malloc(mr * 8); renamed = calloc(ms, 1); folded = calloc(mr, 1);
+    if (!s_map || !r_map || !renamed || !folded) { PyErr_NoMemory(); goto done; }
+    /* services, then regions: other's first-seen order after the window's */
+    int64_t before_svc = PyList_GET_SIZE(a->services);
+    int any_renamed = 0;
+    for (Py_ssize_t j = 0; j < ns; j++) {
+        int spilled;
+        int64_t id = acc_intern(a->svc_index, a->services, &a->real_svc, PyList_GET_ITEM(services, j),
+                                other_svc, max_svc - 1, &spilled);
+        if (id < 0) goto done;
+        s_map[j] = id;
+        renamed[j] = (uint8_t)spilled;
+        any_renamed |= spilled;
+    }
+    long long svc_over = 0, reg_over = 0;
+    if (any_renamed)
+        for (Py_ssize_t i = 0; i < nc; i++) if (renamed[o_csvc[i]]) svc_over += o_spans[i];
+    for (Py_ssize_t j = 0; j < nr; j++) {
+        int spilled;
+        int64_t id = acc_intern(a->reg_index, a->regions, &a->real_reg, PyList_GET_ITEM(regions, j),
+                                unknown, max_reg, &spilled);
+        if (id < 0) goto done;
+        r_map[j] = id;
+        folded[j] = (uint8_t)spilled;
+    }
+    int64_t n_svc = PyList_GET_SIZE(a->services), n_reg = PyList_GET_SIZE(a->regions);
+    if (acc_reserve_svc(a, n_svc) || acc_reserve_reg(a, n_reg)) { PyErr_NoMemory(); goto done; }
+    /* cells, in other's order: acc + a (+ b ...) */
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        int f = folded[o_creg[i]];
+        if (f) reg_over += o_spans[i];
+        int64_t s = s_map[o_csvc[i]], r = r_map[o_creg[i]];
+        uint64_t code = ((uint64_t)s << 32) | (uint64_t)r;
+        int added;
+        int64_t cell = map_get(&a->cell_map, code, &added);
+        if (cell < 0 || (added && acc_reserve_cells(a, cell + 1))) { PyErr_NoMemory(); goto done; }
+        if (added) { a->cell_svc[cell] = s; a->cell_reg[cell] = r; a->n_cells = cell + 1; }
+        a->energy[cell] += o_energy[i];
+        a->carbon[cell] += f ? 0.0 : o_carbon[i];
+        a->ops[cell] += o_ops[i];
+        a->measured[cell] += o_meas[i];
+        a->spans[cell] += o_spans[i];
+        int8_t et = f ? to_unknown[o_etag[i]] : o_etag[i], lt = f ? 0 : o_ltag[i];
+        if (et > a->etag[cell]) a->etag[cell] = et;
+        if (lt > a->ltag[cell]) a->ltag[cell] = lt;
+    }
+    for (Py_ssize_t j = 0; j < nr; j++) {
+        if (folded[j]) continue;
+        int64_t r = r_map[j];
+        if (o_kind[j] > a->kind[r]) a->kind[r] = o_kind[j];
+        if (o_est[j]) a->est[r] = 1;
+    }
+    for (Py_ssize_t j = 0; j < ns; j++) a->requests[s_map[j]] += o_req[j];
+    for (Py_ssize_t j = 0, next = before_svc; j < ns; j++)  /* a new row takes its first service's region */
+        if (s_map[j] == next) a->service_region[next++] = r_map[o_sreg[j]];
+    /* endpoints: those of services folded into "(other)" go with them; past the cap, new keys
+     * fold into (service, "(other)") */
+    if (any_renamed) {
+        folded_names = PySet_New(NULL);
+        if (!folded_names) goto done;
+        for (Py_ssize_t j = 0; j < ns; j++)
+            if (renamed[j] && PySet_Add(folded_names, PyList_GET_ITEM(services, j)) < 0) goto done;
+    }
+    ep_over = PyLong_FromLong(0);
+    zero = PyLong_FromLong(0);
+    if (!ep_over || !zero) goto done;
+    int capped = PyDict_GET_SIZE(a->endpoints) + PyDict_GET_SIZE(endpoints) > max_ep;
+    Py_ssize_t pos = 0;
+    PyObject *key, *n;
+    while (PyDict_Next(endpoints, &pos, &key, &n)) {
+        if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 2) {
+            PyErr_SetString(PyExc_TypeError, "add(): an endpoint key is not a (service, endpoint) tuple");
+            goto done;
+        }
+        Py_INCREF(key);
+        if (folded_names) {
+            int in = PySet_Contains(folded_names, PyTuple_GET_ITEM(key, 0));
+            if (in < 0) { Py_DECREF(key); goto done; }
+            if (in) {
+                PyObject *k2 = PyTuple_Pack(2, other_svc, PyTuple_GET_ITEM(key, 1));
+                Py_DECREF(key);
+                if (!k2) goto done;
+                key = k2;
+            }
+        }
+        PyObject *old = PyDict_GetItemWithError(a->endpoints, key);
+        if (!old && PyErr_Occurred()) { Py_DECREF(key); goto done; }
+        if (capped && !old && PyDict_GET_SIZE(a->endpoints) >= max_ep) {
+            int is_other = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 1), other_ep, Py_EQ);
+            if (is_other < 0) { Py_DECREF(key); goto done; }
+            if (!is_other) {
+                PyObject *sum = PyNumber_Add(ep_over, n);
+                if (!sum) { Py_DECREF(key); goto done; }
+                Py_SETREF(ep_over, sum);
+                PyObject *k2 = PyTuple_Pack(2, PyTuple_GET_ITEM(key, 0), other_ep);
+                Py_DECREF(key);
+                if (!k2) goto done;
+                key = k2;
+                old = PyDict_GetItemWithError(a->endpoints, key);
+                if (!old && PyErr_Occurred()) { Py_DECREF(key); goto done; }
+            }
+        }
+        PyObject *v = old ? PyNumber_Add(old, n) : PyNumber_Add(zero, n);
+        int rc = v ? PyDict_SetItem(a->endpoints, key, v) : -1;
+        Py_XDECREF(v);
+        Py_DECREF(key);
+        if (rc < 0) goto done;
+    }
+    out = Py_BuildValue("(LLO)", svc_over, reg_over, ep_over);
+done:
+    for (int p = 0; p < got; p++) PyBuffer_Release(&view[p]);
+    free(s_map); free(r_map); free(renamed); free(folded); free(o_sreg);
+    Py_XDECREF(ep_over); Py_XDECREF(folded_names); Py_XDECREF(zero);
+    return out;
+}
+
+static int cell_order_cmp(const void *x, const void *y) { return pair_cmp(x, y); }
+
+/* snapshot() -> (services, service_region, regions, region_kind, region_estimated, requests,
+ *                cell_svc, cell_reg, energy, carbon, ops, measured_ops, span_count, etag, ltag,
+ *                endpoints): copies, cells sorted by (service, region) */
+static PyObject *acc_snapshot(Acc *a, PyObject *unused) {
+    int64_t nc = a->n_cells, ns = PyList_GET_SIZE(a->services), nr = PyList_GET_SIZE(a->regions);
+    size_t m = (size_t)(nc ? nc : 1);
+    Pair *order = malloc(m * sizeof *order);
+    int64_t *i64 = malloc(m * 5 * 8);
+    double *f64 = malloc(m * 2 * 8);
+    int8_t *tags = malloc(m * 2);
+    PyObject *out = NULL, *svc_region = NULL;
+    if (!order || !i64 || !f64 || !tags) { PyErr_NoMemory(); goto done; }
+    for (int64_t j = 0; j < nc; j++) {
+        order[j].code = ((uint64_t)a->cell_svc[j] << 32) | (uint64_t)a->cell_reg[j];
+        order[j].id = j;
+    }
+    qsort(order, (size_t)nc, sizeof *order, cell_order_cmp);
+    for (int64_t j = 0; j < nc; j++) {
+        int64_t id = order[j].id;
+        i64[j] = a->cell_svc[id]; i64[nc + j] = a->cell_reg[id]; i64[2 * nc + j] = a->ops[id];
+        i64[3 * nc + j] = a->measured[id]; i64[4 * nc + j] = a->spans[id];
+        f64[j] = a->energy[id]; f64[nc + j] = a->carbon[id];
+        tags[j] = a->etag[id]; tags[nc + j] = a->ltag[id];
+    }
+    svc_region = PyList_New((Py_ssize_t)ns);
+    if (!svc_region) goto done;
+    for (int64_t j = 0; j < ns; j++) {
+        PyObject *v = PyLong_FromLongLong(a->service_region[j]);
+        if (!v) goto done;
+        PyList_SET_ITEM(svc_region, j, v);
+    }
+    out = Py_BuildValue(
+        "(NONNNNNNNNNNNNNN)",
+        PyList_GetSlice(a->services, 0, ns), svc_region, PyList_GetSlice(a->regions, 0, nr),
+        bytes_of(a->kind, nr, 1), bytes_of(a->est, nr, 1), bytes_of(a->requests, ns, 8),
+        bytes_of(i64, nc, 8), bytes_of(i64 + nc, nc, 8), bytes_of(f64, nc, 8),
+        bytes_of(f64 + nc, nc, 8), bytes_of(i64 + 2 * nc, nc, 8), bytes_of(i64 + 3 * nc, nc, 8),
+        bytes_of(i64 + 4 * nc, nc, 8), bytes_of(tags, nc, 1), bytes_of(tags + nc, nc, 1),
+        PyDict_Copy(a->endpoints));
+done:
+    Py_XDECREF(svc_region);
+    free(order); free(i64); free(f64); free(tags);
+    return out;
+}
+
+static PyObject *acc_services(Acc *a, void *unused) { return Py_NewRef(a->services); }
+static PyObject *acc_regions(Acc *a, void *unused) { return Py_NewRef(a->regions); }
+static PyObject *acc_endpoints(Acc *a, void *unused) { return Py_NewRef(a->endpoints); }
+static PyObject *acc_cells(Acc *a, void *unused) { return PyLong_FromLongLong(a->n_cells); }
+
+static PyGetSetDef acc_getset[] = {
+    {"services", (getter)acc_services, NULL, "the window's service names (the list itself: do not change it)", NULL},
+    {"regions", (getter)acc_regions, NULL, "the window's region names (the list itself: do not change it)", NULL},
+    {"endpoints", (getter)acc_endpoints, NULL, "the window's (service, endpoint) -> I/O ops (the dict itself)", NULL},
+    {"cells", (getter)acc_cells, NULL, "cells in use", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef acc_methods[] = {
+    {"add", (PyCFunction)acc_add, METH_VARARGS,
+     "add(services, service_region, regions, endpoints, buffers, caps, names) -> (service_overflow,\n"
+     "region_overflow, endpoint_overflow): merge one partial in, as WindowPartial.merge does"},
+    {"snapshot", (PyCFunction)acc_snapshot, METH_NOARGS,
+     "the window's lists, per-region/per-service arrays, sorted cells and endpoints (copies)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AccType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "agent._score.Accumulator",
+    .tp_basicsize = sizeof(Acc),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An open window's partial, merged into in place (see _score.c).",
+    .tp_new = acc_new,
+    .tp_dealloc = (destructor)acc_dealloc,
+    .tp_methods = acc_methods,
+    .tp_getset = acc_getset,
+};
+
 static PyMethodDef methods[] = {
     {"keys", keys, METH_VARARGS,
      "keys(services, service_regions, fallback, index, names, slow, max_bytes)\n"
@@ -633,8 +1034,13 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_score", "The scorer's per-span pass (see _score.c).", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__score(void) {
+    if (PyType_Ready(&AccType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Accumulator", (PyObject *)&AccType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(m, "SCORE_VERSION", SCORE_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "ANNUAL_COLUMN", ANNUAL_COLUMN) < 0) {
         Py_DECREF(m);

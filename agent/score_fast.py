@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("carbonspan.score")
 
 #: What ``_score.c`` computes; bumped with it (its SCORE_VERSION must match).
-SCORE_VERSION = 2
+SCORE_VERSION = 3
 
 try:
     from agent import _score

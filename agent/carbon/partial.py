@@ -323,11 +323,118 @@ class WindowAccumulator:
 
     ``WindowPartial.merge`` rebuilds the service and region indexes, copies the endpoint map
     and re-sorts every cell on each merge, so merging a batch into a window of 10,000 services
-    cost ~1 ms under the pipeline lock. This keeps the indexes (dicts), the per-cell sums
-    (arrays grown by doubling, a dict from (service, region) to cell) and the endpoint map
-    across merges and applies each merge's rules in the same order, with the same float
-    additions in the same order, so ``snapshot()`` is ``same_as`` (bit-identical) the fold
-    ``start.merge(p1).merge(p2)...``: tests/scoring/test_accumulator.py holds it to that.
+    cost ~1 ms under the pipeline lock. This keeps the indexes, the per-cell sums and the
+    endpoint map across merges, in C (``agent._score.Accumulator``: a 512-span batch of ~500
+    services is ~1,500 entries, each a few Python-level steps in ``WindowAccumulatorReference``)
+    and applies each merge's rules in the same order, with the same float additions in the same
+    order, so ``snapshot()`` is ``same_as`` (bit-identical) the fold
+    ``start.merge(p1).merge(p2)...``: tests/scoring/test_invariants.py holds it, and the
+    reference, to that. Counters and trace ids are kept here (a few keys; numpy). Without the
+    C extension (or with a stale build) the reference does the work.
+    """
+
+    def __init__(self, start: WindowPartial | None = None) -> None:
+        from agent import score_fast  # here: score_fast imports this module
+
+        c = score_fast._score
+        self._c = None if c is None else c.Accumulator()
+        self._ref = WindowAccumulatorReference() if c is None else None
+        self._traces = np.zeros(0, np.uint64)
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0  # trace ids in _pending
+        self.spans = 0
+        self.counters: dict[str, int] = {}
+        self.root_spans = 0
+        if start is not None:
+            self.add(start)
+
+    @property
+    def services(self) -> list[str]:
+        return self._ref.services if self._c is None else self._c.services
+
+    @property
+    def regions(self) -> list[str]:
+        return self._ref.regions if self._c is None else self._c.regions
+
+    @property
+    def endpoints(self) -> dict[tuple[str, str], int]:
+        return self._ref.endpoints if self._c is None else self._c.endpoints
+
+    def add(self, other: WindowPartial) -> None:
+        """Merge ``other`` in, as ``WindowPartial.merge`` would (left's first-seen facts win)."""
+        if self._c is None:
+            self._ref.add(other)
+            self.counters, self.spans, self.root_spans = (
+                self._ref.counters, self._ref.spans, self._ref.root_spans)
+            return
+        arr = np.ascontiguousarray
+        i64, i8 = np.int64, np.int8
+        services, regions, endpoints = other.services, other.regions, other.endpoints
+        service_region = other.service_region
+        moved, folded, over = self._c.add(
+            services if type(services) is list else list(services),
+            service_region if type(service_region) is list else list(service_region),
+            regions if type(regions) is list else list(regions),
+            endpoints if type(endpoints) is dict else dict(endpoints),
+            (arr(other.region_kind, i8), arr(other.region_estimated, np.bool_),
+             arr(other.cell_svc, i64), arr(other.cell_reg, i64),
+             arr(other.energy, np.float64), arr(other.carbon, np.float64),
+             arr(other.ops, i64), arr(other.measured_ops, i64), arr(other.span_count, i64),
+             arr(other.etag, i8), arr(other.ltag, i8), arr(other.requests, i64), TO_UNKNOWN),
+            (MAX_SERVICES, MAX_REGIONS, MAX_ENDPOINTS),
+            (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT),
+        )  # fmt: skip
+        counters = self.counters  # after add(), which changes nothing when it refuses a partial
+        for k, v in other.counters.items():
+            bump(counters, k, v)
+        bump(counters, "service_overflow", moved)  # in merge's order of first mention
+        bump(counters, "region_overflow", folded)
+        bump(counters, "endpoint_overflow", over)
+        self._pending += [other.traces, *other.pending_traces]
+        self._pending_n += other.traces.size + sum(c.size for c in other.pending_traces)
+        if self._pending_n > max(self._traces.size, 4096):
+            self._traces = np.unique(np.concatenate([self._traces, *self._pending]))
+            self._pending, self._pending_n = [], 0
+        self.spans += other.spans
+        self.root_spans += other.root_spans
+
+    def snapshot(self) -> WindowPartial:
+        """The window so far as a ``WindowPartial`` (cells sorted by (service, region)); O(window),
+        for a report. Later ``add`` calls do not change it."""
+        if self._c is None:
+            return self._ref.snapshot()
+        (services, service_region, regions, kind, est, requests, cell_svc, cell_reg, energy,
+         carbon, ops, measured, span_count, etag, ltag, endpoints) = self._c.snapshot()
+        i64 = np.int64
+        return WindowPartial(
+            services=services,
+            service_region=service_region,
+            regions=regions,
+            region_kind=np.frombuffer(kind, np.int8),
+            region_estimated=np.frombuffer(est, np.bool_),
+            cell_svc=np.frombuffer(cell_svc, i64),
+            cell_reg=np.frombuffer(cell_reg, i64),
+            energy=np.frombuffer(energy, np.float64),
+            carbon=np.frombuffer(carbon, np.float64),
+            ops=np.frombuffer(ops, i64),
+            measured_ops=np.frombuffer(measured, i64),
+            span_count=np.frombuffer(span_count, i64),
+            etag=np.frombuffer(etag, np.int8),
+            ltag=np.frombuffer(ltag, np.int8),
+            requests=np.frombuffer(requests, i64),
+            endpoints=endpoints,
+            traces=self._traces,
+            spans=self.spans,
+            counters=dict(self.counters),
+            root_spans=self.root_spans,
+            pending_traces=list(self._pending),
+        )
+
+
+class WindowAccumulatorReference:
+    """``WindowAccumulator`` in Python and numpy: its specification (and its stand-in when the
+    C extension is not built). Same rules, same order, same float additions in the same order
+    as ``WindowPartial.merge``.
     """
 
     def __init__(self, start: WindowPartial | None = None) -> None:

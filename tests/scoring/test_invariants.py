@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.carbon.partial import WindowAccumulator, WindowPartial
+from agent.carbon.partial import WindowAccumulator, WindowAccumulatorReference, WindowPartial
 from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
 from agent.score import score_batch
 from agent.window import build_report
@@ -283,10 +283,10 @@ def _acc_line(partial: WindowPartial, ctx) -> bytes:  # noqa: ANN001 - a Scoring
     return orjson.dumps(build_report(partial, ctx, T0, T0 + 60 * 10**9).model_dump(mode="json"))
 
 
-def _check_accumulator(h, batches, green, signals) -> None:  # noqa: ANN001 - fixtures and strategies
+def _check_accumulator(h, batches, green, signals, cls=WindowAccumulator) -> None:  # noqa: ANN001
     ctx = h.context(green, signals=signals)
     parts = [score_batch(h.build_batch(spans), ctx) for spans in batches]
-    fold, acc = WindowPartial.empty(), WindowAccumulator(WindowPartial.empty())
+    fold, acc = WindowPartial.empty(), cls(WindowPartial.empty())
     for i, p in enumerate(parts):
         fold = fold.merge(p)
         acc.add(WindowPartial.from_bytes(p.to_bytes()))  # what a replay adds: equal to p
@@ -297,17 +297,35 @@ def _check_accumulator(h, batches, green, signals) -> None:  # noqa: ANN001 - fi
     assert list(snap.counters.items()) == list(fold.counters.items())  # and in the same order
     assert list(snap.endpoints.items()) == list(fold.endpoints.items())
     assert _acc_line(snap, ctx) == _acc_line(fold, ctx)
+    assert snap.to_bytes() == fold.to_bytes()
 
 
+#: the C accumulator (agent._score.Accumulator, what the agent runs) and its Python reference
+ACCUMULATORS = pytest.mark.parametrize("cls", [WindowAccumulator, WindowAccumulatorReference],
+                                       ids=["c", "reference"])
+
+
+def test_the_agent_accumulates_in_c() -> None:
+    """A built extension is what the agent uses: the property tests below then test the C path,
+    not its stand-in."""
+    from agent import score_fast
+
+    if score_fast._score is None:
+        pytest.skip(score_fast.STATUS)
+    assert WindowAccumulator()._c is not None
+
+
+@ACCUMULATORS
 @PROPS
 @given(batches=st.lists(spans_st, min_size=1, max_size=6), green=green_st, signals=signals_st)
-def test_property_accumulator_equals_the_merge_fold(h, batches, green, signals):
-    _check_accumulator(h, batches, green, signals)
+def test_property_accumulator_equals_the_merge_fold(h, batches, green, signals, cls):
+    _check_accumulator(h, batches, green, signals, cls)
 
 
+@ACCUMULATORS
 @PROPS
 @given(batches=st.lists(spans_st, min_size=1, max_size=6), green=green_st, signals=signals_st)
-def test_property_accumulator_equals_the_merge_fold_past_the_caps(h, batches, green, signals):
+def test_property_accumulator_equals_the_merge_fold_past_the_caps(h, batches, green, signals, cls):
     """With caps small enough that random batches pass them: services folded into (other),
     regions into unknown, endpoints into (service, (other)), each counted, as the fold does."""
     import agent.carbon.partial as partial_mod
@@ -319,10 +337,33 @@ def test_property_accumulator_equals_the_merge_fold_past_the_caps(h, batches, gr
     partial_mod.MAX_ENDPOINTS = score_mod.MAX_ENDPOINTS = 2
     partial_mod.MAX_SERVICES = 2
     try:
-        _check_accumulator(h, batches, green, signals)
+        _check_accumulator(h, batches, green, signals, cls)
     finally:
         (partial_mod.MAX_REGIONS, score_mod.MAX_REGIONS, partial_mod.MAX_ENDPOINTS,
          score_mod.MAX_ENDPOINTS, partial_mod.MAX_SERVICES) = saved
+
+
+def test_the_accumulator_refuses_a_partial_with_an_index_outside_its_tables() -> None:
+    """A cell naming a service the partial does not list is refused before anything changes
+    (the reference would index past its arrays, or wrap a negative index)."""
+    if WindowAccumulator()._c is None:
+        pytest.skip("the C accumulator is not built")
+    good = WindowPartial.empty()
+    bad = WindowPartial.empty()
+    bad.cell_svc = bad.cell_svc[:0].copy()
+    import numpy as np
+
+    for field_ in ("cell_svc", "cell_reg", "energy", "carbon", "ops", "measured_ops",
+                   "span_count", "etag", "ltag"):
+        setattr(bad, field_, np.zeros(1, getattr(good, field_).dtype))
+    bad.services, bad.service_region, bad.requests = ["a"], [0], np.zeros(1, np.int64)
+    bad.regions = ["eu-west-3"]
+    bad.region_kind, bad.region_estimated = np.zeros(1, np.int8), np.zeros(1, np.bool_)
+    bad.cell_svc = np.array([1])  # only service 0 exists
+    acc = WindowAccumulator()
+    with pytest.raises(ValueError):
+        acc.add(bad)
+    assert acc.snapshot().same_as(WindowPartial.empty())
 
 
 def test_a_merge_into_a_large_window_costs_the_batch_not_the_window(h) -> None:  # noqa: ANN001
