@@ -1020,6 +1020,260 @@ static PyTypeObject AccType = {
     .tp_getset = acc_getset,
 };
 
+/* ---------------------------------------------------------------- the WAL record
+ *
+ * partial_bytes(): WindowPartial.to_bytes() (orjson.dumps of the record's document) written
+ * here from the partial's lists and arrays, the same bytes: compact, keys in the document's
+ * order, strings escaped as orjson escapes them (", \ and U+0000..U+001F, \b \t \n \f \r
+ * short, the others \u00xx; everything else as UTF-8). The two float arrays come rendered by
+ * orjson itself (orjson.dumps(array, OPT_SERIALIZE_NUMPY): its float writer, the same bytes as
+ * for the list, and ~30 ns a float where PyOS_double_to_string takes ~600). Anything else (a str that is not valid UTF-8, an int past
+ * 64 bits, a value of another type) returns None and the caller uses orjson. */
+
+typedef struct { char *p; size_t n, cap; } Buf;
+
+static int buf_need(Buf *b, size_t more) {
+    if (b->n + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + more) cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) return -1;
+    b->p = q;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const char *s, size_t n) {
+    if (buf_need(b, n)) return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+#define PUTS(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+enum { J_OK = 0, J_NOMEM = -1, J_OTHER = -2 };  /* J_OTHER: not ours to write, use orjson */
+
+static const char DIGITS2[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static int put_i64(Buf *b, long long v) {  /* snprintf("%lld") takes ~80 ns */
+    if (buf_need(b, 21)) return J_NOMEM;
+    char tmp[24], *e = tmp + sizeof tmp, *o = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    while (u >= 100) { unsigned d = (unsigned)(u % 100); u /= 100; o -= 2; memcpy(o, DIGITS2 + 2 * d, 2); }
+    if (u >= 10) { o -= 2; memcpy(o, DIGITS2 + 2 * u, 2); } else *--o = (char)('0' + u);
+    if (v < 0) *--o = '-';
+    size_t n = (size_t)(e - o);
+    memcpy(b->p + b->n, o, n);
+    b->n += n;
+    return J_OK;
+}
+
+static int put_str(Buf *b, PyObject *s) {
+    if (!PyUnicode_Check(s)) return J_OTHER;
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) { PyErr_Clear(); return J_OTHER; }
+    if (buf_need(b, (size_t)n * 6 + 2)) return J_NOMEM;
+    char *o = b->p + b->n;
+    *o++ = '"';
+    Py_ssize_t plain = 0;  /* the usual name needs no escape: copy it whole */
+    while (plain < n && (unsigned char)u[plain] >= 0x20 && u[plain] != '"' && u[plain] != '\\') plain++;
+    memcpy(o, u, (size_t)plain);
+    o += plain;
+    for (Py_ssize_t i = plain; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c >= 0x20 && c != '"' && c != '\\') { *o++ = (char)c; continue; }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\t': *o++ = 't'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\r': *o++ = 'r'; break;
+        default:
+            *o++ = 'u'; *o++ = '0'; *o++ = '0';
+            *o++ = "0123456789abcdef"[c >> 4]; *o++ = "0123456789abcdef"[c & 15];
+        }
+    }
+    *o++ = '"';
+    b->n = (size_t)(o - b->p);
+    return J_OK;
+}
+
+static int put_int_obj(Buf *b, PyObject *v) {
+    if (!PyLong_CheckExact(v)) return J_OTHER;  /* bool, numpy ints: orjson decides */
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) { PyErr_Clear(); return J_OTHER; }
+    if (overflow) return J_OTHER;
+    return put_i64(b, x);
+}
+
+#define TRY(expr) do { int rc_ = (expr); if (rc_) return rc_; } while (0)
+
+static int put_str_list(Buf *b, PyObject *list) {
+    if (!PyList_CheckExact(list)) return J_OTHER;
+    TRY(PUTS(b, "[") ? J_NOMEM : J_OK);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        if (i) TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        TRY(put_str(b, PyList_GET_ITEM(list, i)));
+    }
+    return PUTS(b, "]") ? J_NOMEM : J_OK;
+}
+
+static int put_int_list(Buf *b, PyObject *list) {
+    if (!PyList_CheckExact(list)) return J_OTHER;
+    TRY(PUTS(b, "[") ? J_NOMEM : J_OK);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        if (i) TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        TRY(put_int_obj(b, PyList_GET_ITEM(list, i)));
+    }
+    return PUTS(b, "]") ? J_NOMEM : J_OK;
+}
+
+/* an array as a JSON list: kind 'q' int64, 'b' int8, '?' bool, 't' int8 tag codes written as
+ * the names in tags; 'r': bytes already rendered as a JSON list, copied */
+static int put_array(Buf *b, const Py_buffer *v, char kind, PyObject *tags) {
+    if (kind == 'r') return buf_put(b, v->buf, (size_t)v->len) ? J_NOMEM : J_OK;
+    Py_ssize_t n = v->len / v->itemsize;
+    TRY(PUTS(b, "[") ? J_NOMEM : J_OK);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i) TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        switch (kind) {
+        case 'q': TRY(put_i64(b, ((const int64_t *)v->buf)[i])); break;
+        case 'b': TRY(put_i64(b, ((const int8_t *)v->buf)[i])); break;
+        case '?': TRY((((const uint8_t *)v->buf)[i] ? PUTS(b, "true") : PUTS(b, "false")) ? J_NOMEM : J_OK); break;
+        default: {
+            int8_t c = ((const int8_t *)v->buf)[i];
+            if (c < 0 || c >= PyTuple_GET_SIZE(tags)) return J_OTHER;
+            TRY(put_str(b, PyTuple_GET_ITEM(tags, c)));
+        }
+        }
+    }
+    return PUTS(b, "]") ? J_NOMEM : J_OK;
+}
+
+static int put_base64(Buf *b, const unsigned char *p, Py_ssize_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (buf_need(b, (size_t)(n + 2) / 3 * 4 + 2)) return J_NOMEM;
+    char *o = b->p + b->n;
+    *o++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        *o++ = A[v >> 18]; *o++ = A[(v >> 12) & 63]; *o++ = A[(v >> 6) & 63]; *o++ = A[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *o++ = A[v >> 18]; *o++ = A[(v >> 12) & 63]; *o++ = '='; *o++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
+        *o++ = A[v >> 18]; *o++ = A[(v >> 12) & 63]; *o++ = A[(v >> 6) & 63]; *o++ = '=';
+    }
+    *o++ = '"';
+    b->n = (size_t)(o - b->p);
+    return J_OK;
+}
+
+/* the arrays partial_bytes() takes, in the order it writes them */
+enum { B_REGION_KIND, B_REGION_EST, B_REQUESTS, B_TRACES, B_CELL_SVC, B_CELL_REG, B_ENERGY,
+       B_CARBON, B_OPS, B_MEASURED, B_SPANS, B_ETAG, B_LTAG, N_BODY };
+static const Py_ssize_t BODY_ITEMSIZE[N_BODY] = {1, 1, 8, 8, 8, 8, 1, 1, 8, 8, 8, 1, 1};
+static const char BODY_KIND[N_BODY] = {'b', '?', 'q', 0, 'q', 'q', 'r', 'r', 'q', 'q', 'q', 't', 't'};
+
+static int write_partial(Buf *b, PyObject *lists, const Py_buffer *v, PyObject *endpoints,
+                         PyObject *spans, PyObject *counters, PyObject *root_spans, PyObject *tags) {
+    PyObject *services = PyTuple_GET_ITEM(lists, 0), *service_region = PyTuple_GET_ITEM(lists, 1);
+    PyObject *regions = PyTuple_GET_ITEM(lists, 2);
+    TRY(PUTS(b, "{\"v\":2,\"services\":") ? J_NOMEM : J_OK);
+    TRY(put_str_list(b, services));
+    TRY(PUTS(b, ",\"service_region\":") ? J_NOMEM : J_OK);
+    TRY(put_int_list(b, service_region));
+    TRY(PUTS(b, ",\"regions\":") ? J_NOMEM : J_OK);
+    TRY(put_str_list(b, regions));
+    TRY(PUTS(b, ",\"region_kind\":") ? J_NOMEM : J_OK);
+    TRY(put_array(b, &v[B_REGION_KIND], 'b', tags));
+    TRY(PUTS(b, ",\"region_estimated\":") ? J_NOMEM : J_OK);
+    TRY(put_array(b, &v[B_REGION_EST], '?', tags));
+    TRY(PUTS(b, ",\"requests\":") ? J_NOMEM : J_OK);
+    TRY(put_array(b, &v[B_REQUESTS], 'q', tags));
+    TRY(PUTS(b, ",\"endpoints\":[") ? J_NOMEM : J_OK);
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *n;
+    while (PyDict_Next(endpoints, &pos, &key, &n)) {
+        if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 2) return J_OTHER;
+        TRY((k++ ? PUTS(b, ",[") : PUTS(b, "[")) ? J_NOMEM : J_OK);
+        TRY(put_str(b, PyTuple_GET_ITEM(key, 0)));
+        TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        TRY(put_str(b, PyTuple_GET_ITEM(key, 1)));
+        TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        TRY(put_int_obj(b, n));
+        TRY(PUTS(b, "]") ? J_NOMEM : J_OK);
+    }
+    TRY(PUTS(b, "],\"traces\":") ? J_NOMEM : J_OK);
+    TRY(put_base64(b, v[B_TRACES].buf, v[B_TRACES].len));
+    TRY(PUTS(b, ",\"spans\":") ? J_NOMEM : J_OK);
+    TRY(put_int_obj(b, spans));
+    TRY(PUTS(b, ",\"counters\":{") ? J_NOMEM : J_OK);
+    pos = 0; k = 0;
+    while (PyDict_Next(counters, &pos, &key, &n)) {
+        if (k++) TRY(PUTS(b, ",") ? J_NOMEM : J_OK);
+        if (!PyUnicode_CheckExact(key)) return J_OTHER;
+        TRY(put_str(b, key));
+        TRY(PUTS(b, ":") ? J_NOMEM : J_OK);
+        TRY(put_int_obj(b, n));
+    }
+    TRY(PUTS(b, "},\"root_spans\":") ? J_NOMEM : J_OK);
+    TRY(put_int_obj(b, root_spans));
+    static const char *const names[] = {",\"cell_svc\":", ",\"cell_reg\":", ",\"energy\":",
+        ",\"carbon\":", ",\"ops\":", ",\"measured_ops\":", ",\"span_count\":", ",\"etag\":", ",\"ltag\":"};
+    for (int a = B_CELL_SVC; a < N_BODY; a++) {
+        TRY(buf_put(b, names[a - B_CELL_SVC], strlen(names[a - B_CELL_SVC])) ? J_NOMEM : J_OK);
+        TRY(put_array(b, &v[a], BODY_KIND[a], tags));
+    }
+    return PUTS(b, "}") ? J_NOMEM : J_OK;
+}
+
+/* partial_bytes((services, service_region, regions), buffers, endpoints, spans, counters,
+ *               root_spans, tags) -> bytes, or None: use orjson */
+static PyObject *partial_bytes(PyObject *self, PyObject *args) {
+    PyObject *lists, *bufs, *endpoints, *spans, *counters, *root_spans, *tags;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!OO!", &PyTuple_Type, &lists, &PyTuple_Type, &bufs,
+                          &PyDict_Type, &endpoints, &spans, &PyDict_Type, &counters, &root_spans,
+                          &PyTuple_Type, &tags)) return NULL;
+    if (PyTuple_GET_SIZE(lists) != 3 || PyTuple_GET_SIZE(bufs) != N_BODY) {
+        PyErr_SetString(PyExc_TypeError, "partial_bytes(): 3 lists and 13 buffers");
+        return NULL;
+    }
+    Py_buffer view[N_BODY];
+    int got = 0;
+    PyObject *out = NULL;
+    Buf b = {NULL, 0, 0};
+    for (; got < N_BODY; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(bufs, got), &view[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        if (view[got].itemsize != BODY_ITEMSIZE[got] && view[got].len) {
+            PyErr_Format(PyExc_TypeError, "partial_bytes() buffer %d: item size %zd, expected %zd",
+                         got, view[got].itemsize, BODY_ITEMSIZE[got]);
+            PyBuffer_Release(&view[got]);
+            goto done;
+        }
+    }
+    int rc = write_partial(&b, lists, view, endpoints, spans, counters, root_spans, tags);
+    if (rc == J_OK) out = PyBytes_FromStringAndSize(b.p, (Py_ssize_t)b.n);
+    else if (rc == J_OTHER) out = Py_NewRef(Py_None);
+    else PyErr_NoMemory();
+done:
+    for (int a = 0; a < got; a++) PyBuffer_Release(&view[a]);
+    free(b.p);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"keys", keys, METH_VARARGS,
      "keys(services, service_regions, fallback, index, names, slow, max_bytes)\n"
@@ -1028,6 +1282,10 @@ static PyMethodDef methods[] = {
      "score(buffers, keys, names, endpoint_names, n_endpoints, now_ns) -> tuple or None\n\n"
      "The per-span pass of agent.score over a batch's columns and the small tables that\n"
      "agent.score_fast prepares; None when the batch needs the reference scorer."},
+    {"partial_bytes", partial_bytes, METH_VARARGS,
+     "partial_bytes((services, service_region, regions), buffers, endpoints, spans, counters,\n"
+     "root_spans, tags) -> bytes or None\n\n"
+     "WindowPartial.to_bytes(), written in C (the same bytes as orjson's); None: use orjson."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -226,6 +226,65 @@ def test_property_partial_round_trips_exactly(h, a, b, green, signals):
     back = WindowPartial.from_bytes(p.to_bytes())
     assert back.same_as(p, rel=0.0)
     assert back.to_bytes() == p.to_bytes()
+    assert p.to_bytes() == p.to_bytes_reference()  # the C record writer is orjson's bytes
+
+
+def test_the_wal_record_is_written_in_c() -> None:
+    """With the extension built, ``to_bytes`` is the C writer (the tests above then hold it to
+    orjson's bytes), not its fallback."""
+    from agent import score_fast
+
+    if score_fast._score is None:
+        pytest.skip(score_fast.STATUS)
+    p = WindowPartial.empty()
+    assert score_fast._score.partial_bytes(
+        (p.services, p.service_region, p.regions),
+        (p.region_kind, p.region_estimated, p.requests, p.traces, p.cell_svc, p.cell_reg,
+         b"[]", b"[]", p.ops, p.measured_ops, p.span_count, p.etag, p.ltag),
+        {}, 0, {}, 0, ("",)) == p.to_bytes_reference()
+
+
+def test_the_c_record_writer_equals_orjson_on_hostile_values() -> None:
+    """Names that need escaping (quotes, backslashes, control characters, non-ASCII), floats
+    of every exponent and bit pattern (NaN, infinities, subnormals, -0.0), 64-bit extremes;
+    and what it does not write (a lone surrogate, an int past 64 bits) falls back to orjson."""
+    import numpy as np
+
+    from agent.carbon.tagcodes import TAGS
+
+    rng = np.random.default_rng(19)
+    floats = np.concatenate([
+        rng.integers(0, 2**64, 20_000, dtype=np.uint64).view(np.float64),
+        10.0 ** rng.uniform(-12, 20, 20_000), rng.random(5_000) * 1e-5,
+        [0.0, -0.0, 1e-5, 9.99e-6, 1e-4, 1e16, 9.999999999999998e15, np.nan, np.inf, -np.inf,
+         5e-324, 1.7976931348623157e308, -2.5e-5],
+    ])
+    n = floats.size
+    p = WindowPartial.empty(counters={"a\"b": 2**63 - 1, "é": -(2**63)})
+    p.energy, p.carbon = floats, floats[::-1].copy()
+    for name in ("cell_svc", "cell_reg", "ops", "measured_ops", "span_count"):
+        setattr(p, name, rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64))
+    p.etag = rng.integers(0, len(TAGS), n, dtype=np.int8)
+    p.ltag = rng.integers(0, len(TAGS), n, dtype=np.int8)
+    weird = "".join(map(chr, range(32))) + '"\\/\x7f\u2028é😀'
+    p.services, p.service_region, p.regions = [weird, "svc"], [0, -1], ["eu-west-3", weird]
+    p.region_kind = np.array([0, 3], np.int8)
+    p.region_estimated = np.array([True, False])
+    p.requests = np.array([0, 2**62], np.int64)
+    p.endpoints = {(weird, weird): 3, ("svc", "GET /"): 2**63 - 1}
+    p.traces = rng.integers(0, 2**64, 7, dtype=np.uint64)
+    p.spans, p.root_spans = 10**12, 3
+    assert p.to_bytes() == p.to_bytes_reference()
+    for tail in (1, 2, 3):  # base64 padding of every length
+        p.traces = p.traces[:tail]
+        assert p.to_bytes() == p.to_bytes_reference()
+    p.endpoints = {("svc", "x"): 2**64}  # orjson refuses it; so does the fallback
+    with pytest.raises(orjson.JSONEncodeError):
+        p.to_bytes()
+    p.endpoints = {("svc", "x"): 1}
+    p.services = ["\ud800"]
+    with pytest.raises(orjson.JSONEncodeError):
+        p.to_bytes()
 
 
 @PROPS

@@ -50,7 +50,7 @@ def assert_same(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:
     assert fast is not None, f"the C pass declined a batch: {score_fast.fallbacks()}"
     assert score_fast.fallbacks() == before
     ref = score_batch_reference(batch, ctx)
-    assert fast.to_bytes() == ref.to_bytes()
+    assert fast.to_bytes() == ref.to_bytes() == ref.to_bytes_reference()  # C record = orjson's
     for name in ("energy", "carbon"):
         assert _bits(getattr(fast, name)) == _bits(getattr(ref, name)), name
     for name in ("region_kind", "region_estimated", "cell_svc", "cell_reg", "ops",
