@@ -1,6 +1,7 @@
 """End-to-end ingest: a load generator in a second process sends pre-serialised 512-span
 OTLP requests (``bench/workload.py``) to a real ``carbonspan agent`` on loopback: over gRPC
-(protobuf), then over HTTP with OTLP/JSON bodies (what e.g. the JavaScript exporter sends).
+(protobuf), then over HTTP with OTLP/JSON bodies (what e.g. the JavaScript exporter sends) and
+with OTLP/protobuf bodies (``--http-proto``: what most OTLP/HTTP exporters send).
 
 Reports sustained spans/s with zero loss (archived spans = acknowledged spans, checked after
 a clean stop), p50/p99 export latency, agent CPU seconds per million spans (the figure that
@@ -23,8 +24,8 @@ channel is one connection, which the kernel hands to one worker, so a workers ru
 channel per client thread (and its 1-worker baseline the same client).
 
     python -m bench ingest                       # via make bench
-    python -m bench.bench_ingest --seconds 20 --clients 8 [--http-json] [--services N] [--ceiling]
-    python -m bench.bench_ingest --workers 2 --channels 8 [--http-json]
+    python -m bench.bench_ingest --seconds 20 --clients 8 [--http-json | --http-proto] [--services N] [--ceiling]
+    python -m bench.bench_ingest --workers 2 --channels 8 [--http-json | --http-proto]
 """
 
 from __future__ import annotations
@@ -130,11 +131,13 @@ def _trace_ids(services: int | None, seed: int) -> list[bytes]:
                               for ss in rs.scope_spans for span in ss.spans))
 
 
-class _JsonSender:
-    """POST /v1/traces with OTLP/JSON bodies, one keep-alive connection per client thread."""
+class _HttpSender:
+    """POST /v1/traces with OTLP/JSON or OTLP/protobuf bodies (``content_type``), one keep-alive
+    connection per client thread."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, content_type: str = "application/json") -> None:
         self.host, self.port = target.rsplit(":", 1)
+        self.headers = {"Content-Type": content_type}
         self.local = threading.local()
 
     def __call__(self, body: bytes, timeout: float) -> None:
@@ -144,7 +147,7 @@ class _JsonSender:
         if conn is None:
             conn = self.local.conn = http.client.HTTPConnection(self.host, int(self.port), timeout=timeout)
         try:
-            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/json"})
+            conn.request("POST", "/v1/traces", body, self.headers)
             resp = conn.getresponse()
             resp.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -174,13 +177,19 @@ def _json_bodies(services: int | None = None) -> list[bytes]:
 
 
 def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json: bool = False,
-            services: int | None = None, fresh_ids: bool = True, channels: int = 1) -> dict:
+            services: int | None = None, fresh_ids: bool = True, channels: int = 1,
+            http_proto: bool = False) -> dict:
     """Blocking clients in threads (grpc and socket waits release the GIL)."""
     import grpc
 
+    from bench.workload import make_request_bytes
+
     channel = None
     if http_json:
-        bodies, call = _json_bodies(services), _JsonSender(target)
+        bodies, call = _json_bodies(services), _HttpSender(target)
+    elif http_proto:  # the gRPC bodies, as the OTLP/HTTP protobuf exporters send them
+        bodies = [make_request_bytes(SPANS, seed=s, services=services) for s in range(BODIES)]
+        call = _HttpSender(target, "application/x-protobuf")
     else:
         bodies, channel = _grpc_sender(target, services, channels)
         call = channel
@@ -244,7 +253,8 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: float, http_json: bool,
-           services: int | None, fresh_ids: bool, env: dict[str, str], channels: int = 1) -> dict:
+           services: int | None, fresh_ids: bool, env: dict[str, str], channels: int = 1,
+           http_proto: bool = False) -> dict:
     """Run the load generator against ``target``; its figures and the CPU s of the server
     processes ``pids``."""
     cpu0 = sum(_proc_cpu_s(pid) for pid in pids)
@@ -252,6 +262,7 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
         [sys.executable, "-m", "bench.bench_ingest", "--loadgen", target,
          "--seconds", str(seconds), "--clients", str(clients), "--warmup", str(warmup),
          *(["--http-json"] if http_json else []),
+         *(["--http-proto"] if http_proto else []),
          *(["--services", str(services)] if services else []),
          *([] if fresh_ids else ["--repeat-ids"]), "--channels", str(channels)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds + warmup + 300)
@@ -263,14 +274,20 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
     result["fresh_ids"] = fresh_ids
     result["services"] = services or 5
     result["load_average"] = os.getloadavg()[0]
-    result["channels"] = 0 if http_json else channels
+    result["channels"] = 0 if http_json or http_proto else channels
+    result["transport"] = _transport(http_json, http_proto)
+    result["clients"] = clients
     return result
+
+
+def _transport(http_json: bool, http_proto: bool) -> str:
+    return "http-json" if http_json else "http-proto" if http_proto else "grpc"
 
 
 def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         agent_env: dict[str, str] | None = None, window_seconds: float = 10.0,
         http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
-        workers: int = 1, channels: int = 1) -> dict:
+        workers: int = 1, channels: int = 1, http_proto: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         agent = subprocess.Popen(
@@ -280,9 +297,9 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
             cwd=REPO, env={**env, **(agent_env or {})}, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
         try:
-            target, pids = _started(agent, http_json)
+            target, pids = _started(agent, http_json or http_proto)
             result = _drive(target, pids, seconds, clients, warmup, http_json, services,
-                            fresh_ids, env, channels)
+                            fresh_ids, env, channels, http_proto)
             result["peak_rss_mb"] = max(_peak_rss_mb(pid) for pid in pids)
             result["workers"] = workers
             agent.send_signal(signal.SIGTERM)
@@ -303,7 +320,7 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         return result
 
 
-def _started(agent: subprocess.Popen, http_json: bool) -> tuple[str, list[int]]:
+def _started(agent: subprocess.Popen, http: bool) -> tuple[str, list[int]]:
     """Wait for the agent's ports line: the target and the pids of its processes (with
     workers: the supervisor's and each worker's, from their ready lines)."""
     assert agent.stdout is not None
@@ -315,19 +332,20 @@ def _started(agent: subprocess.Popen, http_json: bool) -> tuple[str, list[int]]:
         m = re.search(r"OTLP/gRPC ([\d.]+:\d+), OTLP/HTTP ([\d.]+:\d+)", line)
         if m:
             threading.Thread(target=agent.stdout.read, daemon=True).start()  # keep it drained
-            return m.group(2 if http_json else 1), pids
+            return m.group(2 if http else 1), pids
     raise RuntimeError(f"agent did not start (exit {agent.wait()})")
 
 
 def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
-            http_json: bool = False, services: int | None = None, fresh_ids: bool = True) -> dict:
+            http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
+            http_proto: bool = False) -> dict:
     """The same load against a trivial handler of the agent's own transport: grpcio's sync
     server with the agent's 4 threads and raw-bytes method, or ``httpserve`` with the agent's
     limits, each answering OK without reading the body: what the transport alone allows."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
     srv = subprocess.Popen(
         [sys.executable, "-m", "bench.bench_ingest", "--serve-trivial",
-         "http" if http_json else "grpc"],
+         "http" if http_json or http_proto else "grpc"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stdin=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)
     try:
@@ -336,7 +354,7 @@ def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         if not line.startswith("PORT "):
             raise RuntimeError(f"trivial server did not start: {line!r}")
         result = _drive(f"127.0.0.1:{line.split()[1]}", [srv.pid], seconds, clients, warmup,
-                        http_json, services, fresh_ids, env)
+                        http_json, services, fresh_ids, env, http_proto=http_proto)
     finally:
         srv.kill()
         srv.wait()
@@ -371,7 +389,9 @@ def serve_trivial(kind: str) -> None:
                 return None
 
             def handle(self, request):  # noqa: ANN001, ANN201
-                return Response(200, b"{}", "application/json")
+                if request.head.header("content-type") == "application/json":
+                    return Response(200, b"{}", "application/json")
+                return Response(200, b"", "application/x-protobuf")
 
             def refuse(self, head, status, kind, message):  # noqa: ANN001, ANN201
                 return Response(status, message.encode())
@@ -387,7 +407,7 @@ def _report(r: dict, what: str, target: str) -> None:
     ids = "fresh trace ids per request" if r["fresh_ids"] else "16 bodies repeated (same trace ids)"
     workers = r.get("workers", 1)
     what += "" if workers == 1 else f", {workers} workers (agent CPU: all processes; RSS: the largest)"
-    print(f"{what}, 512-span requests, {r['services']:,} services, {ids}, 8 client threads in a "
+    print(f"{what}, 512-span requests, {r['services']:,} services, {ids}, {r['clients']} client threads in a "
           f"second process, {r['seconds']:.0f} s measured after warm-up, load average "
           f"{r['load_average']:.1f}")
     print(f"  sustained:          {r['spans_per_s']:,.0f} spans/s  {target}")
@@ -403,34 +423,50 @@ def _report(r: dict, what: str, target: str) -> None:
         print("  spans per chain:    " + ", ".join(f"{k} {v:,}" for k, v in r["chain_spans"].items())
               + (f" ({r['channels']} gRPC channels)" if r["channels"] else ""))
     if c:
+        one = "" if workers == 1 else "one process's "
         print(f"  trivial handler:    {c['spans_per_s']:,.0f} spans/s at "
               f"{c['server_cpu_s_per_million']:.2f} server CPU s per million spans (same client "
-              f"and bytes) -> the agent takes {r['share_of_ceiling']:.2f} x its transport's "
-              "ceiling (target >= 0.5)")
+              f"and bytes, one process) -> the agent takes {r['share_of_ceiling']:.2f} x "
+              f"{one}its transport's ceiling (target >= 0.5)")
+
+
+_NAMES = {"grpc": "OTLP/gRPC ingest", "http-json": "OTLP/HTTP JSON ingest",
+          "http-proto": "OTLP/HTTP protobuf ingest"}
+_NOTES = {"grpc": "(target >= 150,000; issue 19: >= 400,000)",
+          "http-json": "(the JSON bodies are ~4x the protobuf bytes)",
+          "http-proto": "(what most OTLP/HTTP exporters send; issue 19: >= 400,000)"}
 
 
 def main() -> None:
-    """``make bench``: fresh trace ids; 10, 1,000 and 10,000 services over gRPC; OTLP/JSON over
-    HTTP; each transport's trivial-handler ceiling measured in the same run."""
+    """``make bench``: fresh trace ids; 10, 1,000 and 10,000 services over gRPC; OTLP/JSON and
+    OTLP/protobuf over HTTP; each transport's trivial-handler ceiling measured in the same run,
+    and the agent's share of it printed for every transport (with the default workers too)."""
+    ceilings: dict[str, dict] = {}
+
+    def with_ceiling(r: dict, http_json: bool = False, http_proto: bool = False) -> dict:
+        kind = _transport(http_json, http_proto)
+        if kind not in ceilings:
+            ceilings[kind] = ceiling(services=10, http_json=http_json, http_proto=http_proto)
+        r["ceiling"] = c = ceilings[kind]
+        r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
+        return r
+
     for services in (10, 1000, 10_000):
         r = run(services=services)
-        if services == 10:
-            r["ceiling"] = c = ceiling(services=services)
-            r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
-        _report(r, "OTLP/gRPC ingest", "(target >= 150,000; issue 19: >= 400,000)")
-    r = run(http_json=True, services=10)
-    r["ceiling"] = c = ceiling(http_json=True, services=10)
-    r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
-    _report(r, "OTLP/HTTP JSON ingest", "(the JSON bodies are ~4x the protobuf bytes)")
+        _report(with_ceiling(r) if services == 10 else r, _NAMES["grpc"], _NOTES["grpc"])
+    for http_json, http_proto in ((True, False), (False, True)):
+        r = with_ceiling(run(http_json=http_json, http_proto=http_proto, services=10),
+                         http_json, http_proto)
+        _report(r, _NAMES[r["transport"]], _NOTES[r["transport"]])
     from agent.daemon_config import AgentSettings
     from agent.workers import worker_count
 
     auto = worker_count(AgentSettings())[0]  # the agent's default on this machine
     if auto > 1:
-        for http_json in (False, True):
-            _report(run(http_json=http_json, services=10, workers=auto, channels=8),
-                    "OTLP/HTTP JSON ingest" if http_json else "OTLP/gRPC ingest",
-                    "(the default worker count for this machine's cores)")
+        for http_json, http_proto in ((False, False), (True, False), (False, True)):
+            r = with_ceiling(run(http_json=http_json, http_proto=http_proto, services=10,
+                                 workers=auto, channels=8), http_json, http_proto)
+            _report(r, _NAMES[r["transport"]], "(the default worker count for this machine's cores)")
 
 
 if __name__ == "__main__":
@@ -448,6 +484,9 @@ if __name__ == "__main__":
                     help="extra environment for the agent, e.g. CARBONSPAN_GRPC_WORKERS=4")
     ap.add_argument("--http-json", action="store_true",
                     help="send OTLP/JSON over HTTP (POST /v1/traces) instead of protobuf over gRPC")
+    ap.add_argument("--http-proto", action="store_true",
+                    help="send OTLP/protobuf over HTTP (POST /v1/traces, application/x-protobuf: "
+                    "what most OTLP/HTTP exporters send) instead of over gRPC")
     ap.add_argument("--services", type=int, default=None, metavar="N",
                     help="spans drawn from N numbered services (default: the workload's 5)")
     ap.add_argument("--repeat-ids", action="store_true",
@@ -468,12 +507,14 @@ if __name__ == "__main__":
         serve_trivial(a.serve_trivial)
     elif a.loadgen:
         print(json.dumps(loadgen(a.loadgen, a.seconds, a.clients, a.warmup, a.http_json,
-                                 a.services, fresh, a.channels)))
+                                 a.services, fresh, a.channels, a.http_proto)))
     else:
         r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env),
-                a.window_seconds, a.http_json, a.services, fresh, a.workers, a.channels)
+                a.window_seconds, a.http_json, a.services, fresh, a.workers, a.channels,
+                a.http_proto)
         if a.ceiling:
-            c = ceiling(a.seconds, a.clients, a.warmup, a.http_json, a.services, fresh)
+            c = ceiling(a.seconds, a.clients, a.warmup, a.http_json, a.services, fresh,
+                        a.http_proto)
             r["ceiling"] = c
             r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
         print(json.dumps(r, indent=2))

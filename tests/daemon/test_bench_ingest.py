@@ -56,6 +56,16 @@ def test_a_short_run_and_its_ceiling_report_fresh_ids_cpu_and_no_loss() -> None:
     assert c["server_cpu_s_per_million"] > 0
 
 
+def test_a_short_http_protobuf_run_and_its_ceiling() -> None:
+    """``--http-proto``: the gRPC bodies POSTed as application/x-protobuf, with a ceiling of
+    its own (the trivial handler answers protobuf in kind)."""
+    r = run(seconds=1.0, clients=2, warmup=0.5, http_proto=True)
+    assert r["transport"] == "http-proto" and r["failed_requests"] == 0
+    assert r["acked_spans"] == r["archived_spans"] > 0 and r["exit_code"] == 0
+    c = ceiling(seconds=1.0, clients=2, warmup=0.5, http_proto=True)
+    assert c["transport"] == "http-proto" and c["failed_requests"] == 0 and c["spans_per_s"] > 0
+
+
 def test_a_short_run_with_two_workers_counts_every_process_and_chain() -> None:
     r = run(seconds=1.0, clients=4, warmup=0.5, workers=2, http_json=True)
     assert r["workers"] == 2 and r["failed_requests"] == 0
