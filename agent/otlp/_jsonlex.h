@@ -139,13 +139,34 @@ static int escaped_string(J *j, const uint8_t *start, const uint8_t *p, Str *out
     return 0;
 }
 
-/* A string at p (after whitespace); out points into the input, or into the arena if escaped. */
-static int string(J *j, Str *out) {
-    ws(j);
-    if (!at(j, '"')) return -1;
-    const uint8_t *start = ++j->p, *p = start, *end = j->end;
+/* The first byte at or after p that is not PLAIN (a quote, a backslash, a control character or
+ * a byte >= 0x80), or end. Eight bytes at a time where the byte order allows (a string's bytes
+ * are most of an OTLP/JSON body): a byte is flagged when it is zero after XOR with '"' or '\\',
+ * below 0x20, or has its top bit set; a subtraction's borrow only ever flags bytes above a
+ * flagged one, so the lowest flag is exact. Never reads at or past end. */
+static inline const uint8_t *plain_run(const uint8_t *p, const uint8_t *end) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t v, q, b, hit;
+        memcpy(&v, p, 8);
+        q = v ^ (ones * '"');
+        b = v ^ (ones * '\\');
+        hit = (((q - ones) & ~q) | ((b - ones) & ~b) | (v - ones * 0x20) | v) & high;
+        if (hit) return p + (__builtin_ctzll(hit) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < end && PLAIN[*p]) p++;
+    return p;
+}
+
+/* The rest of a string from p, past a byte that is not PLAIN (UTF-8, an escape, the end or a
+ * control character): out of line, so that string() stays small enough to inline. */
+static int __attribute__((noinline)) string_rest(J *j, const uint8_t *start, const uint8_t *p, Str *out) {
+    const uint8_t *end = j->end;
     for (;;) {
-        while (p < end && PLAIN[*p]) p++;
+        p = plain_run(p, end);
         if (p >= end) return -1;
         uint8_t c = *p;
         if (c == '"') break;
@@ -159,6 +180,21 @@ static int string(J *j, Str *out) {
     out->n = p - start;
     j->p = p + 1;
     return 0;
+}
+
+/* A string at p (after whitespace); out points into the input, or into the arena if escaped.
+ * The common case (plain ASCII to the closing quote) inline, the rest in string_rest. */
+static inline int string(J *j, Str *out) {
+    ws(j);
+    if (!at(j, '"')) return -1;
+    const uint8_t *start = ++j->p, *p = plain_run(start, j->end);
+    if (p < j->end && *p == '"') {
+        out->p = start;
+        out->n = p - start;
+        j->p = p + 1;
+        return 0;
+    }
+    return string_rest(j, start, p, out);
 }
 
 static inline int is_digit(J *j) { return j->p < j->end && *j->p >= '0' && *j->p <= '9'; }
@@ -204,6 +240,16 @@ static int int_text(Str s, Num *n) {
     n->is_int = 1; n->neg = 0; n->big = 0; n->mag = 0;
     if (s.n && s.p[0] == '-') { n->neg = 1; i = 1; }
     if (i >= s.n) return -1;
+    if (s.n - i <= 19) { /* 19 digits never pass 2**64: no overflow check per digit */
+        uint64_t mag = 0;
+        for (; i < s.n; i++) {
+            unsigned d = (unsigned)s.p[i] - '0';
+            if (d > 9) return -1;
+            mag = mag * 10 + d;
+        }
+        n->mag = mag;
+        return 0;
+    }
     for (; i < s.n; i++) {
         if (s.p[i] < '0' || s.p[i] > '9') return -1;
         uint64_t d = (uint64_t)(s.p[i] - '0');

@@ -434,3 +434,30 @@ def test_without_the_extension_the_python_walk_decodes_the_same(workload):
     want = decode_json_fast(data)
     assert orjson.loads(done.stdout) == [False, want.services, want.endpoints, want.start_ns.tolist(),
                                          want.op_class.tolist(), want.counters, want.rejected]  # fmt: skip
+
+
+def _one_span_doc(name: bytes, start: bytes = b'"1700000000000000000"') -> bytes:
+    return (b'{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":'
+            b'{"stringValue":"' + name + b'"}}]},"scopeSpans":[{"spans":[{"traceId":"'
+            + b"ab" * 16 + b'","spanId":"' + b"cd" * 8 + b'","name":"' + name
+            + b'","startTimeUnixNano":' + start + b',"endTimeUnixNano":"1700000000000000001"}]}]}]}')
+
+
+@pytest.mark.parametrize("special", [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\ud83d\\ude00", b"\x01",
+                                     b"\x1f", b"\x7f", "é".encode(), "😀".encode(), b"\xff",
+                                     b"\xc3", b"\xed\xa0\x80", b" ", b"~"])
+def test_a_special_byte_at_any_place_of_an_eight_byte_word_is_seen(special, assert_same):
+    """The string scan reads eight bytes at a time: a quote, backslash, control character or
+    non-ASCII byte must be found at every offset of a word, and at the string's end."""
+    valid = special not in (b"\x01", b"\x1f", b"\xff", b"\xc3", b"\xed\xa0\x80")
+    for before in range(0, 18):
+        for after in (0, 1, 7, 8, 9):
+            in_c = assert_agrees(_one_span_doc(b"a" * before + special + b"b" * after), assert_same)
+            assert in_c == valid  # valid JSON the C walker decodes itself; the rest is Python's
+
+
+@pytest.mark.parametrize("start", [b'"0"', b'"-0"', b'"9999999999999999999"', b'"18446744073709551615"',
+                                   b'"18446744073709551616"', b'"-1"', b'"+1"', b'"1a"', b'""',
+                                   b'"-"', b'"0000000000000000000001"', b'"1700000000000000000"'])
+def test_integer_strings_of_every_length_agree(start, assert_same):
+    assert_agrees(_one_span_doc(b"svc", start), assert_same)
