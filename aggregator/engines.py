@@ -22,7 +22,7 @@ import orjson
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold.ext import window_end, window_start
-from aggregator.fold.fast import RAW_FOLD, fold_line
+from aggregator.fold.fast import RAW_FOLD, fold_line, folder
 from aggregator.fold.state import AggregateState, Known, known_names, seeded
 from aggregator.fold.sums import FileStat
 from aggregator.read import Malformed, Period, load
@@ -63,6 +63,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     first_hash: str | None = None  # the hashes of the file's first and last objects: its identity
     last_hash = ""
     raw_fold = RAW_FOLD if fold is fold_line else None  # the byte path is the accelerated fold's
+    byte_folder = folder(state) if raw_fold is not None else None
     run_lo = run_hi = 0.0  # the run of windows being extended (temporal coverage), if any
     in_run = False
     try:
@@ -70,7 +71,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
                 continue
             # the common line, folded straight from its bytes (start, end, hash), or None
-            got = raw_fold(state, raw, lo, hi) if raw_fold is not None else None
+            got = raw_fold(byte_folder, state, raw, lo, hi) if raw_fold is not None else None
             if got is not None:
                 start, end, line_hash = got
                 last_hash = line_hash

@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 10
+#define FOLD_VERSION 11
 #define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
 #define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
 
@@ -756,6 +756,29 @@ static inline const char *plain_run(const char *q, const char *end) {
     return q;
 }
 
+/* Past a short plain string at p (p[0] == '"'): its closing quote within 16 bytes and nothing
+ * but PLAIN bytes before it; NULL otherwise (string_end then decides). */
+static inline const char *short_string(const char *p, const char *end) {
+#ifdef __SSE2__
+    const char *q = p + 1;
+    if (end - q >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)q);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                    _mm_cmpgt_epi8(_mm_set1_epi8(0x20), v));
+        int m = _mm_movemask_epi8(stop);
+        if (m) {
+            q += __builtin_ctz((unsigned)m);
+            if (*q == '"')
+                return q + 1;
+        }
+    }
+#endif
+    (void)p;
+    (void)end;
+    return NULL;
+}
+
 /* Length of the strict UTF-8 sequence at p (no overlong form, no surrogate, <= U+10FFFF: what
  * orjson accepts), 0 if there is none. */
 static int utf8_len(const unsigned char *p, const unsigned char *end) {
@@ -836,7 +859,9 @@ static inline int string(Scan *s, const char **text, Py_ssize_t *len, int *escap
             return 0;
     }
     *escaped = 0;
-    const char *after = string_end(s->p, s->end, escaped);
+    const char *after = short_string(s->p, s->end);
+    if (after == NULL)
+        after = string_end(s->p, s->end, escaped);
     if (after == NULL)
         return 0;
     *text = s->p + 1;
@@ -1155,10 +1180,16 @@ value:
     if (p >= end)
         return 0;
     switch (*p) {
-    case '"':
+    case '"': {
+        const char *q = short_string(p, end);
+        if (q != NULL) {
+            p = q;
+            goto after;
+        }
         if ((p = string_end(p, end, &e)) == NULL)
             return 0;
         goto after;
+    }
     case '{':
     case '[':
         if (++depth > room)
@@ -1189,6 +1220,16 @@ value:
             return 0;
         p += 4;
         goto after;
+    case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9': {
+        const char *q = p + 1; /* the usual skipped number: a small int */
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+        if (q - p <= 18 && !(q < end && (*q == '.' || *q == 'e' || *q == 'E'))) {
+            p = q;
+            goto after;
+        }
+    }
+    /* fall through */
     default:
         if ((p = number_end(p, end, &n)) == NULL)
             return 0;
@@ -1197,8 +1238,18 @@ value:
 key:
     while (p < end && is_ws(*p))
         p++;
-    if (p >= end || *p != '"' || (p = string_end(p, end, &e)) == NULL)
+    if (p >= end || *p != '"')
         return 0;
+    {
+        const char *q = short_string(p, end);
+        if (q == NULL && (q = string_end(p, end, &e)) == NULL)
+            return 0;
+        p = q;
+    }
+    if (p < end && *p == ':') {
+        p++;
+        goto value;
+    }
     while (p < end && is_ws(*p))
         p++;
     if (p >= end || *p != ':')
@@ -1300,11 +1351,13 @@ static inline int open_object(Scan *s) { /* the caller closes it: s->depth-- aft
  * needed (the GIL is held throughout). */
 #define MAX_ENTRIES 8192
 static Py_ssize_t entries_cap;
-static const char **ent_key, **ent_tag;
-static Py_ssize_t *ent_klen, *ent_tlen;
+static const char **ent_key, **ent_tag, **ent_reg;
+static Py_ssize_t *ent_klen, *ent_tlen, *ent_rlen; /* ent_rlen: -1 no region (unknown), -2 an escaped one */
 static double *ent_e, *ent_c;
 static long long *ent_r;
-static PyObject **ent_acc, **ent_cell, **ent_tagobj;
+static Py_ssize_t *ent_slot, *ent_tagi; /* the Folder's: the entry's slot (or NEW / DROP), its tag's index */
+static uint64_t *ent_hash;
+static PyObject **ent_name;             /* a new service's name (a new reference, phase A to B) */
 
 static int entries_room(Py_ssize_t n) {
     if (n < entries_cap)
@@ -1317,14 +1370,17 @@ static int entries_room(Py_ssize_t n) {
 #define GROW(arr, T) do { T *x = PyMem_Realloc((void *)arr, cap * sizeof(T)); if (x == NULL) return 0; arr = x; } while (0)
     GROW(ent_key, const char *);
     GROW(ent_tag, const char *);
+    GROW(ent_reg, const char *);
     GROW(ent_klen, Py_ssize_t);
     GROW(ent_tlen, Py_ssize_t);
+    GROW(ent_rlen, Py_ssize_t);
     GROW(ent_e, double);
     GROW(ent_c, double);
     GROW(ent_r, long long);
-    GROW(ent_acc, PyObject *);
-    GROW(ent_cell, PyObject *);
-    GROW(ent_tagobj, PyObject *);
+    GROW(ent_slot, Py_ssize_t);
+    GROW(ent_tagi, Py_ssize_t);
+    GROW(ent_hash, uint64_t);
+    GROW(ent_name, PyObject *);
 #undef GROW
     entries_cap = cap;
     return 1;
@@ -1343,6 +1399,10 @@ typedef struct {
     double kwh, operational, embodied, database, messaging, mid, without;
     int has_without;
     Py_ssize_t rows;
+    int rows_plain;                /* every row one the C fold adds (else Python folds rows_text) */
+    const char *rows_text;         /* the region rows' array, its bytes */
+    Py_ssize_t rows_len;
+    int region_map;                /* REGIONS_NONE / _POSITIONAL / _OTHER */
     PyObject *row_acc[MAX_ROWS];   /* borrowed RegionSums */
     long long row_io[MAX_ROWS];
     double row_e[MAX_ROWS], row_c[MAX_ROWS];
@@ -1355,6 +1415,8 @@ typedef struct {
     int hash_ok;
     PyObject *regions;
 } Raw;
+
+enum { REGIONS_NONE, REGIONS_POSITIONAL, REGIONS_OTHER }; /* Raw.region_map */
 
 /* Does the str `u` have exactly these UTF-8 bytes? */
 static inline int str_is(PyObject *u, const char *k, Py_ssize_t kl) {
@@ -1382,9 +1444,29 @@ static int service_map(Scan *s, Raw *w, int which, int *empty) {
                 return 0;
             continue;
         }
-        if (which == 5) {
-            if (!skip(s))
-                return 0;
+        if (which == 5) { /* the regions: recorded where the names are the entries', in order */
+            if (w->region_map == REGIONS_POSITIONAL && i < w->n && ent_klen[i] == kl
+                && memcmp(ent_key[i], k, kl) == 0) {
+                ws(s);
+                if (s->p < s->end && *s->p == '"') {
+                    const char *t;
+                    Py_ssize_t tl;
+                    int e;
+                    if (!string(s, &t, &tl, &e))
+                        return 0;
+                    ent_reg[i] = t;
+                    ent_rlen[i] = e ? -2 : tl;
+                } else {
+                    if (!skip(s))
+                        return 0;
+                    ent_rlen[i] = -1; /* not a string: clean_name gives None, "unknown" */
+                }
+                i++;
+            } else {
+                w->region_map = REGIONS_OTHER;
+                if (!skip(s))
+                    return 0;
+            }
             continue;
         }
         if (record) {
@@ -1409,6 +1491,10 @@ static int service_map(Scan *s, Raw *w, int which, int *empty) {
         i++;
     }
     s->depth--;
+    if (which == 5 && !*empty && i != w->n)
+        w->region_map = REGIONS_OTHER;
+    if (which == 5 && *empty)
+        w->region_map = REGIONS_NONE;
     if (which >= 4 || *empty)
         return 1;
     if (record)
@@ -1588,6 +1674,7 @@ static int raw_green_summary(Scan *s, Raw *w) {
                 return 0;
         } else if (is_key(k, kl, "per_service_region")) {
             SEEN(4);
+            w->region_map = w->n >= 0 ? REGIONS_POSITIONAL : REGIONS_OTHER;
             if (!service_map(s, w, 5, &empty))
                 return 0;
         } else if (is_key(k, kl, "per_service_measured_ratio")) {
@@ -1619,16 +1706,27 @@ static int raw_green_summary(Scan *s, Raw *w) {
             }
         } else if (is_key(k, kl, "regions")) {
             SEEN(11);
+            ws(s);
+            w->rows_text = s->p;
             if (!eat(s, '['))
                 return 0;
             if (!eat(s, ']')) {
-                do {
-                    if (!raw_row(s, w))
+                do { /* each row an object (else the reference calls the line malformed) */
+                    ws(s);
+                    if (!(s->p < s->end && *s->p == '{'))
                         return 0;
+                    Scan again = *s;
+                    if (!(w->rows_plain && raw_row(s, w))) {
+                        *s = again; /* not plain: the rows go to the reference's fold_regions */
+                        w->rows_plain = 0;
+                        if (PyErr_Occurred() || !skip(s))
+                            return 0;
+                    }
                 } while (eat(s, ','));
                 if (!eat(s, ']'))
                     return 0;
             }
+            w->rows_len = s->p - w->rows_text;
         } else if (kl > 12 && memcmp(k, "per_service_", 12) == 0) {
             return 0; /* a per-service map this fold does not know: the long way decides */
         } else if (!skip(s)) {
@@ -1721,227 +1819,662 @@ static int raw_line(Scan *s, Raw *w) {
     return (seen & 1) && s->p == s->end;
 }
 
-static int ptr_order(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
-    return x < y ? -1 : x > y;
+/* ---------------------------------------------------------------------- the Folder */
+
+/* Folder(services, models, regions, service_type, cell_type, enter, max_services, max_models):
+ * folds lines straight from their bytes into one state's accumulators (aggregator/fold/fast.py
+ * makes one per file: fast.folder). It is handed the state's dicts - services (name ->
+ * ServiceAcc), models (tag -> occurrences), regions (name -> RegionSums) -, the classes of a
+ * new service (service_type(region)) and of a new cell (cell_type()), `enter(start)`, which
+ * makes the time bucket holding `start` the current one and returns (lo, hi, bucket), and the
+ * two caps; nothing else of the state.
+ *
+ * fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, dropped_carbon) folds one
+ * line as the reference does a runtime window (aggregator/fold/reference.py: _runtime with
+ * _layout / _new_layout, _credit_raw or _credit_mixed, _upgrade_regions), or returns None
+ * having changed nothing. Its entries are looked up by their bytes in the Folder's own hash
+ * table of the services it has met (name, ServiceAcc, its tag set, its cell in the current
+ * bucket), so the service set may change from line to line at no Python cost. The checks come
+ * first (phase A: the scan, then every entry's service, tag and region decided); only a line
+ * that passes them all changes anything (phase B), in the reference's order:
+ *
+ * - a service the state does not hold is made (service_type(region), region from the line's
+ *   per_service_region, clean, else "unknown") while the state has room, else its entry is
+ *   dropped (dropped_services, dropped_energy/carbon, the bucket's dropped sums: the "(other)"
+ *   row) and the state has overflowed; a service whose region is "unknown" takes the line's;
+ * - each entry's tag counts once in the tag set (models[tag] += 1; a new tag while the set has
+ *   room; "+cal" stripped, calibration noted) and goes into its service's tags;
+ * - each kept entry's cell in the window's bucket is found or made, in entry order, and the
+ *   entries are added to their service and cell, in order, with the same IEEE doubles;
+ * - the region rows are added when every row is plain, else their bytes are returned for the
+ *   reference's fold_regions.
+ *
+ * Declined (None): not a runtime window the checks pass (see raw_line: host rows, measured
+ * ratios, backfill, an unclean figure, ...), outside the period, a name "_unattributed", empty
+ * or past MAX_NAME_BYTES, a tag past MAX_TAG_BYTES or "+cal" alone, more new tags than the tag
+ * set has room for, a name twice, a region needed but not read (escaped, or the region map not
+ * in the entries' order). Returned:
+ *
+ *   (start, end or None, bucket, app_energy, app_carbon, requests, traces, embodied_g,
+ *    database_g, messaging_g, root_spans or None, energy_without_carbon or None,
+ *    methodology bytes or None, rows bytes or None, hash, dropped entries, dropped_energy,
+ *    dropped_carbon, flags)
+ *
+ * with dropped_energy/carbon the running totals given plus the dropped entries' figures (added
+ * in entry order), flags FOLD_OVERFLOWED | FOLD_CALIBRATED. The Folder's table holds only
+ * services the state holds (bounded by the service cap), its tag table only tags the tag set
+ * holds. */
+
+#define SLOT_NEW (-1)  /* ent_slot: a service to make */
+#define SLOT_DROP (-2) /* ent_slot: past the service cap */
+#define FOLD_OVERFLOWED 1
+#define FOLD_CALIBRATED 2
+#define MAX_TAGS 256   /* distinct tags the Folder keeps (the tag cap is 64) */
+
+static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_SERVICES_ATTR, *S_UNKNOWN_STR;
+static const char *UNATTRIBUTED_NAME = "_unattributed", *CAL_SUFFIX = "+cal";
+static Py_ssize_t MAX_NAME_BYTES = 256, MAX_TAG_BYTES = 64;
+
+typedef struct {
+    char *key;          /* the name's bytes (owned) */
+    Py_ssize_t len;
+    uint64_t hash;
+    PyObject *name;     /* str */
+    PyObject *acc;      /* its ServiceAcc */
+    PyObject *models;   /* acc.models */
+    PyObject *cell;     /* its cell in the bucket of generation `gen`, or NULL */
+    uint64_t gen;
+    Py_ssize_t tag;     /* a tag index known to be in acc.models (-1: none) */
+    int region_known;   /* acc.region is not "unknown" (it never becomes so again) */
+} Slot;
+
+typedef struct {
+    char *text;         /* the tag's bytes as written (owned) */
+    Py_ssize_t len;
+    PyObject *bare;     /* the tag as the tag set holds it ("+cal" stripped) */
+    int cal;
+    Py_ssize_t count;   /* this line's entries with this tag */
+    Py_ssize_t first;   /* this line: the order of first use (-1: unused) */
+} Tag;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *services, *models, *regions, *service_type, *cell_type, *enter;
+    Py_ssize_t max_services, max_models;
+    Slot *slots;
+    Py_ssize_t nslots, slots_cap;
+    Py_ssize_t *table;  /* open addressing: slot index + 1 (0: empty) */
+    Py_ssize_t table_size;
+    Tag tags[MAX_TAGS];
+    Py_ssize_t ntags;
+    PyObject *bucket, *bucket_cells; /* the bucket whose cells the slots hold, its services dict */
+    uint64_t gen;
+    Py_ssize_t *seen;   /* a line's names, for duplicates: entry index + 1 */
+    Py_ssize_t seen_size;
+    long long folded, declined;
+} Folder;
+
+static inline uint64_t name_hash(const char *k, Py_ssize_t n) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)k[i]) * 1099511628211ULL;
+    return h;
 }
 
-static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_UNKNOWN_STR;
-
-/* The entries' services, tags and cells when the line's names are not the cached layout's:
- * each name a service the state holds (not _unattributed) of known region, each tag one the
- * tag set and the service hold already; the cells that exist (NULL: made after the checks).
- * 1: all found (new references in ent_acc, ent_tagobj; borrowed in ent_cell); 0: decline. */
-static int resolve(Py_ssize_t n, PyObject *services, PyObject *models, PyObject *bucket_cells, PyObject **names) {
-    Py_ssize_t i;
-    for (i = 0; i < n; i++)
-        names[i] = ent_acc[i] = ent_tagobj[i] = NULL;
-    int ok = 1;
-    for (i = 0; ok && i < n; i++) {
-        if (ent_klen[i] == 13 && memcmp(ent_key[i], "_unattributed", 13) == 0)
-            ok = 0;
-        else if ((names[i] = PyUnicode_FromStringAndSize(ent_key[i], ent_klen[i])) == NULL
-                 || (ent_tlen[i] && (ent_tagobj[i] = PyUnicode_FromStringAndSize(ent_tag[i], ent_tlen[i])) == NULL))
-            ok = -1;
-        if (ok != 1)
-            break;
-        /* an empty tag is no tag (the reference's accept_model(None)): nothing to count */
-        PyObject *acc = PyDict_GetItemWithError(services, names[i]);
-        PyObject *count = acc && ent_tagobj[i] ? PyDict_GetItemWithError(models, ent_tagobj[i]) : acc;
-        if (count == NULL || !PyObject_TypeCheck(acc, &ServiceSumsType) || (ent_tagobj[i] && !PyLong_CheckExact(count))) {
-            ok = PyErr_Occurred() ? -1 : 0;
-            break;
-        }
-        ent_acc[i] = Py_NewRef(acc);
-        PyObject *region = PyObject_GetAttr(acc, S_REGION_ATTR), *tags = region ? PyObject_GetAttr(acc, S_MODELS_ATTR) : NULL;
-        if (tags == NULL) {
-            Py_XDECREF(region);
-            ok = -1;
-            break;
-        }
-        int unknown = PyUnicode_Check(region) ? PyUnicode_Compare(region, S_UNKNOWN_STR) == 0 : 1;
-        int has = !ent_tagobj[i] ? 1 : PyDict_CheckExact(tags) ? PyDict_Contains(tags, ent_tagobj[i]) : 0;
-        Py_DECREF(region);
-        Py_DECREF(tags);
-        if (PyErr_Occurred() || has < 0) {
-            ok = -1;
-            break;
-        }
-        if (unknown || has != 1) {
-            ok = 0;
-            break;
-        }
-        ent_cell[i] = PyDict_GetItemWithError(bucket_cells, names[i]);
-        if (ent_cell[i] == NULL && PyErr_Occurred()) {
-            ok = -1;
-            break;
-        }
-        if (ent_cell[i] && !PyObject_TypeCheck(ent_cell[i], &ServiceSumsType)) {
-            ok = 0;
-            break;
-        }
+static Py_ssize_t slot_find(Folder *f, const char *k, Py_ssize_t n, uint64_t h) {
+    if (f->table_size == 0)
+        return -1;
+    Py_ssize_t mask = f->table_size - 1;
+    for (Py_ssize_t i = (Py_ssize_t)(h & mask);; i = (i + 1) & mask) {
+        Py_ssize_t v = f->table[i];
+        if (v == 0)
+            return -1;
+        Slot *sl = &f->slots[v - 1];
+        if (sl->hash == h && sl->len == n && memcmp(sl->key, k, n) == 0)
+            return v - 1;
     }
-    if (ok == 1) { /* a name twice (a duplicate JSON key): orjson keeps one; the long way */
-        PyObject **sorted = PyMem_Malloc(n * sizeof(PyObject *));
-        if (sorted == NULL)
-            ok = -1;
-        else {
-            memcpy(sorted, ent_acc, n * sizeof(PyObject *));
-            qsort(sorted, n, sizeof(PyObject *), ptr_order);
-            for (i = 1; ok == 1 && i < n; i++)
-                if (sorted[i] == sorted[i - 1])
-                    ok = 0;
-            PyMem_Free(sorted);
-        }
-    }
-    return ok;
 }
 
-static void release(Py_ssize_t n, PyObject **names) {
+static int table_put(Py_ssize_t *table, Py_ssize_t size, uint64_t h, Py_ssize_t value) {
+    Py_ssize_t mask = size - 1;
+    for (Py_ssize_t i = (Py_ssize_t)(h & mask);; i = (i + 1) & mask)
+        if (table[i] == 0) {
+            table[i] = value;
+            return 0;
+        }
+}
+
+/* A new slot for a service the state holds (acc, a new reference is taken): its index, -1 on error. */
+static Py_ssize_t slot_add(Folder *f, const char *k, Py_ssize_t n, uint64_t h, PyObject *name, PyObject *acc) {
+    if (f->nslots + 1 > f->slots_cap) {
+        Py_ssize_t cap = f->slots_cap ? f->slots_cap * 2 : 64;
+        Slot *x = PyMem_Realloc(f->slots, cap * sizeof(Slot));
+        if (x == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->slots = x;
+        f->slots_cap = cap;
+    }
+    if ((f->nslots + 1) * 2 > f->table_size) {
+        Py_ssize_t size = f->table_size ? f->table_size * 2 : 128;
+        Py_ssize_t *t = PyMem_Calloc(size, sizeof(Py_ssize_t));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < f->nslots; i++)
+            table_put(t, size, f->slots[i].hash, i + 1);
+        PyMem_Free(f->table);
+        f->table = t;
+        f->table_size = size;
+    }
+    PyObject *models = PyObject_GetAttr(acc, S_MODELS_ATTR), *region = models ? PyObject_GetAttr(acc, S_REGION_ATTR) : NULL;
+    char *key = region ? PyMem_Malloc(n ? n : 1) : NULL;
+    if (key == NULL) {
+        Py_XDECREF(models);
+        Py_XDECREF(region);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(key, k, n);
+    Slot *sl = &f->slots[f->nslots];
+    sl->key = key;
+    sl->len = n;
+    sl->hash = h;
+    sl->name = Py_NewRef(name);
+    sl->acc = Py_NewRef(acc);
+    sl->models = models;
+    sl->cell = NULL;
+    sl->gen = 0;
+    sl->tag = -1;
+    sl->region_known = PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+    Py_DECREF(region);
+    if (PyErr_Occurred()) {
+        PyMem_Free(key);
+        Py_DECREF(sl->name);
+        Py_DECREF(sl->acc);
+        Py_DECREF(models);
+        return -1;
+    }
+    table_put(f->table, f->table_size, h, f->nslots + 1);
+    return f->nslots++;
+}
+
+/* The tag's index in the Folder's tag table (added on first sight), -1: decline, -2: error. */
+static Py_ssize_t tag_index(Folder *f, const char *t, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < f->ntags; i++)
+        if (f->tags[i].len == n && memcmp(f->tags[i].text, t, n) == 0)
+            return i;
+    size_t cal_len = strlen(CAL_SUFFIX);
+    int cal = (size_t)n >= cal_len && memcmp(t + n - cal_len, CAL_SUFFIX, cal_len) == 0;
+    if (f->ntags >= MAX_TAGS || n > MAX_TAG_BYTES || (cal && (size_t)n == cal_len))
+        return -1; /* rejected by the tag set (counted by the reference) */
+    char *text = PyMem_Malloc(n);
+    PyObject *bare = text ? PyUnicode_DecodeUTF8(t, n - (cal ? (Py_ssize_t)cal_len : 0), NULL) : NULL;
+    if (bare == NULL) {
+        PyMem_Free(text);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -2;
+    }
+    memcpy(text, t, n);
+    Tag *g = &f->tags[f->ntags];
+    g->text = text;
+    g->len = n;
+    g->bare = bare;
+    g->cal = cal;
+    g->count = 0;
+    g->first = -1;
+    return f->ntags++;
+}
+
+/* Is the region text a clean name (non-empty, at most MAX_NAME_BYTES)? */
+static inline int clean_region(Py_ssize_t len) { return len > 0 && len <= MAX_NAME_BYTES; }
+
+static void folder_dealloc(Folder *f) {
+    for (Py_ssize_t i = 0; i < f->nslots; i++) {
+        Slot *sl = &f->slots[i];
+        PyMem_Free(sl->key);
+        Py_XDECREF(sl->name);
+        Py_XDECREF(sl->acc);
+        Py_XDECREF(sl->models);
+        Py_XDECREF(sl->cell);
+    }
+    for (Py_ssize_t i = 0; i < f->ntags; i++) {
+        PyMem_Free(f->tags[i].text);
+        Py_XDECREF(f->tags[i].bare);
+    }
+    PyMem_Free(f->slots);
+    PyMem_Free(f->table);
+    PyMem_Free(f->seen);
+    Py_XDECREF(f->services);
+    Py_XDECREF(f->models);
+    Py_XDECREF(f->regions);
+    Py_XDECREF(f->service_type);
+    Py_XDECREF(f->cell_type);
+    Py_XDECREF(f->enter);
+    Py_XDECREF(f->bucket);
+    Py_XDECREF(f->bucket_cells);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static PyObject *folder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *services, *models, *regions, *service_type, *cell_type, *enter;
+    Py_ssize_t max_services, max_models;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOnn:Folder", &PyDict_Type, &services, &PyDict_Type, &models, &PyDict_Type,
+                          &regions, &service_type, &cell_type, &enter, &max_services, &max_models))
+        return NULL;
+    Folder *f = (Folder *)type->tp_alloc(type, 0);
+    if (f == NULL)
+        return NULL;
+    f->services = Py_NewRef(services);
+    f->models = Py_NewRef(models);
+    f->regions = Py_NewRef(regions);
+    f->service_type = Py_NewRef(service_type);
+    f->cell_type = Py_NewRef(cell_type);
+    f->enter = Py_NewRef(enter);
+    f->max_services = max_services;
+    f->max_models = max_models;
+    return (PyObject *)f;
+}
+
+/* Phase A for the entries: each one's slot (or SLOT_NEW / SLOT_DROP) and tag decided, nothing
+ * of the state changed. 1: the line can be folded (*flags: FOLD_OVERFLOWED when an entry is
+ * dropped); 0: decline; -1: error. New names are left in ent_name (new references). */
+static int decide(Folder *f, const Raw *w, int *flags) {
+    Py_ssize_t n = w->n, room = f->max_services - PyDict_GET_SIZE(f->services), new_tags = 0;
+    size_t un_len = strlen(UNATTRIBUTED_NAME);
+    for (Py_ssize_t i = 0; i < f->ntags; i++)
+        f->tags[i].count = 0, f->tags[i].first = -1;
+    if (n * 2 > f->seen_size) {
+        Py_ssize_t size = 64;
+        while (size < n * 2)
+            size *= 2;
+        Py_ssize_t *x = PyMem_Realloc(f->seen, size * sizeof(Py_ssize_t));
+        if (x == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->seen = x;
+        f->seen_size = size;
+    }
+    memset(f->seen, 0, f->seen_size * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < n; i++)
+        ent_name[i] = NULL;
+    Py_ssize_t mask = f->seen_size - 1, first_use = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_XDECREF(names[i]);
-        Py_XDECREF(ent_acc[i]);
-        Py_XDECREF(ent_tagobj[i]);
-        names[i] = ent_acc[i] = ent_tagobj[i] = NULL;
+        const char *k = ent_key[i];
+        Py_ssize_t kl = ent_klen[i];
+        if (kl == 0 || kl > MAX_NAME_BYTES || ((size_t)kl == un_len && memcmp(k, UNATTRIBUTED_NAME, un_len) == 0))
+            return 0; /* an unusable name or _unattributed: the reference decides */
+        uint64_t h = ent_hash[i] = name_hash(k, kl);
+        for (Py_ssize_t j = (Py_ssize_t)(h & mask);; j = (j + 1) & mask) { /* a name twice: decline */
+            Py_ssize_t v = f->seen[j];
+            if (v == 0) {
+                f->seen[j] = i + 1;
+                break;
+            }
+            if (ent_hash[v - 1] == h && ent_klen[v - 1] == kl && memcmp(ent_key[v - 1], k, kl) == 0)
+                return 0;
+        }
+        /* the tag: an empty one is no tag (accept_model(None)) */
+        ent_tagi[i] = -1;
+        if (ent_tlen[i] > 0) {
+            Py_ssize_t t = tag_index(f, ent_tag[i], ent_tlen[i]);
+            if (t < 0)
+                return t == -2 ? -1 : 0;
+            Tag *g = &f->tags[t];
+            if (g->first < 0) {
+                g->first = first_use++;
+                PyObject *c = PyDict_GetItemWithError(f->models, g->bare);
+                if (c == NULL && PyErr_Occurred())
+                    return -1;
+                if (c != NULL && !PyLong_CheckExact(c))
+                    return 0;
+                new_tags += c == NULL;
+            }
+            g->count++;
+            ent_tagi[i] = t;
+        }
+        /* the service */
+        Py_ssize_t sl = slot_find(f, k, kl, h);
+        if (sl < 0) {
+            PyObject *name = PyUnicode_DecodeUTF8(k, kl, NULL);
+            if (name == NULL)
+                return -1;
+            PyObject *acc = PyDict_GetItemWithError(f->services, name);
+            if (acc == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(name);
+                    return -1;
+                }
+                if (room > 0) {
+                    room--;
+                    sl = SLOT_NEW;
+                } else {
+                    sl = SLOT_DROP;
+                    *flags |= FOLD_OVERFLOWED;
+                }
+                ent_name[i] = name; /* kept for phase B */
+            } else {
+                if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
+                    Py_DECREF(name);
+                    return 0;
+                }
+                sl = slot_add(f, k, kl, h, name, acc);
+                Py_DECREF(name);
+                if (sl < 0)
+                    return -1;
+                if (!PyDict_CheckExact(f->slots[sl].models))
+                    return 0;
+            }
+        }
+        ent_slot[i] = sl;
+        /* the region, where it is needed: a new service's, or one still "unknown" */
+        int needed = sl == SLOT_NEW;
+        if (sl >= 0 && !f->slots[sl].region_known) {
+            PyObject *region = PyObject_GetAttr(f->slots[sl].acc, S_REGION_ATTR);
+            if (region == NULL)
+                return -1;
+            int known = PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+            Py_DECREF(region);
+            if (PyErr_Occurred())
+                return -1;
+            f->slots[sl].region_known = known;
+            needed = !known;
+        }
+        if (needed && (w->region_map == REGIONS_OTHER || (w->region_map == REGIONS_POSITIONAL && ent_rlen[i] == -2)))
+            return 0;
     }
+    if (new_tags && PyDict_GET_SIZE(f->models) + new_tags > f->max_models)
+        return 0; /* a tag refused at the tag cap: the reference counts it */
+    return 1;
 }
 
-static PyObject *fold_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, "
-                                         "period_hi, services, models, bucket_cells, cell_type) takes 14 arguments");
+static void drop_names(Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(ent_name[i]);
+}
+
+/* The line's region for entry i as the reference reads it: clean_name(region_map.get(name))
+ * or "unknown" (a new reference). */
+static PyObject *entry_region(const Raw *w, Py_ssize_t i) {
+    if (w->region_map == REGIONS_POSITIONAL && ent_rlen[i] >= 0 && clean_region(ent_rlen[i]))
+        return PyUnicode_DecodeUTF8(ent_reg[i], ent_rlen[i], NULL);
+    return Py_NewRef(S_UNKNOWN_STR);
+}
+
+/* Phase B: the additions, in the reference's order. -1 on error (only). */
+static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long long *dropped, double *dropped_e,
+                 double *dropped_c, double *app_e, double *app_c, u128 *app_r) {
+    Py_ssize_t n = w->n;
+    if (bucket != f->bucket) { /* the slots' cells are another bucket's */
+        PyObject *cells = PyObject_GetAttr(bucket, S_SERVICES_ATTR);
+        if (cells == NULL)
+            return -1;
+        if (!PyDict_CheckExact(cells)) {
+            Py_DECREF(cells);
+            PyErr_SetString(PyExc_TypeError, "Folder: a bucket's services must be a dict");
+            return -1;
+        }
+        Py_XSETREF(f->bucket, Py_NewRef(bucket));
+        Py_XSETREF(f->bucket_cells, cells);
+        f->gen++;
+    }
+    /* the tag set: each tag's occurrences, new tags in order of first use */
+    for (Py_ssize_t order = 0;; order++) {
+        Tag *g = NULL;
+        for (Py_ssize_t t = 0; t < f->ntags && g == NULL; t++)
+            if (f->tags[t].first == order)
+                g = &f->tags[t];
+        if (g == NULL)
+            break;
+        PyObject *old = PyDict_GetItemWithError(f->models, g->bare);
+        if (old == NULL && PyErr_Occurred())
+            return -1;
+        PyObject *add = PyLong_FromSsize_t(g->count), *sum = add && old ? PyNumber_Add(old, add) : Py_XNewRef(add);
+        int rc = sum ? PyDict_SetItem(f->models, g->bare, sum) : -1;
+        Py_XDECREF(add);
+        Py_XDECREF(sum);
+        if (rc < 0)
+            return -1;
+        if (g->cal)
+            *flags |= FOLD_CALIBRATED;
+    }
+    /* services: made, their tags, their regions; then their cells; entry order throughout */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t sl = ent_slot[i];
+        if (sl == SLOT_DROP)
+            continue;
+        if (sl == SLOT_NEW) {
+            PyObject *region = entry_region(w, i);
+            PyObject *acc = region ? PyObject_CallOneArg(f->service_type, region) : NULL;
+            Py_XDECREF(region);
+            if (acc == NULL)
+                return -1;
+            if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
+                Py_DECREF(acc);
+                PyErr_SetString(PyExc_TypeError, "Folder: service_type does not make a ServiceSums");
+                return -1;
+            }
+            int rc = PyDict_SetItem(f->services, ent_name[i], acc);
+            sl = rc < 0 ? -1 : slot_add(f, ent_key[i], ent_klen[i], ent_hash[i], ent_name[i], acc);
+            Py_DECREF(acc);
+            if (sl < 0)
+                return -1;
+            ent_slot[i] = sl;
+            if (!PyDict_CheckExact(f->slots[sl].models)) {
+                PyErr_SetString(PyExc_TypeError, "Folder: a service's models must be a dict");
+                return -1;
+            }
+        }
+        Slot *s = &f->slots[sl];
+        Py_ssize_t t = ent_tagi[i];
+        if (t >= 0 && s->tag != t) {
+            if (PyDict_SetDefault(s->models, f->tags[t].bare, Py_None) == NULL)
+                return -1;
+            s->tag = t;
+        }
+        if (!s->region_known) { /* first known region wins */
+            PyObject *region = entry_region(w, i);
+            int rc = region ? PyObject_SetAttr(s->acc, S_REGION_ATTR, region) : -1;
+            s->region_known = rc == 0 && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+            Py_XDECREF(region);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t sl = ent_slot[i];
+        if (sl < 0)
+            continue;
+        Slot *s = &f->slots[sl];
+        if (s->cell != NULL && s->gen == f->gen)
+            continue;
+        PyObject *cell = PyDict_GetItemWithError(f->bucket_cells, s->name);
+        if (cell != NULL) {
+            Py_INCREF(cell);
+        } else {
+            if (PyErr_Occurred() || (cell = PyObject_CallNoArgs(f->cell_type)) == NULL)
+                return -1;
+            if (!PyObject_TypeCheck(cell, &ServiceSumsType) || PyDict_SetItem(f->bucket_cells, s->name, cell) < 0) {
+                Py_DECREF(cell);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "Folder: cell_type does not make a ServiceSums");
+                return -1;
+            }
+        }
+        if (!PyObject_TypeCheck(cell, &ServiceSumsType)) {
+            Py_DECREF(cell);
+            PyErr_SetString(PyExc_TypeError, "Folder: a bucket's cell is not a ServiceSums");
+            return -1;
+        }
+        Py_XSETREF(s->cell, cell);
+        s->gen = f->gen;
+    }
+    /* the sums: _credit_raw / _credit_mixed */
+    BucketSumsObj *b = (BucketSumsObj *)bucket;
+    double ae = 0.0, ac = 0.0;
+    u128 ar = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double e = ent_e[i], c = ent_c[i];
+        long long r = w->has_requests ? ent_r[i] : 0;
+        ae += e;
+        ac += c;
+        ar += (u128)r;
+        Py_ssize_t sl = ent_slot[i];
+        if (sl < 0) {
+            *dropped += 1;
+            *dropped_e += e;
+            *dropped_c += c;
+            b->dropped_energy += e;
+            b->dropped_carbon += c;
+            continue;
+        }
+        Sums *acc = (Sums *)f->slots[sl].acc, *cell = (Sums *)f->slots[sl].cell;
+        acc->energy += e;
+        acc->carbon += c;
+        count_set(&acc->count, count_get(&acc->count) + (u128)r);
+        acc->n += 1;
+        cell->energy += e;
+        cell->carbon += c;
+        count_set(&cell->count, count_get(&cell->count) + (u128)r);
+    }
+    if (w->rows_plain) {
+        for (Py_ssize_t i = 0; i < w->rows; i++) {
+            Sums *acc = (Sums *)w->row_acc[i];
+            acc->n += 1;
+            count_set(&acc->count, count_get(&acc->count) + (u128)w->row_io[i]);
+            acc->energy += w->row_e[i];
+            acc->carbon += w->row_c[i] / 1000.0;
+        }
+    }
+    *app_e = ae;
+    *app_c = ac;
+    *app_r = ar;
+    return 0;
+}
+
+static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, "
+                                         "dropped_carbon) takes 8 arguments");
         return NULL;
     }
-    PyObject *names = args[1], *tags = args[2], *targets = args[3], *cells = args[4], *regions = args[5];
-    PyObject *services = args[10], *models = args[11], *bucket_cells = args[12], *cell_type = args[13];
-    double lo = PyFloat_AsDouble(args[6]), hi = PyFloat_AsDouble(args[7]);
-    double plo = PyFloat_AsDouble(args[8]), phi = PyFloat_AsDouble(args[9]);
+    double lo = PyFloat_AsDouble(args[1]), hi = PyFloat_AsDouble(args[2]);
+    double plo = PyFloat_AsDouble(args[4]), phi = PyFloat_AsDouble(args[5]);
+    double dropped_e = PyFloat_AsDouble(args[6]), dropped_c = PyFloat_AsDouble(args[7]);
     if (PyErr_Occurred())
         return NULL;
-    if (!PyDict_CheckExact(regions) || !PyDict_CheckExact(services) || !PyDict_CheckExact(models)
-        || (bucket_cells != Py_None && !PyDict_CheckExact(bucket_cells))) {
-        PyErr_SetString(PyExc_TypeError, "fold_raw: regions, services, models and the bucket's cells must be dicts");
-        return NULL;
-    }
-    Py_ssize_t layout_n = -1; /* the cached layout, when there is one the C fold can take */
-    if (names != Py_None) {
-        if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(tags) || PyTuple_GET_SIZE(tags) != PyTuple_GET_SIZE(names)
-            || !sums_list(targets, PyTuple_GET_SIZE(names)) || !sums_list(cells, PyTuple_GET_SIZE(names))) {
-            PyErr_SetString(PyExc_TypeError, "fold_raw: one tag, one ServiceSums target and one cell per name");
-            return NULL;
-        }
-        layout_n = PyTuple_GET_SIZE(names);
-        for (Py_ssize_t i = 0; i < layout_n; i++)
-            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(tags, i)))
-                layout_n = -1; /* a tag that is not a string: compared as objects, the long way */
-    }
+    PyObject *bucket = args[3];
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     Raw w;
     memset(&w, 0, sizeof w);
     w.n = -1;
-    w.regions = regions;
+    w.rows_plain = 1;
+    w.regions = f->regions;
     Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
     int ok = raw_line(&s, &w);
     if (PyErr_Occurred()) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    /* in the period and in the cached bucket */
-    if (!ok || w.n <= 0 || !(plo <= w.start && w.start < phi) || !(lo <= w.start && w.start < hi)) {
+    if (!ok || w.n <= 0 || !(plo <= w.start && w.start < phi)) {
         PyBuffer_Release(&view);
+        f->declined++;
         Py_RETURN_NONE;
     }
-    Py_ssize_t n = w.n;
-    int same = layout_n == n;
-    for (Py_ssize_t i = 0; same && i < n; i++)
-        same = str_is(PyTuple_GET_ITEM(names, i), ent_key[i], ent_klen[i])
-               && str_is(PyTuple_GET_ITEM(tags, i), ent_tag[i], ent_tlen[i]);
-    PyObject **made = NULL; /* the names of the entries (free mode) */
-    if (!same) {
-        if (bucket_cells == Py_None || (made = PyMem_Calloc(n, sizeof(PyObject *))) == NULL) {
+    int flags = 0;
+    ok = decide(f, &w, &flags);
+    if (ok <= 0) {
+        drop_names(w.n);
+        PyBuffer_Release(&view);
+        if (ok < 0)
+            return NULL;
+        f->declined++;
+        Py_RETURN_NONE;
+    }
+    /* checked: from here on the state changes. The window's bucket first (enter_bucket). */
+    PyObject *entered = NULL;
+    if (!(lo <= w.start && w.start < hi) || bucket == Py_None) {
+        PyObject *start = PyFloat_FromDouble(w.start);
+        entered = start ? PyObject_CallOneArg(f->enter, start) : NULL;
+        Py_XDECREF(start);
+        if (entered == NULL || !PyTuple_Check(entered) || PyTuple_GET_SIZE(entered) != 3) {
+            if (entered != NULL)
+                PyErr_SetString(PyExc_TypeError, "Folder: enter(start) must return (lo, hi, bucket)");
+            Py_XDECREF(entered);
+            drop_names(w.n);
             PyBuffer_Release(&view);
-            if (bucket_cells == Py_None)
-                Py_RETURN_NONE;
-            return PyErr_NoMemory();
+            return NULL;
         }
-        int found = resolve(n, services, models, bucket_cells, made);
-        for (Py_ssize_t i = 0; found == 1 && i < n; i++) { /* checked: the missing cells, in entry order */
-            if (ent_cell[i] != NULL)
-                continue;
-            PyObject *cell = PyObject_CallNoArgs(cell_type);
-            if (cell == NULL || !PyObject_TypeCheck(cell, &ServiceSumsType) || PyDict_SetItem(bucket_cells, made[i], cell) < 0)
-                found = -1;
-            if (found == -1 && !PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "fold_raw: cell_type does not make a ServiceSums");
-            ent_cell[i] = cell; /* the bucket's dict holds it */
-            Py_XDECREF(cell);
-        }
-        for (Py_ssize_t i = 0; found == 1 && i < n; i++) { /* the tag set: one more occurrence per entry */
-            if (ent_tagobj[i] == NULL)
-                continue;
-            PyObject *old = PyDict_GetItemWithError(models, ent_tagobj[i]);
-            PyObject *sum = old ? PyNumber_Add(old, ONE) : NULL;
-            if (sum == NULL || PyDict_SetItem(models, ent_tagobj[i], sum) < 0)
-                found = -1;
-            Py_XDECREF(sum);
-        }
-        if (found != 1) {
-            release(n, made);
-            PyMem_Free(made);
-            PyBuffer_Release(&view);
-            return found < 0 ? NULL : Py_NewRef(Py_None);
-        }
+        bucket = PyTuple_GET_ITEM(entered, 2);
     }
-    double app_energy = 0.0, app_carbon = 0.0;
-    u128 app_requests = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Sums *acc = (Sums *)(same ? PyList_GET_ITEM(targets, i) : ent_acc[i]);
-        Sums *cell = (Sums *)(same ? PyList_GET_ITEM(cells, i) : ent_cell[i]);
-        long long r = w.has_requests ? ent_r[i] : 0;
-        acc->energy += ent_e[i];
-        acc->carbon += ent_c[i];
-        count_set(&acc->count, count_get(&acc->count) + (u128)r);
-        acc->n += 1;
-        cell->energy += ent_e[i];
-        cell->carbon += ent_c[i];
-        count_set(&cell->count, count_get(&cell->count) + (u128)r);
-        app_energy += ent_e[i];
-        app_carbon += ent_c[i];
-        app_requests += (u128)r;
-    }
-    if (made) {
-        release(n, made);
-        PyMem_Free(made);
-    }
-    for (Py_ssize_t i = 0; i < w.rows; i++) {
-        Sums *acc = (Sums *)w.row_acc[i];
-        acc->n += 1;
-        count_set(&acc->count, count_get(&acc->count) + (u128)w.row_io[i]);
-        acc->energy += w.row_e[i];
-        acc->carbon += w.row_c[i] / 1000.0;
-    }
-    PyObject *meta = w.meta_object ? PyBytes_FromStringAndSize(w.meta, w.meta_len) : Py_NewRef(Py_None);
-    PyObject *hash = w.hash_ok ? PyUnicode_FromStringAndSize(w.hash, w.hash_len) : Py_NewRef(EMPTY_STR);
-    PyObject *req = u128_to_py(app_requests ? app_requests : (u128)w.traces);
-    PyBuffer_Release(&view);
-    if (meta == NULL || hash == NULL || req == NULL) {
-        Py_XDECREF(meta); Py_XDECREF(hash); Py_XDECREF(req);
+    if (!PyObject_TypeCheck(bucket, &BucketSumsType)) {
+        PyErr_SetString(PyExc_TypeError, "Folder: the bucket must be a BucketSums");
+        Py_XDECREF(entered);
+        drop_names(w.n);
+        PyBuffer_Release(&view);
         return NULL;
     }
+    long long dropped = 0;
+    double app_e, app_c;
+    u128 app_r;
+    int rc = apply(f, &w, bucket, &flags, &dropped, &dropped_e, &dropped_c, &app_e, &app_c, &app_r);
+    drop_names(w.n);
+    if (rc < 0) {
+        Py_XDECREF(entered);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    f->folded++;
+    PyObject *meta = w.meta_object ? PyBytes_FromStringAndSize(w.meta, w.meta_len) : Py_NewRef(Py_None);
+    PyObject *rows = !w.rows_plain ? PyBytes_FromStringAndSize(w.rows_text, w.rows_len) : Py_NewRef(Py_None);
+    PyObject *hash = w.hash_ok ? PyUnicode_DecodeUTF8(w.hash, w.hash_len, NULL) : Py_NewRef(EMPTY_STR);
+    PyObject *req = u128_to_py(app_r ? app_r : (u128)w.traces);
     PyObject *end = w.has_end ? PyFloat_FromDouble(w.end) : Py_NewRef(Py_None);
     PyObject *root = w.has_root ? PyLong_FromLongLong(w.root_spans) : Py_NewRef(Py_None);
     PyObject *without = w.has_without ? PyFloat_FromDouble(w.without) : Py_NewRef(Py_None);
-    if (end == NULL || root == NULL || without == NULL) {
-        Py_XDECREF(end); Py_XDECREF(root); Py_XDECREF(without);
-        Py_DECREF(meta); Py_DECREF(hash); Py_DECREF(req);
-        return NULL;
-    }
-    /* N steals: the new references above; the last item says whether the cached layout was used */
-    return Py_BuildValue("(dN(ddNLdddONNNN)O)", w.start, end, app_energy, app_carbon, req, w.traces, w.embodied,
-                         w.database, w.messaging, Py_None, root, without, meta, hash, same ? Py_True : Py_False);
+    PyBuffer_Release(&view);
+    PyObject *out = NULL;
+    if (meta && rows && hash && req && end && root && without)
+        out = Py_BuildValue("(dOOddOLdddOOOOOLddi)", w.start, end, bucket, app_e, app_c, req, w.traces, w.embodied,
+                            w.database, w.messaging, root, without, meta, rows, hash, dropped, dropped_e, dropped_c,
+                            flags);
+    Py_XDECREF(meta); Py_XDECREF(rows); Py_XDECREF(hash); Py_XDECREF(req);
+    Py_XDECREF(end); Py_XDECREF(root); Py_XDECREF(without);
+    Py_XDECREF(entered);
+    return out;
 }
+
+static PyMethodDef folder_methods[] = {
+    {"fold", (PyCFunction)(void (*)(void))folder_fold, METH_FASTCALL,
+     "fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, dropped_carbon) -> tuple | None\n\n"
+     "Fold one line straight from its bytes (see _fold.c, \"the Folder\"), or None having changed nothing."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef folder_members[] = {
+    {"folded", T_LONGLONG, offsetof(Folder, folded), READONLY, "lines folded from their bytes"},
+    {"declined", T_LONGLONG, offsetof(Folder, declined), READONLY, "lines declined (folded the long way)"},
+    {NULL},
+};
+
+static PyTypeObject FolderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aggregator._fold.Folder",
+    .tp_doc = "Folds one state's lines straight from their bytes (see _fold.c, \"the Folder\").",
+    .tp_basicsize = sizeof(Folder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = folder_new,
+    .tp_dealloc = (destructor)folder_dealloc,
+    .tp_methods = folder_methods,
+    .tp_members = folder_members,
+};
 
 /* The scanner's pieces alone, for tests/aggregator/test_fold_numbers.py: whether a text is one
  * JSON value the skip accepts, and the figure the scan reads from a number token. */
@@ -1983,11 +2516,6 @@ static PyMethodDef methods[] = {
      "window_start(rec) -> float\n\n"
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
-    {"fold_raw", (PyCFunction)(void (*)(void))fold_raw, METH_FASTCALL,
-     "fold_raw(raw, names, tags, targets, cells, regions, lo, hi, period_lo, period_hi, services, models,\n"
-     "         bucket_cells, cell_type) -> tuple | None\n\n"
-     "fold_plain straight from a line's bytes (see _fold.c): (start, end, deltas, layout used) if folded, None\n"
-     "having changed nothing otherwise."},
     {"scan_value", (PyCFunction)scan_value, METH_O,
      "scan_value(text) -> bool\n\nWhether text is one JSON value the byte scan skips (orjson must read it too)."},
     {"scan_number", (PyCFunction)scan_number, METH_O,
@@ -2005,7 +2533,8 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fold(void) {
-    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0 || PyType_Ready(&BucketSumsType) < 0)
+    if (PyType_Ready(&ServiceSumsType) < 0 || PyType_Ready(&RegionSumsType) < 0 || PyType_Ready(&BucketSumsType) < 0
+        || PyType_Ready(&FolderType) < 0)
         return NULL;
     for (int c = 0x20; c < 0x80; c++)
         PLAIN[c] = c != '"' && c != '\\';
@@ -2017,15 +2546,19 @@ PyMODINIT_FUNC PyInit__fold(void) {
     if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ONE = PyLong_FromLong(1)) == NULL
         || (S_REGION_ATTR = PyUnicode_InternFromString("region")) == NULL
         || (S_MODELS_ATTR = PyUnicode_InternFromString("models")) == NULL
+        || (S_SERVICES_ATTR = PyUnicode_InternFromString("services")) == NULL
         || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
     if (PyModule_AddIntConstant(m, "FOLD_VERSION", FOLD_VERSION) < 0
+        || PyModule_AddIntConstant(m, "FOLD_OVERFLOWED", FOLD_OVERFLOWED) < 0
+        || PyModule_AddIntConstant(m, "FOLD_CALIBRATED", FOLD_CALIBRATED) < 0
         || PyModule_AddObjectRef(m, "ServiceSums", (PyObject *)&ServiceSumsType) < 0
         || PyModule_AddObjectRef(m, "RegionSums", (PyObject *)&RegionSumsType) < 0
-        || PyModule_AddObjectRef(m, "BucketSums", (PyObject *)&BucketSumsType) < 0) {
+        || PyModule_AddObjectRef(m, "BucketSums", (PyObject *)&BucketSumsType) < 0
+        || PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

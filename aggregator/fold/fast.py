@@ -1,21 +1,28 @@
 """The seam: which fold runs. ``fold_line`` is the reference fold with the C accelerator in
 front of it where the extension is built; ``ACCELERATED`` says whether it is.
 
-A current archive's lines almost all look like the one before them: the same services with the
-same tags, no host rows, clean figures. For such a line the state's cached layout (the
-services' accumulators and their cells in the current time bucket) is handed to the C
-``fold_plain`` (``_fold.c``), which checks the line against it and adds the per-service sums,
-or changes nothing and declines; the window's deltas it returns are added to the totals by the
-reference fold's own functions. Everything else - a new layout (the service set changed), a
-new time bucket, a leaf the sanitiser must count, host rows, measured ratios, a backfilled or a
-v1.0 line - is folded by the reference (``reference.py``), which the accelerator is held to
-byte for byte (tests/aggregator/test_fold_accel.py). Without the build (``ext.EXT`` is None)
-``fold_line`` *is* the reference.
+Two C paths, both held to the reference (``reference.py``) byte for byte
+(tests/aggregator/test_fold_accel*.py, test_fold_c_edges.py):
+
+- **from the bytes** (:func:`fold_raw`, the engine's first try for every line): a per-file C
+  ``Folder`` (:func:`folder`) scans the line, reading only what the fold needs and checking that
+  the rest is JSON orjson reads the same way, and folds a runtime window into the state's
+  services, cells, tags and regions - whatever its service set: the previous window's, another,
+  new services (made as the reference makes them), services past the cap (dropped into the
+  "(other)" row), a new time bucket. The window's totals are then added here by the reference's
+  own functions. No ``orjson.loads``.
+- **from the loaded line** (``fold_plain``): a line the byte path declined but whose layout is
+  the state's cached one is checked and summed in C on the dict.
+
+Everything else - a leaf the sanitiser must count, host rows, measured ratios, a backfilled or
+a v1.0 line, a name twice - is folded by the reference. Without the build (``ext.EXT`` is
+None) ``fold_line`` *is* the reference and there is no byte path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import orjson
 
@@ -25,15 +32,16 @@ from aggregator.fold.reference import (
     add_window,
     add_window_counts,
     count_tags,
+    enter_bucket,
     fold_regions,
     note_methodology,
 )
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
-from aggregator.fold.sums import Bucket, Cell, Layout
+from aggregator.fold.sums import Bucket, Cell, Layout, ServiceAcc
 
-#: Folds a line from its bytes if it can: (state, raw, period start, period end) -> (start, end, hash) | None.
-RawFold = Callable[[AggregateState, "bytes | memoryview", float, float], "tuple[float, float | None, str] | None"]
+#: Folds a line from its bytes if it can: (folder, state, raw, period start, period end) -> (start, end, hash) | None.
+RawFold = Callable[[object, AggregateState, "bytes | memoryview", float, float], "tuple[float, float | None, str] | None"]
 
 #: Whether the C accelerator is in use (a test asserts it is, so a broken build fails loudly).
 ACCELERATED = EXT is not None
@@ -80,43 +88,61 @@ def _fold_line_accelerated(state: AggregateState, rec: dict, start: float, locat
     return fold_line_reference(state, rec, start, location, strict)
 
 
-def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float,
+def folder(state: AggregateState) -> object | None:
+    """A C ``Folder`` for ``state`` (``_fold.c``, "the Folder"): it folds lines straight from
+    their bytes into the state's services, cells, tags and regions, with its own table of the
+    services it has met; one per fold of a file (``engines.fold_lines``). None without the build."""
+    if EXT is None:
+        return None
+    return EXT.Folder(state.services, state.models, state.regions, ServiceAcc, Cell, partial(_enter, state),
+                      state.max_services, state.max_models)
+
+
+def _enter(state: AggregateState, start: float) -> tuple:
+    """Make the bucket holding ``start`` the current one (the reference's enter_bucket)."""
+    enter_bucket(state, start)
+    return state._bcache
+
+
+def fold_raw(fold: object, state: AggregateState, raw: bytes | memoryview, period_lo: float,
              period_hi: float) -> tuple[float, float | None, str] | None:
-    """Fold a plain line straight from its bytes when its window starts in the period and in
-    the cached time bucket: ``(start, end, hash)``; else ``None`` having changed nothing (the
-    caller then loads it and calls :func:`fold_line`). Its services are the cached layout's
-    when they are its names with its tags; else each is looked up (it must be one the state
-    holds, of known region, with a tag the tag set and the service hold), so a window whose
-    service set changed is folded here too. The C scan reads only what the fold needs and
-    checks that the rest is JSON orjson reads the same way (``_fold.c``, "from the bytes")."""
+    """Fold a runtime line straight from its bytes with ``fold`` (:func:`folder` of ``state``)
+    when its window starts in the period: ``(start, end, hash)``; else ``None`` having changed
+    nothing (the caller then loads it and calls :func:`fold_line`). The C scan reads only what
+    the fold needs and checks that the rest is JSON orjson reads the same way; its services may
+    be new, change from line to line or be past the service cap (``_fold.c``, "the Folder");
+    the window's totals are added here by the reference's own functions, in its order."""
     lo, hi, bucket = state._bcache
-    layout: Layout | None = state._last_layout  # type: ignore[assignment]
-    if layout is not None and (layout.cells_for is not bucket or not layout.simple or layout.unknown or layout.hosts):
-        layout = None
-    got = _raw(raw, *((layout.names, layout.tags, layout.targets, layout.cells) if layout is not None else _NO_LAYOUT),
-               state.regions, lo, hi, period_lo, period_hi, state.services, state.models,
-               bucket.services if bucket is not None else None, Cell)
+    got = fold.fold(raw, lo, hi, bucket, period_lo, period_hi, state.dropped_energy, state.dropped_carbon)  # type: ignore[attr-defined]
     if got is None:
         return None
-    start, end, deltas, cached = got
-    block = deltas[10]  # the methodology's bytes (a non-empty object), or None
-    meta = None
+    (start, end, bucket, app_energy, app_carbon, requests, traces, embodied, database, messaging, root, without,
+     block, rows, line_hash, dropped, dropped_energy, dropped_carbon, flags) = got
+    state.runtime_windows += 1
+    if dropped:  # entries past the service cap (reference._drop, in entry order in C)
+        state.dropped_services += dropped
+        state.dropped_energy, state.dropped_carbon = dropped_energy, dropped_carbon
+    if flags:
+        if flags & EXT.FOLD_OVERFLOWED:  # type: ignore[union-attr]
+            state.overflowed = True
+        if flags & EXT.FOLD_CALIBRATED:  # type: ignore[union-attr]
+            state.calibration_applied = True
+    add_totals(state, bucket, app_energy + 0.0, app_carbon, requests)  # + host energy: none
+    add_window(state, bucket, start, 0.0, embodied, database, messaging)
+    add_window_counts(state, traces, root, without, fold_regions(state, orjson.loads(rows)) if rows else 0.0)
     if block is not None and block != state._last_meta_raw:  # the same bytes: noted already
-        meta = orjson.loads(block)
+        note_methodology(state, orjson.loads(block))
         state._last_meta_raw = block
-    return start, end, add_deltas(state, layout if cached else None, bucket, start, deltas, meta)
-
-
-_NO_LAYOUT = (None, None, None, None)
+    return start, end, line_hash
 
 
 if EXT is not None:
-    _plain, _raw = EXT.fold_plain, EXT.fold_raw
+    _plain = EXT.fold_plain
     fold_line = _fold_line_accelerated
     RAW_FOLD: RawFold | None = fold_raw
 else:
     fold_line = fold_line_reference
     RAW_FOLD = None
 
-__all__ = ["ACCELERATED", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw",
+__all__ = ["ACCELERATED", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw", "folder",
            "usable_layout"]

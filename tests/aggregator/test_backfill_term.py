@@ -26,7 +26,7 @@ from aggregator import synth
 from aggregator.engines import fold_lines, run_dask, run_local
 from aggregator.files import discover
 from aggregator.fold.ext import EXT
-from aggregator.fold.fast import fold_line
+from aggregator.fold.fast import fold_line, fold_raw, folder
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.rules import is_backfill
 from aggregator.fold.state import AggregateState
@@ -106,8 +106,11 @@ def test_the_accelerator_hands_a_backfilled_line_to_the_reference_unchanged():
     lines = [_plain(0, False), _plain(1, False), _plain(2, True), _plain(3, False)]
     assert EXT is not None
     state = AggregateState()
-    fold_lines(lines[:2], "a/w.jsonl", "a", EVERYTHING, state=state)  # the layout is cached now
+    # the reference caches the layout fold_plain is handed (the byte path caches none)
+    fold_lines(lines[:2], "a/w.jsonl", "a", EVERYTHING, state=state, fold=fold_line_reference)
     before = pickle.dumps(state)
+    assert fold_raw(folder(state), state, lines[2], EVERYTHING.start, EVERYTHING.end) is None  # from the bytes: declined
+    assert pickle.dumps(state) == before
     rec = orjson.loads(lines[2])
     assert EXT.fold_plain(rec, *plain_args(state, window_start(rec))) is None  # declined ...
     assert pickle.dumps(state) == before  # ... having changed nothing

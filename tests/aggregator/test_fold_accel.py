@@ -186,7 +186,9 @@ def _plain(i: int, energy: object = 0.25) -> dict:
 def test_a_plain_line_after_one_of_the_same_layout_is_summed_in_c_exactly():
     assert EXT is not None
     state = AggregateState()
-    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    # the first line by the reference: it caches the layout fold_plain is handed
+    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state,
+               fold=fold_line_reference)
     rec = orjson.loads(orjson.dumps(_plain(1)))
     before = (state.energy, state.requests, state.windows)
     got = EXT.fold_plain(rec, *plain_args(state, window_start(rec)))
@@ -203,7 +205,9 @@ def test_a_plain_line_after_one_of_the_same_layout_is_summed_in_c_exactly():
 def test_the_c_fold_changes_nothing_when_it_declines():
     assert EXT is not None
     state = AggregateState()
-    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+    # the first line by the reference: it caches the layout fold_plain is handed
+    fold_lines([orjson.dumps(_plain(0))], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state,
+               fold=fold_line_reference)
     before = pickle.dumps(state)
     for path, value in [(("green_summary", "energy_kwh"), -1.0),  # window-level: the reference counts it
                         (("green_summary", "per_service_energy_kwh", "a"), -1.0),  # so is a leaf
@@ -396,7 +400,7 @@ def test_folding_the_same_hostile_lines_again_and_again_leaks_no_reference_and_n
     def fold_all() -> None:
         fold_lines(lines, "agent-a/w.jsonl", "agent-a", EVERYTHING, state=AggregateState())
         state = AggregateState()
-        fold_lines(lines[:1], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state)
+        fold_lines(lines[:1], "agent-a/w.jsonl", "agent-a", EVERYTHING, state=state, fold=fold_line_reference)
         for rec in recs:
             EXT.fold_plain(rec, *plain_args(state, EXT.window_start(rec)))
 
@@ -467,26 +471,33 @@ def test_a_deeply_nested_methodology_block_is_folded_not_fatal(depth):
 
 def test_the_agents_own_lines_are_folded_straight_from_their_bytes():
     # lines of the shape a real agent writes (bench/agent_lines.py, held to a real agent's
-    # lines by test_bench_lines.py): once their services are known, each is folded by the C
-    # scan of its bytes (no orjson.loads), whether its service set is the previous window's
-    # or not, and the report is the reference's, byte for byte
+    # lines by test_bench_lines.py): every one is folded by the C scan of its bytes (no
+    # orjson.loads) - the first of a fresh state (new services, new regions, a new bucket), one
+    # whose service set is not the previous window's, one past the service cap (its entries
+    # dropped) - and the report is the reference's, byte for byte
     import sys
     from pathlib import Path
 
     repo = str(Path(__file__).resolve().parents[2])
     if repo not in sys.path:  # bench is not an installed package
         sys.path.append(repo)
-    from aggregator.fold.fast import fold_raw
+    from aggregator.fold.fast import fold_raw, folder
     from bench.agent_lines import replicate, window_bodies
 
     first_ns = int(T0.timestamp()) * 10**9
     # ten services in every window; then 30 of 45 services, a different draw every window
-    for bodies, known in ((window_bodies(10, 2), 1), (window_bodies(30, 4, changing=True), 4)):
+    for bodies in (window_bodies(10, 2), window_bodies(30, 4, changing=True)):
         lines = [raw.rstrip(b"\n") for raw in replicate(bodies, "agent-a", 30, first_ns)]
-        state = AggregateState()
-        fold_lines(lines[:known], "agent-a/w.jsonl", "agent-a", HOURS, state=state)  # the services are known now
-        for raw in lines[known:]:
-            rec = orjson.loads(raw)
-            got = fold_raw(state, raw, HOURS.start, HOURS.end)
-            assert got == (window_start(rec), EXT.window_end(rec), rec["hash"])
+        for caps in ({}, {"max_services": 20}):
+            state = AggregateState(**caps)
+            state.set_grid(HOURS)
+            byte_folder = folder(state)
+            for raw in lines:
+                rec = orjson.loads(raw)
+                got = fold_raw(byte_folder, state, raw, HOURS.start, HOURS.end)
+                assert got == (window_start(rec), EXT.window_end(rec), rec["hash"])
+            assert byte_folder.folded == len(lines) and byte_folder.declined == 0
+            wide = len(bodies[0]["green_summary"]["per_service_energy_kwh"]) > 20
+            assert (state.dropped_services > 0) == bool(caps and wide)  # the "(other)" row, from the bytes
+            assert _fold(lines, **caps)[0] == _fold(lines, fold_line_reference, **caps)[0]
         assert _fold(lines)[0] == _fold(lines, fold_line_reference)[0]

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from aggregator.engines import fold_lines
 from aggregator.fold.ext import EXT
-from aggregator.fold.fast import add_deltas, fold_raw, usable_layout
+from aggregator.fold.fast import add_deltas, fold_raw, folder, usable_layout
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.reference import process_window
 from aggregator.fold.rules import is_backfill
@@ -312,6 +312,7 @@ def _driver(lines: list[bytes], caps: dict) -> int:
     adds, and a line it declines must leave the state untouched. Returns how many lines the C
     fold took."""
     c, g, taken = _state(caps), _state(caps), 0
+    byte_folder = folder(c)
     for raw in lines:
         try:
             rec = orjson.loads(raw)
@@ -323,7 +324,7 @@ def _driver(lines: list[bytes], caps: dict) -> int:
         _zero_sums(g)
         process_window(g, parse_window(rec, start, g.tally), "agent-a/w.jsonl")
         before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
-        from_bytes = fold_raw(c, raw, HOURS.start, HOURS.end)  # straight from the bytes
+        from_bytes = fold_raw(byte_folder, c, raw, HOURS.start, HOURS.end)  # straight from the bytes
         if from_bytes is not None:
             taken += 1
             assert from_bytes == (start, EXT.window_end(rec), w.line_hash)
