@@ -71,7 +71,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
                 continue
             # the common line, folded straight from its bytes (start, end, hash), or None
-            got = raw_fold(byte_folder, state, raw, lo, hi) if raw_fold is not None else None
+            got = raw_fold(state, raw, lo, hi, byte_folder) if raw_fold is not None else None
             if got is not None:
                 start, end, line_hash = got
                 last_hash = line_hash

@@ -40,8 +40,8 @@ from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
 from aggregator.fold.sums import Bucket, Cell, Layout, ServiceAcc
 
-#: Folds a line from its bytes if it can: (folder, state, raw, period start, period end) -> (start, end, hash) | None.
-RawFold = Callable[[object, AggregateState, "bytes | memoryview", float, float], "tuple[float, float | None, str] | None"]
+#: Folds a line from its bytes if it can: (state, raw, period start, period end, folder) -> (start, end, hash) | None.
+RawFold = Callable[[AggregateState, "bytes | memoryview", float, float, object], "tuple[float, float | None, str] | None"]
 
 #: Whether the C accelerator is in use (a test asserts it is, so a broken build fails loudly).
 ACCELERATED = EXT is not None
@@ -104,14 +104,17 @@ def _enter(state: AggregateState, start: float) -> tuple:
     return state._bcache
 
 
-def fold_raw(fold: object, state: AggregateState, raw: bytes | memoryview, period_lo: float,
-             period_hi: float) -> tuple[float, float | None, str] | None:
-    """Fold a runtime line straight from its bytes with ``fold`` (:func:`folder` of ``state``)
-    when its window starts in the period: ``(start, end, hash)``; else ``None`` having changed
+def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float, period_hi: float,
+             fold: object | None = None) -> tuple[float, float | None, str] | None:
+    """Fold a runtime line straight from its bytes with ``fold`` (:func:`folder` of ``state``;
+    a fresh one when not given, as a test may call it) when its window starts in the period:
+    ``(start, end, hash)``; else ``None`` having changed
     nothing (the caller then loads it and calls :func:`fold_line`). The C scan reads only what
     the fold needs and checks that the rest is JSON orjson reads the same way; its services may
     be new, change from line to line or be past the service cap (``_fold.c``, "the Folder");
     the window's totals are added here by the reference's own functions, in its order."""
+    if fold is None:
+        fold = folder(state)
     lo, hi, bucket = state._bcache
     got = fold.fold(raw, lo, hi, bucket, period_lo, period_hi, state.dropped_energy, state.dropped_carbon)  # type: ignore[attr-defined]
     if got is None:

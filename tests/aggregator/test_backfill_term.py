@@ -109,7 +109,7 @@ def test_the_accelerator_hands_a_backfilled_line_to_the_reference_unchanged():
     # the reference caches the layout fold_plain is handed (the byte path caches none)
     fold_lines(lines[:2], "a/w.jsonl", "a", EVERYTHING, state=state, fold=fold_line_reference)
     before = pickle.dumps(state)
-    assert fold_raw(folder(state), state, lines[2], EVERYTHING.start, EVERYTHING.end) is None  # from the bytes: declined
+    assert fold_raw(state, lines[2], EVERYTHING.start, EVERYTHING.end, folder(state)) is None  # from the bytes: declined
     assert pickle.dumps(state) == before
     rec = orjson.loads(lines[2])
     assert EXT.fold_plain(rec, *plain_args(state, window_start(rec))) is None  # declined ...

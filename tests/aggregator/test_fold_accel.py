@@ -494,7 +494,7 @@ def test_the_agents_own_lines_are_folded_straight_from_their_bytes():
             byte_folder = folder(state)
             for raw in lines:
                 rec = orjson.loads(raw)
-                got = fold_raw(byte_folder, state, raw, HOURS.start, HOURS.end)
+                got = fold_raw(state, raw, HOURS.start, HOURS.end, byte_folder)
                 assert got == (window_start(rec), EXT.window_end(rec), rec["hash"])
             assert byte_folder.folded == len(lines) and byte_folder.declined == 0
             wide = len(bodies[0]["green_summary"]["per_service_energy_kwh"]) > 20

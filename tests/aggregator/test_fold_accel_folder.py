@@ -82,7 +82,7 @@ def test_a_line_of_new_services_in_a_new_bucket_past_the_cap_is_taken_from_its_b
         state = _state(caps)
         byte_folder = folder(state)
         for raw in lines:
-            assert fold_raw(byte_folder, state, raw, HOURS.start, HOURS.end) is not None
+            assert fold_raw(state, raw, HOURS.start, HOURS.end, byte_folder) is not None
         assert byte_folder.folded == len(lines) and byte_folder.declined == 0
         assert len(state.series) > 1  # the lines cross hours: new buckets entered from the bytes
         assert (state.dropped_services > 0) == bool(caps) and state.overflowed == bool(caps)
@@ -109,5 +109,5 @@ def test_what_the_folder_must_decline_it_declines():
         caps = {"max_models": 1} if "cap" in label else {}
         state = _state(caps)
         fold_lines([_dumps(line(0, POOL[:3], tags), [])], "a/w.jsonl", "a", HOURS, state=state)
-        assert fold_raw(folder(state), state, raw, HOURS.start, HOURS.end) is None, label
+        assert fold_raw(state, raw, HOURS.start, HOURS.end, folder(state)) is None, label
         assert _check([_dumps(line(0, POOL[:3], tags), []), raw], caps) >= 1, label

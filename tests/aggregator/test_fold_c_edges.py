@@ -324,7 +324,7 @@ def _driver(lines: list[bytes], caps: dict) -> int:
         _zero_sums(g)
         process_window(g, parse_window(rec, start, g.tally), "agent-a/w.jsonl")
         before = pickle.dumps(c)  # the whole state, its caches too, floats bit for bit
-        from_bytes = fold_raw(byte_folder, c, raw, HOURS.start, HOURS.end)  # straight from the bytes
+        from_bytes = fold_raw(c, raw, HOURS.start, HOURS.end, byte_folder)  # straight from the bytes
         if from_bytes is not None:
             taken += 1
             assert from_bytes == (start, EXT.window_end(rec), w.line_hash)
