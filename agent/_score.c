@@ -449,7 +449,13 @@ static int out_init(Out *o, const In *in) {
     o->service_region = malloc(k * sizeof(int64_t));
     o->region_kind = calloc(r, 1);
     o->requests = calloc(k, sizeof(int64_t));
-    if (map_init(&o->cell_map, 64) || map_init(&o->ep_map, 64)) return -1;
+    /* sized for the batch (at most one cell per span, and per service x region; one endpoint key
+     * per span), so that a batch of ~500 services does not rehash its maps four times; a huge
+     * batch (a trace file) grows them past 64 Ki entries as it needs */
+    size_t cells = 64, eps = 64;
+    while (cells < 2 * (size_t)in->n && cells < 2 * k * r && cells < (1u << 16)) cells *= 2;
+    while (eps < 2 * (size_t)in->n && eps < (1u << 16)) eps *= 2;
+    if (map_init(&o->cell_map, cells) || map_init(&o->ep_map, eps)) return -1;
     if (!o->key_new || !o->name_new || !o->key_order || !o->name_order || !o->service_region ||
         !o->region_kind || !o->requests) return -1;
     for (size_t j = 0; j < k; j++) o->key_new[j] = -1;

@@ -32,7 +32,14 @@ from agent.carbon.model import (
 )
 from agent.carbon.names import MAX_NAME_BYTES, all_short, bounded, intern_table
 from agent.carbon.partial import UNKNOWN, WindowPartial, bump
-from agent.carbon.plan import METERED, PROXY_CODES, batch_counters, measured_rates, plan_regions
+from agent.carbon.plan import (
+    METERED,
+    PROXY_CODES,
+    RegionPlan,
+    batch_counters,
+    measured_rates,
+    plan_regions,
+)
 from schema.constants import REGION_RE
 
 if TYPE_CHECKING:
@@ -105,7 +112,7 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
         cols.append(np.ascontiguousarray(col))
     cfg = ctx.config
     keys, key_of_svc, svc_cut, names, name_of_reg, name_of_key = _keys_and_regions(batch, cfg)
-    plan = plan_regions(names, ctx)
+    plan = _plan(names, ctx)
     cal, calibrated = _calibration(keys, cfg.calibration)
     if cal is None:
         _fallback("a calibration factor is not a number")
@@ -133,6 +140,32 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
         _fallback("an id outside its table, an unknown op class or a clock past int64")
         return None
     return _partial(batch, out, plan.estimated, counters)
+
+
+#: region plans by (model, use_hourly_profiles, region names): (model, plan), bounded
+_PLANS: dict[tuple, tuple[object, RegionPlan]] = {}
+_MAX_PLANS = 256
+
+
+def _plan(names: list[str], ctx: ScoringContext) -> RegionPlan:
+    """``plan_regions(names, ctx)``, cached when no region has a live reading: the plan is then
+    a function of the model (whose tables do not change; it caches its rows the same way), the
+    profile switch and the names alone, and a batch no longer rebuilds its regions' 289-value
+    rows. A region with a live reading is planned afresh: its freshness depends on the clock."""
+    live = ctx.signals.live_intensity
+    if live and any(name in live for name in names):
+        return plan_regions(names, ctx)
+    key = (id(ctx.model), bool(ctx.config.use_hourly_profiles), *names)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is ctx.model:
+        return hit[1]
+    plan = plan_regions(names, ctx)
+    for a in (plan.rows, plan.pue, plan.kind, plan.live_code, plan.estimated, plan.stale):
+        a.setflags(write=False)  # shared by every batch of these regions
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = (ctx.model, plan)
+    return plan
 
 
 def _slow_key(raw: str) -> tuple[str, bool]:

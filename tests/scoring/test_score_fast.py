@@ -354,3 +354,28 @@ def test_property_an_odd_batch_is_declined_or_scored_alike(batch, green):
         assert fast.to_bytes() == ref.to_bytes()
         assert _line(fast, ctx) == _line(ref, ctx)
     assert score_batch(batch, ctx).to_bytes() == ref.to_bytes()
+
+
+def test_a_cached_region_plan_scores_as_a_fresh_one(workload):
+    """The C path reuses a batch's region plan (score_fast._plan) when no region has a live
+    reading; a live reading is judged afresh every batch (fresh, then stale by the clock), and
+    the profile switch and the model are part of the key."""
+    body = workload.make_request_bytes(512, seed=3)
+    batch = decode_protobuf(body)
+    score_fast._PLANS.clear()
+    for green in (GreenConfig(), GreenConfig(use_hourly_profiles=False), GreenConfig()):
+        ctx = ScoringContext.from_config(green, now_ns=T0 + MINUTE)
+        for _ in range(2):  # the second batch reads the cached plan
+            assert_same(batch, ctx)
+    assert len(score_fast._PLANS) == 2
+    other = ScoringContext.from_config(GreenConfig(), now_ns=T0 + MINUTE,
+                                       model=dataclasses.replace(CarbonModel.default()))
+    assert_same(batch, other)  # another model object: planned (and cached) for it
+    assert len(score_fast._PLANS) == 3
+    live = Signals(live_intensity={"eu-west-3": LiveIntensity(55.0, "grid_operator_api", NOW_S)})
+    for now_ns in (T0 + MINUTE, T0 + 3 * 3600 * 10**9):  # fresh, then past max_signal_age_s
+        ctx = ScoringContext.from_config(GreenConfig(), signals=live, now_ns=now_ns)
+        part = assert_same(batch, ctx)
+        fresh = now_ns == T0 + MINUTE
+        assert bool(part.counters.get("live_intensity_stale_spans")) is not fresh
+    assert len(score_fast._PLANS) == 3  # a region with a live reading is never cached
