@@ -639,7 +639,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *services, *svc_index;  /* list of names; dict name -> index */
     PyObject *regions, *reg_index;
-    PyObject *endpoints;             /* dict (service, endpoint) -> count */
+    PyObject *ep_index, *ep_keys;    /* dict (service, endpoint) -> slot; the keys by slot */
+    int64_t *ep_count, ep_cap;       /* I/O ops per slot */
+    int64_t *other_slot;             /* per service: slot of (service, "(other)"), -1 none yet */
     int64_t real_svc, real_reg;      /* names other than "(other)" / "unknown" */
     int64_t n_svc_cap, n_reg_cap;
     int64_t *service_region, *requests;  /* per service */
@@ -664,7 +666,9 @@ static int acc_reserve_svc(Acc *a, int64_t need) {
     int64_t cap = a->n_svc_cap ? a->n_svc_cap : 64;
     while (cap < need) cap *= 2;
     if (grow_to((void **)&a->service_region, a->n_svc_cap, cap, 8) ||
-        grow_to((void **)&a->requests, a->n_svc_cap, cap, 8)) return -1;
+        grow_to((void **)&a->requests, a->n_svc_cap, cap, 8) ||
+        grow_to((void **)&a->other_slot, a->n_svc_cap, cap, 8)) return -1;
+    for (int64_t j = a->n_svc_cap; j < cap; j++) a->other_slot[j] = -1;
     a->n_svc_cap = cap;
     return 0;
 }
@@ -694,7 +698,8 @@ static int acc_reserve_cells(Acc *a, int64_t need) {
 
 static void acc_dealloc(Acc *a) {
     Py_XDECREF(a->services); Py_XDECREF(a->svc_index); Py_XDECREF(a->regions);
-    Py_XDECREF(a->reg_index); Py_XDECREF(a->endpoints);
+    Py_XDECREF(a->reg_index); Py_XDECREF(a->ep_index); Py_XDECREF(a->ep_keys);
+    free(a->ep_count); free(a->other_slot);
     free(a->service_region); free(a->requests); free(a->kind); free(a->est);
     map_free(&a->cell_map);
     free(a->cell_svc); free(a->cell_reg); free(a->ops); free(a->measured); free(a->spans);
@@ -711,8 +716,8 @@ static PyObject *acc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!a) return NULL;
     a->services = PyList_New(0); a->svc_index = PyDict_New();
     a->regions = PyList_New(0); a->reg_index = PyDict_New();
-    a->endpoints = PyDict_New();
-    if (!a->services || !a->svc_index || !a->regions || !a->reg_index || !a->endpoints ||
+    a->ep_index = PyDict_New(); a->ep_keys = PyList_New(0);
+    if (!a->services || !a->svc_index || !a->regions || !a->reg_index || !a->ep_index || !a->ep_keys ||
         map_init(&a->cell_map, 64) || acc_reserve_svc(a, 1) || acc_reserve_reg(a, 1) ||
         acc_reserve_cells(a, 1)) {
         Py_DECREF(a);
@@ -751,6 +756,47 @@ static int64_t acc_intern(PyObject *index, PyObject *list, int64_t *real, PyObje
     return id;
 }
 
+/* The slot (int value) of key in index: -1 absent, -2 error. */
+static int64_t acc_slot(PyObject *index, PyObject *key) {
+    PyObject *at = PyDict_GetItemWithError(index, key);
+    if (at) return PyLong_AsLongLong(at);
+    return PyErr_Occurred() ? -2 : -1;
+}
+
+/* A new endpoint slot for key (count 0); -2 on error. */
+static int64_t acc_new_slot(Acc *a, PyObject *key) {
+    int64_t slot = PyList_GET_SIZE(a->ep_keys);
+    if (slot >= a->ep_cap) {
+        int64_t cap = a->ep_cap ? a->ep_cap * 2 : 64;
+        if (grow_to((void **)&a->ep_count, a->ep_cap, cap, 8)) { PyErr_NoMemory(); return -2; }
+        a->ep_cap = cap;
+    }
+    PyObject *num = PyLong_FromLongLong(slot);
+    if (!num || PyDict_SetItem(a->ep_index, key, num) < 0 || PyList_Append(a->ep_keys, key) < 0) {
+        Py_XDECREF(num);
+        return -2;
+    }
+    Py_DECREF(num);
+    a->ep_count[slot] = 0;
+    return slot;
+}
+
+/* {key: count} in slot order (first-insertion order, as the dict the reference keeps). */
+static PyObject *acc_endpoint_dict(Acc *a) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(a->ep_keys); j++) {
+        PyObject *v = PyLong_FromLongLong(a->ep_count[j]);
+        if (!v || PyDict_SetItem(d, PyList_GET_ITEM(a->ep_keys, j), v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 enum {
     P_REGION_KIND, P_REGION_EST, P_CELL_SVC, P_CELL_REG, P_ENERGY, P_CARBON, P_OPS, P_MEASURED,
     P_SPANS, P_ETAG, P_LTAG, P_REQUESTS, P_TO_UNKNOWN, N_PARTS
@@ -777,7 +823,7 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
     Py_buffer view[N_PARTS];
     Py_ssize_t len[N_PARTS];
     int got = 0;
-    PyObject *out = NULL, *ep_over = NULL, *folded_names = NULL, *zero = NULL;
+    PyObject *out = NULL, *folded_names = NULL;
     int64_t *s_map = NULL, *r_map = NULL, *o_sreg = NULL;
     uint8_t *renamed = NULL, *folded = NULL;
     for (; got < N_PARTS; got++) {
@@ -828,6 +874,19 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         if (!PyUnicode_Check(PyList_GET_ITEM(services, i))) { PyErr_SetString(PyExc_TypeError, "add(): a service is not a str"); goto done; }
     for (Py_ssize_t i = 0; i < nr; i++)
         if (!PyUnicode_Check(PyList_GET_ITEM(regions, i))) { PyErr_SetString(PyExc_TypeError, "add(): a region is not a str"); goto done; }
+    {
+        Py_ssize_t pos = 0;
+        PyObject *key, *n;
+        while (PyDict_Next(endpoints, &pos, &key, &n)) {
+            if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 2 ||
+                !PyUnicode_Check(PyTuple_GET_ITEM(key, 0)) || !PyUnicode_Check(PyTuple_GET_ITEM(key, 1))) {
+                PyErr_SetString(PyExc_TypeError, "add(): an endpoint key is not a (service, endpoint) pair of str");
+                goto done;
+            }
+            if (!PyLong_Check(n)) { PyErr_SetString(PyExc_TypeError, "add(): an endpoint count is not an int"); goto done; }
+            if (PyLong_AsLongLong(n) == -1 && PyErr_Occurred()) goto done;
+        }
+    }
     size_t ms = (size_t)(ns ? ns : 1), mr = (size_t)(nr ? nr : 1);
     s_map = malloc(ms * 8); r_map = malloc(mr * 8); renamed = calloc(ms, 1); folded = calloc(mr, 1);
     if (!s_map || !r_map || !renamed || !folded) { PyErr_NoMemory(); goto done; }
@@ -892,17 +951,12 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         for (Py_ssize_t j = 0; j < ns; j++)
             if (renamed[j] && PySet_Add(folded_names, PyList_GET_ITEM(services, j)) < 0) goto done;
     }
-    ep_over = PyLong_FromLong(0);
-    zero = PyLong_FromLong(0);
-    if (!ep_over || !zero) goto done;
-    int capped = PyDict_GET_SIZE(a->endpoints) + PyDict_GET_SIZE(endpoints) > max_ep;
+    long long ep_over = 0;
+    int capped = PyDict_GET_SIZE(a->ep_index) + PyDict_GET_SIZE(endpoints) > max_ep;
     Py_ssize_t pos = 0;
     PyObject *key, *n;
     while (PyDict_Next(endpoints, &pos, &key, &n)) {
-        if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 2) {
-            PyErr_SetString(PyExc_TypeError, "add(): an endpoint key is not a (service, endpoint) tuple");
-            goto done;
-        }
+        long long cnt = PyLong_AsLongLong(n);  /* checked above */
         Py_INCREF(key);
         if (folded_names) {
             int in = PySet_Contains(folded_names, PyTuple_GET_ITEM(key, 0));
@@ -914,34 +968,39 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
                 key = k2;
             }
         }
-        PyObject *old = PyDict_GetItemWithError(a->endpoints, key);
-        if (!old && PyErr_Occurred()) { Py_DECREF(key); goto done; }
-        if (capped && !old && PyDict_GET_SIZE(a->endpoints) >= max_ep) {
-            int is_other = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 1), other_ep, Py_EQ);
-            if (is_other < 0) { Py_DECREF(key); goto done; }
-            if (!is_other) {
-                PyObject *sum = PyNumber_Add(ep_over, n);
-                if (!sum) { Py_DECREF(key); goto done; }
-                Py_SETREF(ep_over, sum);
-                PyObject *k2 = PyTuple_Pack(2, PyTuple_GET_ITEM(key, 0), other_ep);
-                Py_DECREF(key);
-                if (!k2) goto done;
-                key = k2;
-                old = PyDict_GetItemWithError(a->endpoints, key);
-                if (!old && PyErr_Occurred()) { Py_DECREF(key); goto done; }
+        int64_t slot = acc_slot(a->ep_index, key);
+        if (slot == -2) { Py_DECREF(key); goto done; }
+        if (slot < 0 && capped && PyDict_GET_SIZE(a->ep_index) >= max_ep) {
+            int is_other = PyUnicode_Compare(PyTuple_GET_ITEM(key, 1), other_ep);
+            if (is_other == -1 && PyErr_Occurred()) { Py_DECREF(key); goto done; }
+            if (is_other != 0) {  /* a new key past the cap: into (service, "(other)") */
+                ep_over += cnt;
+                /* the service's "(other)" slot, cached by its window index */
+                int64_t w = acc_slot(a->svc_index, PyTuple_GET_ITEM(key, 0));
+                if (w == -2) { Py_DECREF(key); goto done; }
+                if (w >= 0 && w < a->n_svc_cap && a->other_slot[w] >= 0) {
+                    slot = a->other_slot[w];
+                } else {
+                    PyObject *k2 = PyTuple_Pack(2, PyTuple_GET_ITEM(key, 0), other_ep);
+                    if (!k2) { Py_DECREF(key); goto done; }
+                    slot = acc_slot(a->ep_index, k2);
+                    if (slot == -1) slot = acc_new_slot(a, k2);
+                    Py_DECREF(k2);
+                    if (slot < 0) { Py_DECREF(key); goto done; }
+                    if (w >= 0 && w < a->n_svc_cap) a->other_slot[w] = slot;
+                }
             }
         }
-        PyObject *v = old ? PyNumber_Add(old, n) : PyNumber_Add(zero, n);
-        int rc = v ? PyDict_SetItem(a->endpoints, key, v) : -1;
-        Py_XDECREF(v);
+        if (slot < 0) slot = acc_new_slot(a, key);
         Py_DECREF(key);
-        if (rc < 0) goto done;
+        if (slot < 0) goto done;
+        a->ep_count[slot] += cnt;
     }
-    out = Py_BuildValue("(LLO)", svc_over, reg_over, ep_over);
+    out = Py_BuildValue("(LLL)", svc_over, reg_over, ep_over);
 done:
     for (int p = 0; p < got; p++) PyBuffer_Release(&view[p]);
     free(s_map); free(r_map); free(renamed); free(folded); free(o_sreg);
-    Py_XDECREF(ep_over); Py_XDECREF(folded_names); Py_XDECREF(zero);
+    Py_XDECREF(folded_names);
     return out;
 }
 
@@ -985,7 +1044,7 @@ static PyObject *acc_snapshot(Acc *a, PyObject *unused) {
         bytes_of(i64, nc, 8), bytes_of(i64 + nc, nc, 8), bytes_of(f64, nc, 8),
         bytes_of(f64 + nc, nc, 8), bytes_of(i64 + 2 * nc, nc, 8), bytes_of(i64 + 3 * nc, nc, 8),
         bytes_of(i64 + 4 * nc, nc, 8), bytes_of(tags, nc, 1), bytes_of(tags + nc, nc, 1),
-        PyDict_Copy(a->endpoints));
+        acc_endpoint_dict(a));
 done:
     Py_XDECREF(svc_region);
     free(order); free(i64); free(f64); free(tags);
@@ -994,13 +1053,13 @@ done:
 
 static PyObject *acc_services(Acc *a, void *unused) { return Py_NewRef(a->services); }
 static PyObject *acc_regions(Acc *a, void *unused) { return Py_NewRef(a->regions); }
-static PyObject *acc_endpoints(Acc *a, void *unused) { return Py_NewRef(a->endpoints); }
+static PyObject *acc_endpoints(Acc *a, void *unused) { return acc_endpoint_dict(a); }
 static PyObject *acc_cells(Acc *a, void *unused) { return PyLong_FromLongLong(a->n_cells); }
 
 static PyGetSetDef acc_getset[] = {
     {"services", (getter)acc_services, NULL, "the window's service names (the list itself: do not change it)", NULL},
     {"regions", (getter)acc_regions, NULL, "the window's region names (the list itself: do not change it)", NULL},
-    {"endpoints", (getter)acc_endpoints, NULL, "the window's (service, endpoint) -> I/O ops (the dict itself)", NULL},
+    {"endpoints", (getter)acc_endpoints, NULL, "the window's (service, endpoint) -> I/O ops (a copy)", NULL},
     {"cells", (getter)acc_cells, NULL, "cells in use", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -452,3 +452,34 @@ def test_a_merge_into_a_large_window_costs_the_batch_not_the_window(h) -> None: 
     fold_s = best(lambda: fold.merge(small))
     acc_s = best(lambda: acc.add(small))
     assert acc_s * 5 < fold_s, (acc_s, fold_s)
+
+
+def test_a_window_of_10000_services_past_the_real_caps_equals_the_fold(workload) -> None:
+    """The bench's 10,000-service shape (~500 services a batch, with and without fresh trace
+    ids through the WAL bytes) at the real caps: the window passes 4,096 services and 4,096
+    endpoints; the C accumulator, its reference and the merge fold give the same partial, the
+    same WAL bytes and the same window line."""
+    import numpy as np
+
+    from agent.otlp import decode_protobuf
+    from agent.score import ScoringContext
+
+    ctx = ScoringContext.from_config(None, now_ns=T0)
+    rng = np.random.default_rng(5)
+    fold, acc, ref = WindowPartial.empty(), WindowAccumulator(), WindowAccumulatorReference()
+    for seed in range(30):
+        batch = decode_protobuf(workload.make_request_bytes(512, seed=seed, services=10_000))
+        batch.trace_lo = rng.integers(0, 2**63, len(batch), dtype=np.uint64)
+        p = score_batch(batch, ctx)
+        record = p.to_bytes()
+        fold = fold.merge(p)
+        acc.add(WindowPartial.from_bytes(record))  # as a replay adds it
+        ref.add(p)  # as live ingest adds it
+    assert len(fold.services) == 4096 and len(fold.endpoints) >= 4096
+    assert fold.counters["service_overflow"] > 0 and fold.counters["endpoint_overflow"] > 0
+    for snap in (acc.snapshot(), ref.snapshot()):
+        assert snap.same_as(fold, rel=0.0)
+        assert list(snap.endpoints.items()) == list(fold.endpoints.items())
+        assert list(snap.counters.items()) == list(fold.counters.items())
+        assert snap.to_bytes() == fold.to_bytes_reference()
+        assert _acc_line(snap, ctx) == _acc_line(fold, ctx)
