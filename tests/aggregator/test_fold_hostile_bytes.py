@@ -430,3 +430,62 @@ def test_a_calibrated_tag_in_a_changed_service_set_is_counted_by_its_bare_tag():
     (it does once a line carried ``m+cal+cal``)."""
     assert_same_as_reference([_tagged(0, {"a": "m+cal+cal", "b": "m"}), _tagged(1, {"b": "m", "a": "m+cal"})])
     assert_same_as_reference([_tagged(0, {"a": "+cal+cal", "b": "m"}), _tagged(1, {"b": "m", "a": "+cal"})])
+
+
+def test_an_archive_of_files_past_the_cap_gives_the_same_report_without_the_c_build(tmp_path):
+    """Through the engine: files folded one by one (a Folder each), merged in order, and a file
+    folded again from the merged state's names when it overflowed the 4,096-service cap
+    (engines.merge_next); hostile lines among them. The report is the one a machine without the
+    C build writes, byte for byte."""
+    import subprocess
+
+    from aggregator.engines import run_local
+    from aggregator.files import discover
+    from schema.archive import window_file_name
+
+    rng = random.Random(5)
+    template = copy.deepcopy(_bodies()[0])
+    gs = template["green_summary"]
+    gs.pop("per_service_measured_ratio", None)
+    for agent in ("node-a", "node-b"):
+        prev, seq = None, 0
+        directory = tmp_path / agent
+        directory.mkdir()
+        for f in range(2):
+            lines = []
+            for _ in range(4):  # ~4,500 services in a file: past the cap on its own
+                names = [f"s{n:04d}" for n in sorted(rng.sample(range(8000), 1500))]
+                gs["per_service_energy_kwh"] = {n: rng.randrange(1, 9999) / 1e8 for n in names}
+                gs["per_service_carbon_kgco2eq"] = {n: rng.randrange(1, 9999) / 1e9 for n in names}
+                gs["per_service_requests"] = {n: rng.randrange(50) for n in names}
+                gs["per_service_region"] = {n: rng.choice(["pl", "eu-west-3", "", "x" * 300]) for n in names}
+                gs["per_service_energy_model"] = {n: rng.choice(["io_proxy_v3", "io_proxy_v3+cal", ""]) for n in names}
+                at = T0 + timedelta(minutes=seq)
+                template["window"]["start"] = times.format_datetime(at)
+                template["window"]["end"] = times.format_datetime(at + timedelta(minutes=1))
+                rec = seal(prev, seq, times.format_datetime(at + timedelta(minutes=1)), BODY_KEY, template)
+                prev, seq = rec["hash"], seq + 1
+                raw = orjson.dumps(rec)
+                if rng.random() < 0.3:  # damaged as above
+                    tree = _tree(rec)
+                    _break(tree, rng)
+                    raw = _text(tree, rng, None).encode("utf-8", "surrogateescape")
+                lines.append(raw)
+            (directory / window_file_name("20261110", f)).write_bytes(b"\n".join(lines) + b"\n")
+    period = Period.parse("2026-11-10", "2026-11-11")
+    here = report_bytes(build_report(run_local(discover([str(tmp_path)]), period), period))
+    script = (
+        "import sys; sys.modules['aggregator.fold._fold'] = None\n"  # as if never built
+        "from aggregator.fold.fast import ACCELERATED\n"
+        "assert not ACCELERATED\n"
+        "from aggregator.engines import run_local\n"
+        "from aggregator.files import discover\n"
+        "from aggregator.read import Period\n"
+        "from aggregator.report import build_report, report_bytes\n"
+        "period = Period.parse('2026-11-10', '2026-11-11')\n"
+        "sys.stdout.buffer.write(report_bytes(build_report(run_local(discover([sys.argv[1]]), period), period)))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    there = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=root, capture_output=True,
+                           timeout=300, check=True).stdout
+    assert b'"dropped_services"' in here and here == there
