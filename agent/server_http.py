@@ -59,7 +59,21 @@ _KIND_OUTCOME = {"malformed": "invalid", "too_large": "too_large", "timeout": "i
 
 
 def _content_type(head: Head | None) -> str:
-    return "" if head is None else head.header("content-type").split(";", 1)[0].strip().lower()
+    """The media type of the request's Content-Type, lower case (each request reads it three
+    times, so the few raw values clients send are kept, at most ``_CTYPES_MAX`` of them)."""
+    if head is None:
+        return ""
+    raw = head.headers.get("content-type", "")
+    ctype = _CTYPES.get(raw)
+    if ctype is None:
+        ctype = raw.split(";", 1)[0].strip().lower()
+        if len(_CTYPES) < _CTYPES_MAX:
+            _CTYPES[raw] = ctype
+    return ctype
+
+
+_CTYPES: dict[str, str] = {}
+_CTYPES_MAX = 64
 
 
 class OtlpHttpApp:
@@ -81,9 +95,10 @@ class OtlpHttpApp:
             self._headers = (("Carbonspan-Worker", f"{worker.label} {settings.agent_id}"),)
 
     def route(self, head: Head) -> Route:
-        if head.method == "POST" and head.path == _INGEST:
+        path = head.path
+        if path == _INGEST and head.method == "POST":
             return Route.WORK
-        return Route.CONTROL if head.path in ("/metrics", "/", _DEBUG) else Route.INLINE
+        return Route.CONTROL if path in ("/metrics", "/", _DEBUG) else Route.INLINE
 
     def check(self, head: Head) -> Response | None:
         """Refusals known from the head: no body is read (or held) for them."""
@@ -106,17 +121,17 @@ class OtlpHttpApp:
 
     def handle(self, request: Request) -> Response:
         head = request.head
+        if head.method == "POST" and head.path == _INGEST:  # the hot path first
+            return self._export(request)
         if head.method == "GET" and head.path in ("/healthz", "/readyz", "/metrics"):
             return self._get(head.path)
         if head.method == "GET" and head.path == "/":
             return self._page(head)
         if head.method == "GET" and head.path == _DEBUG:
             return self._last_batch(head)
-        if head.path != _INGEST or head.method != "POST":
-            hint = ("OTLP traces go to POST /v1/traces; also GET /, /metrics, /healthz, /readyz"
-                    + (f", {_DEBUG}" if self.handler.last_batch is not None else ""))
-            return self.error(head, 404, f"no such endpoint {head.method} {head.target!r}: {hint}")
-        return self._export(request)
+        hint = ("OTLP traces go to POST /v1/traces; also GET /, /metrics, /healthz, /readyz"
+                + (f", {_DEBUG}" if self.handler.last_batch is not None else ""))
+        return self.error(head, 404, f"no such endpoint {head.method} {head.target!r}: {hint}")
 
     def _get(self, path: str) -> Response:
         h = self.handler

@@ -234,14 +234,40 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._filled += nbytes
         if self._buf is not None and self._filled >= len(self._buf):
-            self._direct = False
-            self._lowat(1)
-            # the parser saw the head only; a fresh one reads the next request
-            self.parser = httptools.HttpRequestParser(self)
-            self._complete(self._keep)
+            self._body_read()
             self._next()
         elif self._buf is not None and len(self._buf) - self._filled < self._lowat_n:
             self._lowat(len(self._buf) - self._filled)  # never wait for more than is to come
+
+    def _body_read(self) -> None:
+        """A body of declared length is whole in its buffer: the request is ready."""
+        self._direct = False
+        self._lowat(1)
+        # the parser saw the head only; a fresh one reads the next request
+        self.parser = httptools.HttpRequestParser(self)
+        self._complete(self._keep)
+
+    def _read_now(self) -> bool:
+        """Read what of the body is already in the socket, straight into its buffer and without
+        waiting (plain sockets: the loop's own thread, so asyncio's reads never interleave):
+        True when that was all of it. A body sent at once is mostly in the socket by the time
+        its head is parsed, and reading it now spares the loop a turn (``SO_RCVLOWAT`` set and
+        reset, another wait, another read) before the request can be handed on."""
+        raw, buf = self._raw, self._buf
+        if raw is None or buf is None:
+            return False
+        size = len(buf)
+        with memoryview(buf) as view:
+            while self._filled < size:
+                try:
+                    n = raw.recv_into(view[self._filled:], 0, socket.MSG_DONTWAIT)
+                except OSError:  # nothing more yet (or an error asyncio's read will meet)
+                    return False
+                if not n:  # the client closed: asyncio's read sees it
+                    return False
+                self._filled += n
+        self._body_read()
+        return True
 
     def data_received(self, data: bytes | memoryview) -> None:
         if self.linger_until is not None or self.closed:
@@ -266,7 +292,8 @@ class Connection(asyncio.BufferedProtocol):
         else:
             if self._buf is not None and self._filled < len(self._buf):
                 self._direct = True  # the head is parsed, the body is still to come
-                self._lowat(min(len(self._buf) - self._filled, _LOWAT_MAX))
+                if not self._read_now():
+                    self._lowat(min(len(self._buf) - self._filled, _LOWAT_MAX))
         self._next()
 
     # -- httptools callbacks ---------------------------------------------------------
@@ -280,7 +307,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # + 4: the ": " and CRLF, so thousands of empty headers count as what they cost
-        self._count_head(len(name) + len(value) + 4)
+        self._head_bytes += len(name) + len(value) + 4
+        if self._head_bytes > self.limits.max_head_bytes:
+            self._count_head(0)  # raises
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         if key not in self._headers:
@@ -295,9 +324,10 @@ class Connection(asyncio.BufferedProtocol):
                           f"{self.limits.max_head_bytes} bytes")
 
     def on_headers_complete(self) -> None:
-        for key, values in self._repeated.items():
-            self._headers[key] = ", ".join(values)
-        self._repeated = {}
+        if self._repeated:
+            for key, values in self._repeated.items():
+                self._headers[key] = ", ".join(values)
+            self._repeated = {}
         head = Head(self.parser.get_method().decode("ascii", "replace"),
                     self._url.decode("latin-1"), self._headers, self.client)
         self._head = head

@@ -71,17 +71,36 @@ class Response:
     close: bool = False  # send "Connection: close" and close once written
 
     def render(self, keep_alive: bool) -> bytes:
-        """The whole response as one buffer (one write: no Nagle delay between head and body)."""
-        try:
-            reason = HTTPStatus(self.status).phrase
-        except ValueError:
-            reason = "Unknown"
-        lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}",
-                 f"Content-Length: {len(self.body)}"]
-        lines += [f"{k}: {v}" for k, v in self.headers]
-        if self.close or not keep_alive:
-            lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+        """The whole response as one buffer (one write: no Nagle delay between head and body).
+        The head around the length is kept per (status, type, headers, close): an answer of a
+        kind already sent costs a dict look-up and one join."""
+        close = self.close or not keep_alive
+        key = (self.status, self.content_type, self.headers, close)
+        parts = _HEADS.get(key)
+        if parts is None:
+            parts = _head_parts(*key)
+        body = self.body
+        return b"".join((parts[0], str(len(body)).encode("ascii"), parts[1], body))
+
+
+#: (status, content type, headers, close) -> the head before and after the Content-Length value
+_HEADS: dict[tuple, tuple[bytes, bytes]] = {}
+_HEADS_MAX = 512  # kinds of answers kept; the rest are rendered each time
+
+
+def _head_parts(status: int, content_type: str, headers: tuple[tuple[str, str], ...],
+                close: bool) -> tuple[bytes, bytes]:
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Unknown"
+    before = f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: "
+    after = "".join(f"\r\n{k}: {v}" for k, v in headers) + ("\r\nConnection: close" if close
+                                                            else "") + "\r\n\r\n"
+    parts = (before.encode("latin-1"), after.encode("latin-1"))
+    if len(_HEADS) < _HEADS_MAX:
+        _HEADS[(status, content_type, headers, close)] = parts
+    return parts
 
 
 @dataclass(frozen=True, slots=True)

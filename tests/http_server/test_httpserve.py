@@ -320,3 +320,42 @@ def test_the_server_is_the_host_a_connection_knows(server: HttpServer) -> None:
     imported = {alias.name if isinstance(node, ast.Import) else node.module for node in ast.walk(tree)
                 if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
     assert "httpserve.server" not in imported
+
+
+class Digest(Echo):
+    def handle(self, request: Request) -> Response:
+        import hashlib
+
+        return Response(200, hashlib.sha256(request.body).hexdigest().encode())
+
+
+@pytest.mark.parametrize("size", [1, 65_000, 200_000, 3_000_000])
+def test_a_body_already_in_the_socket_is_read_at_once_byte_for_byte(size: int) -> None:
+    """A body sent with its head is read at once when the head is parsed (what is already in
+    the socket, without waiting for SO_RCVLOWAT): every byte where it belongs, on a connection
+    kept for the next request; a client that closes halfway gets no answer and costs nothing."""
+    import hashlib
+
+    srv = HttpServer(Digest(), Limits(max_body_bytes=4 << 20), "127.0.0.1", 0)
+    srv.start()
+    try:
+        body = bytes((i * 7 + i // 251) & 0xFF for i in range(size))
+        for _ in range(3):  # keep-alive: the next request after a body read at once
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+                for _ in range(2):
+                    s.sendall(b"POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size
+                              + body)
+                    answer = b""
+                    while not answer.endswith(hashlib.sha256(body).hexdigest().encode()):
+                        chunk = s.recv(65536)
+                        assert chunk, answer
+                        answer += chunk
+                    assert answer.startswith(b"HTTP/1.1 200")
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (size + 10)
+                      + body)
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(65536) == b""  # closed, never answered
+        assert _answers(srv.port, _post("/after", b"ok"), 1)[0].startswith(b"HTTP/1.1 200")
+    finally:
+        srv.stop()
