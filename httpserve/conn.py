@@ -37,6 +37,9 @@ _DRAIN_MAX = 1 << 20
 # all that is left, if less) is in the socket: one read per 512 KiB instead of one per
 # loopback segment, each of which costs the loop a wake-up and a turn at the GIL
 _LOWAT_MAX = 512 * 1024
+# what a plain connection reads while it waits for a request's head (heads are ~0.3-1 KiB; a
+# longer one, or pipelined requests, take more reads)
+_HEAD_READ = 16 * 1024
 # SO_RCVLOWAT holds epoll's "readable" until that much has arrived on Linux (and its window
 # grows to fit); elsewhere the loop reads as the bytes come
 _LOWAT = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVLOWAT")
@@ -223,6 +226,11 @@ class Connection(asyncio.BufferedProtocol):
         scratch buffer, which the parser reads (the loop is one thread)."""
         if self._direct and self._buf is not None:
             return memoryview(self._buf)[self._filled:]
+        if self._head is None and self._raw is not None:
+            # a plain connection awaiting a head: a short read, so that a large body comes
+            # straight from the socket (``_read_now``) instead of through the parser, which
+            # copies it twice under the GIL (into a bytes object, then into the body)
+            return self.server.scratch[:_HEAD_READ]
         return self.server.scratch
 
     def buffer_updated(self, nbytes: int) -> None:
