@@ -489,3 +489,75 @@ def test_an_archive_of_files_past_the_cap_gives_the_same_report_without_the_c_bu
     there = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=root, capture_output=True,
                            timeout=300, check=True).stdout
     assert b'"dropped_services"' in here and here == there
+
+
+_THREADS = '''
+import copy, random, sys, threading
+from datetime import timedelta
+import orjson
+sys.path.insert(0, sys.argv[1])
+import test_fold_hostile_bytes as T
+from aggregator.engines import fold_lines
+from aggregator.fold.state import AggregateState
+from aggregator.report import build_report, report_bytes
+from schema import times
+from schema.chain import seal
+
+
+def archive(seed):
+    rng = random.Random(seed)
+    body = copy.deepcopy(T._bodies()[0])
+    gs = body["green_summary"]
+    gs.pop("per_service_measured_ratio", None)
+    lines, prev = [], None
+    for seq in range(40):  # new services every line, a new time bucket every other line
+        names = [f"s{seed}-{k:04d}" for k in sorted(rng.sample(range(3000), 300))]
+        gs["per_service_energy_kwh"] = {x: rng.randrange(1, 9999) / 1e8 for x in names}
+        gs["per_service_carbon_kgco2eq"] = {x: rng.randrange(1, 9999) / 1e9 for x in names}
+        gs["per_service_requests"] = {x: rng.randrange(50) for x in names}
+        gs["per_service_region"] = {x: "pl" for x in names}
+        gs["per_service_energy_model"] = {x: "io_proxy_v3" for x in names}
+        at = T.T0 + timedelta(minutes=seq * 37)
+        body["window"]["start"] = times.format_datetime(at)
+        body["window"]["end"] = times.format_datetime(at + timedelta(minutes=1))
+        rec = seal(prev, seq, times.format_datetime(at), "report", body)
+        prev = rec["hash"]
+        lines.append(orjson.dumps(rec))
+    return lines
+
+
+def fold(lines):
+    state = AggregateState()
+    fold_lines(lines, "a/w.jsonl", "a", T.HOURS, state=state)
+    return report_bytes(build_report(state, T.HOURS))
+
+
+archives = [archive(i) for i in range(4)]
+alone = [fold(a) for a in archives]
+sys.setswitchinterval(1e-6)
+for _ in range(3):
+    out = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, fold(archives[i]))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == alone
+print("same")
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="_fold.c keeps a line's entries in module-level arrays (ent_*, ent_name) "
+                   "and calls Python (enter, ServiceAcc(region)) between deciding and adding them, so the GIL "
+                   "passes to another thread's fold, which overwrites them: four threads folding four files "
+                   "crash the process (SIGSEGV, also at the default switch interval). Reported to the lead.")
+def test_files_folded_in_threads_at_once_give_each_files_own_report():
+    """A Dask worker runs as many tasks at once as it has threads (``dask worker --nthreads``,
+    an existing cluster's default is one per core): each folds its own file, in threads of one
+    process. Each file's report must be what that file folds to alone."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", _THREADS, str(Path(__file__).parent)], cwd=root,
+                         capture_output=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == b"same", run.stderr[-2000:]
