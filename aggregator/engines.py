@@ -22,7 +22,7 @@ import orjson
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold.ext import window_end, window_start
-from aggregator.fold.fast import RAW_FOLD, fold_line, folder
+from aggregator.fold.fast import BYTE_PATH, RAW_FOLD, fold_line, folder
 from aggregator.fold.state import AggregateState, Known, known_names, seeded
 from aggregator.fold.sums import FileStat
 from aggregator.read import Malformed, Period, load
@@ -32,6 +32,10 @@ _BLANK = frozenset(b" \t\r\n")
 
 #: Per-file states fetched from Dask per round trip (each is small: it grows with services).
 GATHER_BATCH = 32
+#: The byte path is given up for the rest of a file once it has declined this many lines and
+#: more than it has taken (a v1.0 or otherwise unusual archive): each decline is a scan spent
+#: before orjson.loads. Counted in ``fast.BYTE_PATH`` ("given_up").
+GIVE_UP_AFTER = 32
 
 #: Called after each file with (files done, files total, file): drives progress bars.
 Progress = Callable[[int, int, ArchiveFile], None]
@@ -72,6 +76,12 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
                 continue
             # the common line, folded straight from its bytes (start, end, hash), or None
             got = raw_fold(state, raw, lo, hi, byte_folder) if raw_fold is not None else None
+            if got is None and raw_fold is not None and byte_folder.declined >= GIVE_UP_AFTER \
+                    and byte_folder.declined > byte_folder.folded:  # type: ignore[attr-defined]
+                raw_fold = None
+                BYTE_PATH["given_up"] += 1
+                log.debug("%s: byte path given up after %d declined lines (%d taken)", label,
+                          byte_folder.declined, byte_folder.folded)  # type: ignore[attr-defined]
             if got is not None:
                 start, end, line_hash = got
                 last_hash = line_hash
@@ -122,6 +132,9 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
         stat.malformed_lines += 1
     if in_run:
         state.add_run(agent, run_lo, run_hi)
+    if byte_folder is not None:
+        BYTE_PATH["folded"] += byte_folder.folded  # type: ignore[attr-defined]
+        BYTE_PATH["declined"] += byte_folder.declined  # type: ignore[attr-defined]
     stat.windows_in_period = in_period
     stat.one_sided_windows = state.one_sided_windows - one_sided_before
     stat.first_hash, stat.last_hash = first_hash or "", last_hash

@@ -46,9 +46,13 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 11
-#define MAX_FIGURE 1e15              /* aggregator.sanitize.MAX_FIGURE */
-#define MAX_COUNT 9007199254740992LL /* aggregator.sanitize.MAX_COUNT = 2**53 */
+#define FOLD_VERSION 12
+/* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
+ * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
+ * values below are only what they are before that call. */
+static double MAX_FIGURE = 1e15;                 /* aggregator.sanitize.MAX_FIGURE */
+static long long MAX_COUNT = 9007199254740992LL; /* aggregator.sanitize.MAX_COUNT = 2**53 */
+static char BODY_KEY[64] = "report";             /* schema.archive.BODY_KEY */
 
 typedef unsigned __int128 u128;
 
@@ -118,21 +122,29 @@ typedef struct {
     long long n;   /* ServiceSums.windows / RegionSums.rows */
 } Sums;
 
-static PyObject *sums_count_get(PyObject *self, void *closure) {
-    return u128_to_py(count_get(&((Sums *)self)->count));
+/* The exact count of a Sums or a BucketSums: one getter and one setter, the Count's offset in
+ * the object (offsetof) in the closure. */
+typedef struct { Py_ssize_t offset; const char *what; } CountField;
+
+static inline Count *count_at(PyObject *self, void *closure) {
+    return (Count *)((char *)self + ((const CountField *)closure)->offset);
 }
 
-static int sums_count_set(PyObject *self, PyObject *value, void *closure) {
+static PyObject *count_getter(PyObject *self, void *closure) { return u128_to_py(count_get(count_at(self, closure))); }
+
+static int count_setter(PyObject *self, PyObject *value, void *closure) {
     if (value == NULL) {
         PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
         return -1;
     }
     u128 v;
-    if (py_to_u128(value, &v, (const char *)closure) < 0)
+    if (py_to_u128(value, &v, ((const CountField *)closure)->what) < 0)
         return -1;
-    count_set(&((Sums *)self)->count, v);
+    count_set(count_at(self, closure), v);
     return 0;
 }
+
+static CountField SERVICE_REQUESTS = {offsetof(Sums, count), "requests"}, REGION_IO_OPS = {offsetof(Sums, count), "io_ops"};
 
 static PyMemberDef service_members[] = {
     {"energy", T_DOUBLE, offsetof(Sums, energy), 0, "energy (kWh) credited so far"},
@@ -141,7 +153,7 @@ static PyMemberDef service_members[] = {
     {NULL},
 };
 static PyGetSetDef service_getset[] = {
-    {"requests", sums_count_get, sums_count_set, "requests credited so far (exact int)", "requests"},
+    {"requests", count_getter, count_setter, "requests credited so far (exact int)", &SERVICE_REQUESTS},
     {NULL},
 };
 static PyMemberDef region_members[] = {
@@ -151,7 +163,7 @@ static PyMemberDef region_members[] = {
     {NULL},
 };
 static PyGetSetDef region_getset[] = {
-    {"io_ops", sums_count_get, sums_count_set, "I/O operations of the rows (exact int)", "io_ops"},
+    {"io_ops", count_getter, count_setter, "I/O operations of the rows (exact int)", &REGION_IO_OPS},
     {NULL},
 };
 
@@ -178,7 +190,7 @@ static PyTypeObject RegionSumsType = {
 
 
 /* The window-level sums of one time bucket (aggregator.fold.sums.Bucket is its Python
- * subclass; compact storage: the C fold does not touch it, Python adds the window sums). */
+ * subclass; compact storage: the C fold adds the dropped entries to it, Python the window sums). */
 typedef struct {
     PyObject_HEAD
     double energy, host_energy;                         /* kWh */
@@ -188,21 +200,7 @@ typedef struct {
     long long windows;
 } BucketSumsObj;
 
-static PyObject *bucket_requests_get(PyObject *self, void *closure) {
-    return u128_to_py(count_get(&((BucketSumsObj *)self)->requests));
-}
-
-static int bucket_requests_set(PyObject *self, PyObject *value, void *closure) {
-    if (value == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "a running count cannot be deleted");
-        return -1;
-    }
-    u128 v;
-    if (py_to_u128(value, &v, "requests") < 0)
-        return -1;
-    count_set(&((BucketSumsObj *)self)->requests, v);
-    return 0;
-}
+static CountField BUCKET_REQUESTS = {offsetof(BucketSumsObj, requests), "requests"};
 
 static PyMemberDef bucket_members[] = {
     {"energy", T_DOUBLE, offsetof(BucketSumsObj, energy), 0, "application + host energy (kWh)"},
@@ -217,7 +215,7 @@ static PyMemberDef bucket_members[] = {
     {NULL},
 };
 static PyGetSetDef bucket_getset[] = {
-    {"requests", bucket_requests_get, bucket_requests_set, "requests (exact int)", NULL},
+    {"requests", count_getter, count_setter, "requests (exact int)", &BUCKET_REQUESTS},
     {NULL},
 };
 
@@ -1794,7 +1792,7 @@ static int raw_line(Scan *s, Raw *w) {
         int e;
         if (!key(s, &k, &kl))
             return 0;
-        if (is_key(k, kl, "report")) {
+        if (is_key(k, kl, BODY_KEY)) {
             SEEN(0);
             if (!raw_report(s, w))
                 return 0;
@@ -1857,7 +1855,8 @@ static int raw_line(Scan *s, Raw *w) {
  *
  *   (start, end or None, bucket, app_energy, app_carbon, requests, traces, embodied_g,
  *    database_g, messaging_g, root_spans or None, energy_without_carbon or None,
- *    methodology bytes or None, rows bytes or None, hash, dropped entries, dropped_energy,
+ *    methodology bytes or None (None too when they are the bytes returned last: noted already),
+ *    rows bytes or None, hash, dropped entries, dropped_energy,
  *    dropped_carbon, flags)
  *
  * with dropped_energy/carbon the running totals given plus the dropped entries' figures (added
@@ -1872,8 +1871,8 @@ static int raw_line(Scan *s, Raw *w) {
 #define MAX_TAGS 256   /* distinct tags the Folder keeps (the tag cap is 64) */
 
 static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_SERVICES_ATTR, *S_UNKNOWN_STR;
-static const char *UNATTRIBUTED_NAME = "_unattributed", *CAL_SUFFIX = "+cal";
-static Py_ssize_t MAX_NAME_BYTES = 256, MAX_TAG_BYTES = 64;
+static char UNATTRIBUTED_NAME[64] = "_unattributed", CAL_SUFFIX[16] = "+cal"; /* rules.UNATTRIBUTED, schema.tags */
+static Py_ssize_t MAX_NAME_BYTES = 256, MAX_TAG_BYTES = 64; /* aggregator.sanitize (schema.constants) */
 
 typedef struct {
     char *key;          /* the name's bytes (owned) */
@@ -1909,6 +1908,7 @@ typedef struct {
     Py_ssize_t ntags;
     PyObject *bucket, *bucket_cells; /* the bucket whose cells the slots hold, its services dict */
     uint64_t gen;
+    PyObject *meta;     /* the methodology bytes returned last (bytes or NULL) */
     Py_ssize_t *seen;   /* a line's names, for duplicates: entry index + 1 */
     Py_ssize_t seen_size;
     long long folded, declined;
@@ -2057,6 +2057,7 @@ static void folder_dealloc(Folder *f) {
     Py_XDECREF(f->enter);
     Py_XDECREF(f->bucket);
     Py_XDECREF(f->bucket_cells);
+    Py_XDECREF(f->meta);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
@@ -2432,7 +2433,14 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     f->folded++;
-    PyObject *meta = w.meta_object ? PyBytes_FromStringAndSize(w.meta, w.meta_len) : Py_NewRef(Py_None);
+    /* the methodology: its bytes when they are not the ones returned last (noted already) */
+    PyObject *meta;
+    if (!w.meta_object || (f->meta && PyBytes_GET_SIZE(f->meta) == w.meta_len
+                           && memcmp(PyBytes_AS_STRING(f->meta), w.meta, w.meta_len) == 0)) {
+        meta = Py_NewRef(Py_None);
+    } else if ((meta = PyBytes_FromStringAndSize(w.meta, w.meta_len)) != NULL) {
+        Py_XSETREF(f->meta, Py_NewRef(meta));
+    }
     PyObject *rows = !w.rows_plain ? PyBytes_FromStringAndSize(w.rows_text, w.rows_len) : Py_NewRef(Py_None);
     PyObject *hash = w.hash_ok ? PyUnicode_DecodeUTF8(w.hash, w.hash_len, NULL) : Py_NewRef(EMPTY_STR);
     PyObject *req = u128_to_py(app_r ? app_r : (u128)w.traces);
@@ -2476,6 +2484,71 @@ static PyTypeObject FolderType = {
     .tp_members = folder_members,
 };
 
+/* configure(body_key, time_shapes, terms, max_figure, max_count, max_name_bytes, max_tag_bytes,
+ * cal_suffix, unattributed): the contract's facts, from Python (aggregator/fold/ext.py). Those
+ * this file can take as values it takes; those its code is written for - the two window time
+ * shapes usual_time reads by position, the four terms of a total raw_co2 reads in that order -
+ * must be the ones it was written for, else ValueError (and ext.py refuses the build). */
+static int copy_text(PyObject *v, char *out, size_t size, const char *what) {
+    Py_ssize_t n;
+    const char *t = PyUnicode_Check(v) ? PyUnicode_AsUTF8AndSize(v, &n) : NULL;
+    if (t == NULL || n == 0 || (size_t)n >= size) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "configure: %s must be a non-empty str of under %zu bytes", what, size);
+        return -1;
+    }
+    memcpy(out, t, n);
+    out[n] = 0;
+    return 0;
+}
+
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *body, *shapes, *terms, *cal, *unattributed;
+    double max_figure;
+    long long max_count;
+    Py_ssize_t max_name, max_tag;
+    if (!PyArg_ParseTuple(args, "OO!O!dLnnOO:configure", &body, &PyTuple_Type, &shapes, &PyTuple_Type, &terms,
+                          &max_figure, &max_count, &max_name, &max_tag, &cal, &unattributed))
+        return NULL;
+    static const char *const want_shapes[] = {"0000-00-00T00:00:00.000000Z", "0000-00-00T00:00:00Z"};
+    static const char *const want_terms[] = {"operational", "embodied", "database", "messaging"};
+    if (PyTuple_GET_SIZE(shapes) != 2 || PyTuple_GET_SIZE(terms) != 4) {
+        PyErr_SetString(PyExc_ValueError, "configure: _fold.c reads two time shapes and four terms of a total");
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(shapes, i))
+            || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(shapes, i), want_shapes[i]) != 0) {
+            PyErr_Format(PyExc_ValueError, "configure: the window time shape %R is not the %s that usual_time reads",
+                         PyTuple_GET_ITEM(shapes, i), want_shapes[i]);
+            return NULL;
+        }
+    for (int i = 0; i < 4; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(terms, i))
+            || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(terms, i), want_terms[i]) != 0) {
+            PyErr_Format(PyExc_ValueError, "configure: term %d of a total is %R; _fold.c reads %s there "
+                         "(add the term to the C fold: raw_co2, Raw, the Folder's deltas)", i,
+                         PyTuple_GET_ITEM(terms, i), want_terms[i]);
+            return NULL;
+        }
+    char body_key[sizeof BODY_KEY], cal_suffix[sizeof CAL_SUFFIX], un[sizeof UNATTRIBUTED_NAME];
+    if (copy_text(body, body_key, sizeof body_key, "body_key") < 0 || copy_text(cal, cal_suffix, sizeof cal_suffix, "cal_suffix") < 0
+        || copy_text(unattributed, un, sizeof un, "unattributed") < 0)
+        return NULL;
+    PyObject *interned = PyUnicode_InternFromString(body_key);
+    if (interned == NULL)
+        return NULL;
+    Py_XSETREF(N[S_REPORT], interned);
+    memcpy(BODY_KEY, body_key, sizeof BODY_KEY);
+    memcpy(CAL_SUFFIX, cal_suffix, sizeof CAL_SUFFIX);
+    memcpy(UNATTRIBUTED_NAME, un, sizeof UNATTRIBUTED_NAME);
+    MAX_FIGURE = max_figure;
+    MAX_COUNT = max_count;
+    MAX_NAME_BYTES = max_name;
+    MAX_TAG_BYTES = max_tag;
+    Py_RETURN_NONE;
+}
+
 /* The scanner's pieces alone, for tests/aggregator/test_fold_numbers.py: whether a text is one
  * JSON value the skip accepts, and the figure the scan reads from a number token. */
 static PyObject *scan_value(PyObject *module, PyObject *arg) {
@@ -2516,6 +2589,9 @@ static PyMethodDef methods[] = {
      "window_start(rec) -> float\n\n"
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
+    {"configure", (PyCFunction)configure, METH_VARARGS,
+     "configure(body_key, time_shapes, terms, max_figure, max_count, max_name_bytes, max_tag_bytes, cal_suffix,\n"
+     "          unattributed)\n\nThe contract's facts (see _fold.c); ValueError when the code is written for others."},
     {"scan_value", (PyCFunction)scan_value, METH_O,
      "scan_value(text) -> bool\n\nWhether text is one JSON value the byte scan skips (orjson must read it too)."},
     {"scan_number", (PyCFunction)scan_number, METH_O,

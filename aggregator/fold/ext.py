@@ -11,11 +11,12 @@ slower. Which fold runs is said by :data:`aggregator.fold.fast.ACCELERATED`.
 
 from __future__ import annotations
 
+import re
 import warnings
 from types import ModuleType
 
 #: Must equal FOLD_VERSION in aggregator/fold/_fold.c; bump both when the rules change.
-FOLD_VERSION = 11
+FOLD_VERSION = 12
 
 
 def _load() -> ModuleType | None:
@@ -29,7 +30,32 @@ def _load() -> ModuleType | None:
                       "(the Python fold runs, slower); rebuild with `.venv/bin/pip install -e '.[test]'`",
                       RuntimeWarning, stacklevel=2)
         return None
+    try:
+        _fold.configure(*contract_facts())
+    except ValueError as exc:  # the C code is written for other facts: refuse it, loudly
+        warnings.warn(f"{_fold.__file__} does not fit the contract ({exc}): not used (the Python fold runs, "
+                      "slower)", RuntimeWarning, stacklevel=2)
+        return None
     return _fold
+
+
+def contract_facts() -> tuple:
+    """The facts ``_fold.c`` uses, from where they are decided (docs/archive-format.md, "Where
+    the facts live"): the body key, the two window time shapes read without a parse (the
+    agent's 27 characters and the 20-character form, digits as 0), the terms of a total, the
+    sanitiser's bounds, the calibration suffix, the unattributed bucket's name."""
+    from aggregator.fold.rules import UNATTRIBUTED
+    from aggregator.sanitize import MAX_COUNT, MAX_FIGURE, MAX_NAME_BYTES, MAX_TAG_BYTES
+    from schema import times
+    from schema.archive import BODY_KEY
+    from schema.tags import CAL_SUFFIX
+    from schema.totals import TOTAL_TERMS
+
+    written = re.sub(r"[0-9]", "0", times.format_ns(0))  # the agent's form: YYYY-MM-DDTHH:MM:SS.ffffffZ
+    short = written[: written.index(".")] + "Z"  # the same instant in whole seconds (...:00Z)
+    assert len(written) == times.WINDOW_TIME_LENGTH
+    return (BODY_KEY, (written, short), TOTAL_TERMS, MAX_FIGURE, MAX_COUNT, MAX_NAME_BYTES, MAX_TAG_BYTES,
+            CAL_SUFFIX, UNATTRIBUTED)
 
 
 EXT = _load()

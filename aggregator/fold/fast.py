@@ -21,6 +21,7 @@ None) ``fold_line`` *is* the reference and there is no byte path.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -42,6 +43,11 @@ from aggregator.fold.sums import Bucket, Cell, Layout, ServiceAcc
 
 #: Folds a line from its bytes if it can: (state, raw, period start, period end, folder) -> (start, end, hash) | None.
 RawFold = Callable[[AggregateState, "bytes | memoryview", float, float, object], "tuple[float, float | None, str] | None"]
+
+#: Lines this process folded from their bytes, lines the byte path declined (folded the long
+#: way) and files on which it was given up (engines.GIVE_UP_AFTER): summed by engines.fold_lines
+#: per file; the aggregate bench prints them.
+BYTE_PATH: Counter[str] = Counter()
 
 #: Whether the C accelerator is in use (a test asserts it is, so a broken build fails loudly).
 ACCELERATED = EXT is not None
@@ -133,9 +139,8 @@ def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float, p
     add_totals(state, bucket, app_energy + 0.0, app_carbon, requests)  # + host energy: none
     add_window(state, bucket, start, 0.0, embodied, database, messaging)
     add_window_counts(state, traces, root, without, fold_regions(state, orjson.loads(rows)) if rows else 0.0)
-    if block is not None and block != state._last_meta_raw:  # the same bytes: noted already
+    if block is not None:  # None too when the bytes are the last ones the Folder returned (noted already)
         note_methodology(state, orjson.loads(block))
-        state._last_meta_raw = block
     return start, end, line_hash
 
 
@@ -147,5 +152,5 @@ else:
     fold_line = fold_line_reference
     RAW_FOLD = None
 
-__all__ = ["ACCELERATED", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw", "folder",
+__all__ = ["ACCELERATED", "BYTE_PATH", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw", "folder",
            "usable_layout"]

@@ -17,9 +17,9 @@ from __future__ import annotations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from aggregator.engines import fold_lines
+from aggregator.engines import GIVE_UP_AFTER, fold_lines
 from aggregator.fold.ext import EXT
-from aggregator.fold.fast import fold_raw, folder
+from aggregator.fold.fast import BYTE_PATH, fold_raw, folder
 from tests.aggregator.test_fold_c_edges import HOURS, Raw, _check, _dumps, _state, line
 
 POOL = [f"s{i}" for i in range(12)]
@@ -111,3 +111,22 @@ def test_what_the_folder_must_decline_it_declines():
         fold_lines([_dumps(line(0, POOL[:3], tags), [])], "a/w.jsonl", "a", HOURS, state=state)
         assert fold_raw(state, raw, HOURS.start, HOURS.end, folder(state)) is None, label
         assert _check([_dumps(line(0, POOL[:3], tags), []), raw], caps) >= 1, label
+
+
+def test_the_byte_path_is_given_up_on_a_file_it_keeps_declining_and_the_report_is_the_same():
+    tags = dict.fromkeys(POOL, '"scaphandre_rapl"')
+    v1 = [_dumps(line(i, POOL[:3], tags, v1=True), []) for i in range(GIVE_UP_AFTER + 4)]
+    runtime = [_dumps(line(i, POOL[:3], tags), []) for i in range(GIVE_UP_AFTER + 4, GIVE_UP_AFTER + 8)]
+    before = dict(BYTE_PATH)
+    assert _check(v1 + runtime, {}) >= 0
+    state = _state({})
+    fold_lines(v1 + runtime, "a/w.jsonl", "a", HOURS, state=state)
+    assert BYTE_PATH["given_up"] > before.get("given_up", 0)
+    # given up after GIVE_UP_AFTER declines: the runtime lines after them went the long way
+    state = _state({})
+    folded = BYTE_PATH["folded"]
+    fold_lines(runtime + v1, "a/w.jsonl", "a", HOURS, state=state)  # taken before the declines start
+    assert BYTE_PATH["folded"] - folded == len(runtime)
+    folded = BYTE_PATH["folded"]
+    fold_lines(v1 + runtime, "a/w.jsonl", "a", HOURS, state=_state({}))
+    assert BYTE_PATH["folded"] == folded
