@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from schema.totals import TOTAL_TERMS
+
 MAX_SERVICE_LABELS = 50
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -330,7 +332,7 @@ class AgentMetrics:
                 self.service_energy.labels(label).inc(energy.get(s, 0.0))
                 self.service_carbon.labels(label).inc(carbon_kg.get(s, 0.0) * 1000.0)
             self.energy_total.inc(_number(summary.get("energy_kwh")))
-            for term in ("operational", "embodied", "database", "messaging"):
+            for term in TOTAL_TERMS:
                 self.carbon_total.labels(term).inc(_number(co2.get(f"{term}_gco2")))
             regions = summary.get("regions")
             self.grid_intensity.clear()

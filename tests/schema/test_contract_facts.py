@@ -235,6 +235,9 @@ def test_the_agent_the_verifier_and_the_report_sum_one_total(tmp_path: Path) -> 
 # -- no second copy ------------------------------------------------------------------------
 
 DEFINING = {"schema/archive.py", "schema/times.py", "schema/totals.py"}
+#: The one copy left in Python: the fallback of the C accumulators' fields without the build
+#: (the C struct BucketSums in _fold.c fixes them; docs/archive-format.md, "Where the facts live").
+TERM_LIST_ALLOWED = {"aggregator/fold/ext.py"}
 PACKAGES = ("agent", "aggregator", "admission", "scheduling", "placement", "witness", "bench", "carbonspan",
             "httpserve", "schema", "deploy")
 TERMS = set(totals.TOTAL_TERMS)
@@ -280,6 +283,10 @@ def _copies(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
             if len({_term(o) for o in _operands(node)} - {None}) >= 2:
                 out.append((node.lineno, "a sum of total terms (schema.totals)"))
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+            named = {_term(ast.Name(e.value)) for e in node.elts if isinstance(e, ast.Constant) and type(e.value) is str}
+            if len(named - {None}) >= 3:
+                out.append((node.lineno, "a list of the total terms (schema.totals.TOTAL_TERMS)"))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             added: dict[str, int] = {}  # term -> first line adding to an accumulator of it
             for inner in ast.walk(node):
@@ -300,7 +307,8 @@ def test_no_second_copy_of_a_contract_fact() -> None:
             if rel in DEFINING:
                 continue
             tree = ast.parse(path.read_text(encoding="utf-8"), rel)
-            found += [f"{rel}:{line}: {what}" for line, what in sorted(set(_copies(tree)))]
+            found += [f"{rel}:{line}: {what}" for line, what in sorted(set(_copies(tree)))
+                      if not (rel in TERM_LIST_ALLOWED and what.startswith("a list of the total terms"))]
     assert found == [], "decide these in schema/ and import them:\n" + "\n".join(found)
 
 
@@ -320,6 +328,7 @@ app = w.mid_g - w.embodied_g - w.database_g
 def add(state, w):
     state.embodied_kg += w.embodied_g
     state.database_kg += w.database_g
+for term in ("operational", "embodied", "database", "messaging"): pass
 '''
     lines = {line for line, _ in _copies(ast.parse(source))}
-    assert lines == set(range(2, 12)) | {13}, sorted(lines)
+    assert lines == set(range(2, 12)) | {13, 15}, sorted(lines)
