@@ -423,11 +423,11 @@ def _report(r: dict, what: str, target: str) -> None:
         print("  spans per chain:    " + ", ".join(f"{k} {v:,}" for k, v in r["chain_spans"].items())
               + (f" ({r['channels']} gRPC channels)" if r["channels"] else ""))
     if c:
-        one = "" if workers == 1 else "one process's "
+        whose = "its transport's ceiling" if workers == 1 else "the one-process ceiling"
         print(f"  trivial handler:    {c['spans_per_s']:,.0f} spans/s at "
               f"{c['server_cpu_s_per_million']:.2f} server CPU s per million spans (same client "
               f"and bytes, one process) -> the agent takes {r['share_of_ceiling']:.2f} x "
-              f"{one}its transport's ceiling (target >= 0.5)")
+              f"{whose} (target >= 0.5)")
 
 
 _NAMES = {"grpc": "OTLP/gRPC ingest", "http-json": "OTLP/HTTP JSON ingest",

@@ -461,3 +461,39 @@ def test_a_special_byte_at_any_place_of_an_eight_byte_word_is_seen(special, asse
                                    b'"-"', b'"0000000000000000000001"', b'"1700000000000000000"'])
 def test_integer_strings_of_every_length_agree(start, assert_same):
     assert_agrees(_one_span_doc(b"svc", start), assert_same)
+
+
+def _attr_doc(attr: bytes) -> bytes:
+    return (b'{"resourceSpans":[{"resource":{"attributes":[' + attr.replace(b"K", b"service.name")
+            + b']},"scopeSpans":[{"spans":[{"traceId":"' + b"ab" * 16 + b'","spanId":"'
+            + b"cd" * 8 + b'","name":"n","startTimeUnixNano":"1","endTimeUnixNano":"2",'
+            b'"attributes":[' + attr.replace(b"K", b"http.method") + b"]}]}]}]}")
+
+
+@pytest.mark.parametrize("attr", [
+    b'{"key":"K","value":{"stringValue":"GET"}}',
+    b'{"key":"K","value":{"intValue":"7"}}',
+    b'{"key":"K","value":null}',
+    b'{"key":"K","value":{"stringValue":"GET"},"extra":1}',
+    b'{"key":"K","value":{"stringValue":"GET"},"key":"other"}',
+    b'{"key":"K","value":{"stringValue":"GET"},"value":{"stringValue":"PUT"}}',
+    b'{"value":{"stringValue":"GET"},"key":"K"}',
+    b'{"key":"K","key":"K","value":{"stringValue":"GET"}}',
+    b'{"key": "K", "value": {"stringValue": "GET"} }',
+    b'{"key":"K","value":{"stringValue":"GET"}   }',
+    b'{"key":"http\\u002emethod","value":{"stringValue":"GET"}}',
+    b'{"key":"K","value":{"stringValue":1}}',
+    b'{"key":"unread.key","value":{"stringValue":1}}',
+    b'{"key":"unread.key","value":[1,{"a":"\\u00e9"}]}',
+    b'{"key":"K","value":{"stringValue":"GET"}',
+    b'{"key":"K","value":}',
+    b'{"key":5,"value":{"stringValue":"GET"}}',
+    b'{"key":"K"}',
+    b'{"key":"K","value":{"stringValue":"G\\"ET"}},{"key":"K","value":{"stringValue":"PUT"}}',
+    b'{}',
+])  # fmt: skip
+def test_attributes_in_and_out_of_the_common_layout_agree(attr, assert_same):
+    """{"key":...,"value":...} in that order and nothing else is read without the member
+    loop; every other layout (extra, repeated or reordered members, whitespace, escapes,
+    invalid values) must still give the member loop's answer."""
+    assert_agrees(_attr_doc(attr), assert_same)
