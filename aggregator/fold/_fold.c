@@ -1345,24 +1345,42 @@ static inline int open_object(Scan *s) { /* the caller closes it: s->depth-- aft
 #define MEMBERS(s) for (int more_ = open_object(s); more_ != 0; more_ = next_member(s)) if (more_ < 0) return 0; else
 
 /* The entries of the per-service maps: the line's names (the first map's keys; every other
- * map must list the same, in order), their figures and tags. Module-level arrays, grown as
- * needed (the GIL is held throughout). */
+ * map must list the same, in order), their figures, tags and regions, and what the Folder
+ * decided for each. One set per Folder (a fold may call Python - enter, ServiceAcc(region) -
+ * and so let another thread's fold run: nothing of a line is kept where another fold writes),
+ * grown as needed. */
 #define MAX_ENTRIES 8192
-static Py_ssize_t entries_cap;
-static const char **ent_key, **ent_tag, **ent_reg;
-static Py_ssize_t *ent_klen, *ent_tlen, *ent_rlen; /* ent_rlen: -1 no region (unknown), -2 an escaped one */
-static double *ent_e, *ent_c;
-static long long *ent_r;
-static Py_ssize_t *ent_slot, *ent_tagi; /* the Folder's: the entry's slot (or NEW / DROP), its tag's index */
-static uint64_t *ent_hash;
-static PyObject **ent_name;             /* a new service's name (a new reference, phase A to B) */
+typedef struct {
+    Py_ssize_t cap;
+    const char **key, **tag, **reg;
+    Py_ssize_t *klen, *tlen, *rlen; /* rlen: -1 no region (unknown), -2 an escaped one */
+    double *e, *c;
+    long long *r;
+    Py_ssize_t *slot, *tagi;        /* the entry's slot (or SLOT_NEW / SLOT_DROP), its tag's index */
+    uint64_t *hash;
+    PyObject **name;                /* a new service's name (a new reference, phase A to B) */
+} Entries;
 
-static int entries_room(Py_ssize_t n) {
-    if (n < entries_cap)
+#define ent_key (E->key)
+#define ent_tag (E->tag)
+#define ent_reg (E->reg)
+#define ent_klen (E->klen)
+#define ent_tlen (E->tlen)
+#define ent_rlen (E->rlen)
+#define ent_e (E->e)
+#define ent_c (E->c)
+#define ent_r (E->r)
+#define ent_slot (E->slot)
+#define ent_tagi (E->tagi)
+#define ent_hash (E->hash)
+#define ent_name (E->name)
+
+static int entries_room(Entries *E, Py_ssize_t n) {
+    if (n < E->cap)
         return 1;
     if (n >= MAX_ENTRIES)
         return 0;
-    Py_ssize_t cap = entries_cap ? entries_cap * 2 : 256;
+    Py_ssize_t cap = E->cap ? E->cap * 2 : 256;
     while (cap <= n)
         cap *= 2;
 #define GROW(arr, T) do { T *x = PyMem_Realloc((void *)arr, cap * sizeof(T)); if (x == NULL) return 0; arr = x; } while (0)
@@ -1380,8 +1398,16 @@ static int entries_room(Py_ssize_t n) {
     GROW(ent_hash, uint64_t);
     GROW(ent_name, PyObject *);
 #undef GROW
-    entries_cap = cap;
+    E->cap = cap;
     return 1;
+}
+
+static void entries_free(Entries *E) {
+    PyMem_Free((void *)E->key); PyMem_Free((void *)E->tag); PyMem_Free((void *)E->reg);
+    PyMem_Free(E->klen); PyMem_Free(E->tlen); PyMem_Free(E->rlen);
+    PyMem_Free(E->e); PyMem_Free(E->c); PyMem_Free(E->r);
+    PyMem_Free(E->slot); PyMem_Free(E->tagi); PyMem_Free(E->hash); PyMem_Free(E->name);
+    memset(E, 0, sizeof *E);
 }
 
 typedef struct {
@@ -1412,6 +1438,7 @@ typedef struct {
     Py_ssize_t hash_len;
     int hash_ok;
     PyObject *regions;
+    Entries *e;                /* where the entries go (the Folder's) */
 } Raw;
 
 enum { REGIONS_NONE, REGIONS_POSITIONAL, REGIONS_OTHER }; /* Raw.region_map */
@@ -1427,6 +1454,7 @@ static inline int str_is(PyObject *u, const char *k, Py_ssize_t kl) {
  * first map read fixes the names; every other lists the same, in order), 4 the measured
  * ratios (each 0 or 0.0, any names), 5 anything (checked and skipped). 0: decline. */
 static int service_map(Scan *s, Raw *w, int which, int *empty) {
+    Entries *E = w->e;
     Py_ssize_t i = 0;
     int record = which <= 3 && w->n < 0;
     *empty = 1;
@@ -1468,7 +1496,7 @@ static int service_map(Scan *s, Raw *w, int which, int *empty) {
             continue;
         }
         if (record) {
-            if (!entries_room(i))
+            if (!entries_room(E, i))
                 return 0;
             ent_key[i] = k;
             ent_klen[i] = kl;
@@ -1909,6 +1937,7 @@ typedef struct {
     PyObject *bucket, *bucket_cells; /* the bucket whose cells the slots hold, its services dict */
     uint64_t gen;
     PyObject *meta;     /* the methodology bytes returned last (bytes or NULL) */
+    Entries entries;    /* the line being folded */
     Py_ssize_t *seen;   /* a line's names, for duplicates: entry index + 1 */
     Py_ssize_t seen_size;
     long long folded, declined;
@@ -2058,6 +2087,7 @@ static void folder_dealloc(Folder *f) {
     Py_XDECREF(f->bucket);
     Py_XDECREF(f->bucket_cells);
     Py_XDECREF(f->meta);
+    entries_free(&f->entries);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
@@ -2085,6 +2115,7 @@ static PyObject *folder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
  * of the state changed. 1: the line can be folded (*flags: FOLD_OVERFLOWED when an entry is
  * dropped); 0: decline; -1: error. New names are left in ent_name (new references). */
 static int decide(Folder *f, const Raw *w, int *flags) {
+    Entries *E = w->e;
     Py_ssize_t n = w->n, room = f->max_services - PyDict_GET_SIZE(f->services), new_tags = 0;
     size_t un_len = strlen(UNATTRIBUTED_NAME);
     for (Py_ssize_t i = 0; i < f->ntags; i++)
@@ -2194,7 +2225,7 @@ static int decide(Folder *f, const Raw *w, int *flags) {
     return 1;
 }
 
-static void drop_names(Py_ssize_t n) {
+static void drop_names(Entries *E, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
         Py_CLEAR(ent_name[i]);
 }
@@ -2202,6 +2233,7 @@ static void drop_names(Py_ssize_t n) {
 /* The line's region for entry i as the reference reads it: clean_name(region_map.get(name))
  * or "unknown" (a new reference). */
 static PyObject *entry_region(const Raw *w, Py_ssize_t i) {
+    Entries *E = w->e;
     if (w->region_map == REGIONS_POSITIONAL && ent_rlen[i] >= 0 && clean_region(ent_rlen[i]))
         return PyUnicode_DecodeUTF8(ent_reg[i], ent_rlen[i], NULL);
     return Py_NewRef(S_UNKNOWN_STR);
@@ -2210,6 +2242,7 @@ static PyObject *entry_region(const Raw *w, Py_ssize_t i) {
 /* Phase B: the additions, in the reference's order. -1 on error (only). */
 static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long long *dropped, double *dropped_e,
                  double *dropped_c, double *app_e, double *app_c, u128 *app_r) {
+    Entries *E = w->e;
     Py_ssize_t n = w->n;
     if (bucket != f->bucket) { /* the slots' cells are another bucket's */
         PyObject *cells = PyObject_GetAttr(bucket, S_SERVICES_ATTR);
@@ -2378,6 +2411,7 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     w.n = -1;
     w.rows_plain = 1;
     w.regions = f->regions;
+    w.e = &f->entries;
     Scan s = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
     int ok = raw_line(&s, &w);
     if (PyErr_Occurred()) {
@@ -2392,7 +2426,7 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     int flags = 0;
     ok = decide(f, &w, &flags);
     if (ok <= 0) {
-        drop_names(w.n);
+        drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
         if (ok < 0)
             return NULL;
@@ -2409,7 +2443,7 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
             if (entered != NULL)
                 PyErr_SetString(PyExc_TypeError, "Folder: enter(start) must return (lo, hi, bucket)");
             Py_XDECREF(entered);
-            drop_names(w.n);
+            drop_names(&f->entries, w.n);
             PyBuffer_Release(&view);
             return NULL;
         }
@@ -2418,7 +2452,7 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     if (!PyObject_TypeCheck(bucket, &BucketSumsType)) {
         PyErr_SetString(PyExc_TypeError, "Folder: the bucket must be a BucketSums");
         Py_XDECREF(entered);
-        drop_names(w.n);
+        drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -2426,7 +2460,7 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     double app_e, app_c;
     u128 app_r;
     int rc = apply(f, &w, bucket, &flags, &dropped, &dropped_e, &dropped_c, &app_e, &app_c, &app_r);
-    drop_names(w.n);
+    drop_names(&f->entries, w.n);
     if (rc < 0) {
         Py_XDECREF(entered);
         PyBuffer_Release(&view);

@@ -547,10 +547,6 @@ print("same")
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="_fold.c keeps a line's entries in module-level arrays (ent_*, ent_name) "
-                   "and calls Python (enter, ServiceAcc(region)) between deciding and adding them, so the GIL "
-                   "passes to another thread's fold, which overwrites them: four threads folding four files "
-                   "crash the process (SIGSEGV, also at the default switch interval). Reported to the lead.")
 def test_files_folded_in_threads_at_once_give_each_files_own_report():
     """A Dask worker runs as many tasks at once as it has threads (``dask worker --nthreads``,
     an existing cluster's default is one per core): each folds its own file, in threads of one
