@@ -1359,6 +1359,9 @@ typedef struct {
     Py_ssize_t *slot, *tagi;        /* the entry's slot (or SLOT_NEW / SLOT_DROP), its tag's index */
     uint64_t *hash;
     PyObject **name;                /* a new service's name (a new reference, phase A to B) */
+    /* the region rows' RegionSums met so far, by name (a state's regions are never replaced) */
+    struct { char key[64]; Py_ssize_t len; PyObject *acc; } rc[32];
+    int nrc;
 } Entries;
 
 #define ent_key (E->key)
@@ -1407,6 +1410,8 @@ static void entries_free(Entries *E) {
     PyMem_Free(E->klen); PyMem_Free(E->tlen); PyMem_Free(E->rlen);
     PyMem_Free(E->e); PyMem_Free(E->c); PyMem_Free(E->r);
     PyMem_Free(E->slot); PyMem_Free(E->tagi); PyMem_Free(E->hash); PyMem_Free(E->name);
+    for (int i = 0; i < E->nrc; i++)
+        Py_XDECREF(E->rc[i].acc);
     memset(E, 0, sizeof *E);
 }
 
@@ -1634,16 +1639,28 @@ static int raw_row(Scan *s, Raw *w) {
             SEEN(0);
             if (!string(s, &t, &tl, &e) || e)
                 return 0;
-            PyObject *name = PyUnicode_FromStringAndSize(t, tl);
-            if (name == NULL) {
-                PyErr_Clear();
-                return 0;
-            }
-            PyObject *acc = PyDict_GetItemWithError(w->regions, name);
-            Py_DECREF(name);
-            if (acc == NULL || !PyObject_TypeCheck(acc, &RegionSumsType)) {
-                PyErr_Clear();
-                return 0;
+            Entries *E = w->e;
+            PyObject *acc = NULL;
+            for (int r = 0; r < E->nrc && acc == NULL; r++)
+                if (E->rc[r].len == tl && memcmp(E->rc[r].key, t, tl) == 0)
+                    acc = E->rc[r].acc;
+            if (acc == NULL) {
+                PyObject *name = PyUnicode_FromStringAndSize(t, tl);
+                if (name == NULL) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                acc = PyDict_GetItemWithError(w->regions, name);
+                Py_DECREF(name);
+                if (acc == NULL || !PyObject_TypeCheck(acc, &RegionSumsType)) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                if (E->nrc < 32 && tl < 64) {
+                    memcpy(E->rc[E->nrc].key, t, tl);
+                    E->rc[E->nrc].len = tl;
+                    E->rc[E->nrc++].acc = Py_NewRef(acc);
+                }
             }
             w->row_acc[i] = acc;
         } else if (is_key(k, kl, "status")) {
@@ -2483,10 +2500,26 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     PyObject *without = w.has_without ? PyFloat_FromDouble(w.without) : Py_NewRef(Py_None);
     PyBuffer_Release(&view);
     PyObject *out = NULL;
-    if (meta && rows && hash && req && end && root && without)
-        out = Py_BuildValue("(dOOddOLdddOOOOOLddi)", w.start, end, bucket, app_e, app_c, req, w.traces, w.embodied,
-                            w.database, w.messaging, root, without, meta, rows, hash, dropped, dropped_e, dropped_c,
-                            flags);
+    if (meta && rows && hash && req && end && root && without) {
+        PyObject *items[19] = {PyFloat_FromDouble(w.start), end, Py_NewRef(bucket), PyFloat_FromDouble(app_e),
+                               PyFloat_FromDouble(app_c), req, PyLong_FromLongLong(w.traces),
+                               PyFloat_FromDouble(w.embodied), PyFloat_FromDouble(w.database),
+                               PyFloat_FromDouble(w.messaging), root, without, meta, rows, hash,
+                               PyLong_FromLongLong(dropped), PyFloat_FromDouble(dropped_e),
+                               PyFloat_FromDouble(dropped_c), PyLong_FromLong(flags)};
+        int ok = 1;
+        for (int i = 0; i < 19; i++)
+            ok = ok && items[i] != NULL;
+        if (ok && (out = PyTuple_New(19)) != NULL) {
+            for (int i = 0; i < 19; i++)
+                PyTuple_SET_ITEM(out, i, items[i]); /* steals */
+        } else {
+            for (int i = 0; i < 19; i++)
+                Py_XDECREF(items[i]);
+        }
+        Py_XDECREF(entered);
+        return out;
+    }
     Py_XDECREF(meta); Py_XDECREF(rows); Py_XDECREF(hash); Py_XDECREF(req);
     Py_XDECREF(end); Py_XDECREF(root); Py_XDECREF(without);
     Py_XDECREF(entered);
