@@ -78,6 +78,22 @@ typedef struct { Val *slots; uint32_t *present; int for_span; } Attrs;
 /* key_value's common layout, {"key":"K","value":V} as exporters write it (no whitespace, the
  * key first): read without the member loop; 1 done, 0 not that layout (nothing consumed, the
  * arena as it was), -1 invalid. Its reads are the loop's, in the loop's order. */
+/* An attribute value no rule reads, skipped (checked as JSON): {"stringValue":"..."} read
+ * straight, anything else by skip. 0, or -1 invalid. */
+static int skip_unread_value(J *j) {
+    const uint8_t *start = j->p;
+    Py_ssize_t used = j->arena_used;
+    Str s;
+    if (LIT(j, "{\"stringValue\":") && at(j, '"') && !string(j, &s) && at(j, '}')) {
+        j->p++;
+        j->arena_used = used;
+        return 0;
+    }
+    j->p = start;
+    j->arena_used = used;
+    return skip(j, 10);
+}
+
 static int key_value_common(J *j, Attrs *a) {
     const uint8_t *start = j->p;
     Py_ssize_t used = j->arena_used;
@@ -88,7 +104,7 @@ static int key_value_common(J *j, Attrs *a) {
     if (!at(j, '"') || string(j, &key) || !LIT(j, ",\"value\":")) goto other;
     slot = wanted(key, a->for_span);
     ws(j);
-    if (slot < 0 ? skip(j, 10) : !null(j) && any_value(j, &v)) return -1;
+    if (slot < 0 ? skip_unread_value(j) : !null(j) && any_value(j, &v)) return -1;
     ws(j);
     if (!at(j, '}')) goto other;
     j->p++;
