@@ -582,6 +582,67 @@ static PyObject *lowered(PyObject *raw, Py_ssize_t max_bytes, PyObject *slow, in
     return key;
 }
 
+static inline int is_short_ascii(PyObject *raw, Py_ssize_t max_bytes) {
+    return PyUnicode_CheckExact(raw) && PyUnicode_IS_ASCII(raw) && PyUnicode_GET_LENGTH(raw) <= max_bytes;
+}
+
+static inline uint64_t fnv_lower(const Py_UCS1 *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned c = p[i];
+        if (c >= 'A' && c <= 'Z') c += 32;
+        h = (h ^ c) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* keys() when every entry is short ASCII (the usual table): the keys are deduplicated in a C
+ * table on their lowercased bytes, with no dict and no int per entry; a key object is made
+ * only for a new key that has capitals. Same keys, same order as the dict path. */
+static int keys_ascii(PyObject *services, PyObject *keys_list, int64_t *of_p) {
+    Py_ssize_t n = PyList_GET_SIZE(services);
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    uint64_t *hs = malloc(cap * sizeof *hs);
+    int64_t *ids = malloc(cap * sizeof *ids);
+    int rc = -1;
+    if (!hs || !ids) { PyErr_NoMemory(); goto done; }
+    for (size_t j = 0; j < cap; j++) ids[j] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *raw = PyList_GET_ITEM(services, i);
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(raw);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(raw);
+        uint64_t h = fnv_lower(p, len);
+        size_t j = (size_t)h & (cap - 1);
+        int64_t id = -1;
+        for (; ids[j] >= 0; j = (j + 1) & (cap - 1)) {
+            if (hs[j] != h) continue;
+            PyObject *k = PyList_GET_ITEM(keys_list, ids[j]);
+            if (PyUnicode_GET_LENGTH(k) != len) continue;
+            const Py_UCS1 *q = PyUnicode_1BYTE_DATA(k);
+            Py_ssize_t m = 0;
+            while (m < len && q[m] == ((p[m] >= 'A' && p[m] <= 'Z') ? p[m] + 32 : p[m])) m++;
+            if (m == len) { id = ids[j]; break; }
+        }
+        if (id < 0) {
+            int cut;
+            PyObject *key = lowered(raw, len, NULL, &cut);  /* ASCII and short: never slow */
+            if (!key) goto done;
+            id = PyList_GET_SIZE(keys_list);
+            int bad = PyList_Append(keys_list, key);
+            Py_DECREF(key);
+            if (bad < 0) goto done;
+            hs[j] = h;
+            ids[j] = id;
+        }
+        of_p[i] = id;
+    }
+    rc = 0;
+done:
+    free(hs); free(ids);
+    return rc;
+}
+
 static PyObject *keys(PyObject *self, PyObject *args) {
     PyObject *services, *regions_of, *fallback, *index, *names, *slow;
     Py_ssize_t max_bytes;
@@ -589,6 +650,8 @@ static PyObject *keys(PyObject *self, PyObject *args) {
                           &fallback, &PyDict_Type, &index, &PyList_Type, &names, &slow, &max_bytes))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(services);
+    int ascii = 1;
+    for (Py_ssize_t i = 0; i < n && ascii; i++) ascii = is_short_ascii(PyList_GET_ITEM(services, i), max_bytes);
     PyObject *keys_list = PyList_New(0), *key_index = PyDict_New();
     PyObject *of = PyByteArray_FromStringAndSize(NULL, n * 8), *cuts = PyByteArray_FromStringAndSize(NULL, n);
     PyObject *by_key = NULL, *out = NULL;
@@ -596,7 +659,8 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     int64_t *of_p = (int64_t *)PyByteArray_AS_STRING(of);
     uint8_t *cut_p = (uint8_t *)PyByteArray_AS_STRING(cuts);
     int any_cut = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    if (ascii && keys_ascii(services, keys_list, of_p) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n && !ascii; i++) {
         int cut;
         PyObject *key = lowered(PyList_GET_ITEM(services, i), max_bytes, slow, &cut);
         if (!key) goto done;
@@ -611,10 +675,16 @@ static PyObject *keys(PyObject *self, PyObject *args) {
     by_key = PyByteArray_FromStringAndSize(NULL, nk * 8);
     if (!by_key) goto done;
     int64_t *by_p = (int64_t *)PyByteArray_AS_STRING(by_key);
+    Py_ssize_t fallback_id = -1;  /* no [green.service_regions] (usual): one lookup */
     for (Py_ssize_t k = 0; k < nk; k++) {
-        PyObject *region = PyDict_GetItemWithError(regions_of, PyList_GET_ITEM(keys_list, k));
-        if (!region && PyErr_Occurred()) goto done;
-        Py_ssize_t id = intern_obj(index, names, region ? region : fallback);
+        PyObject *region = NULL;
+        if (PyDict_GET_SIZE(regions_of)) {
+            region = PyDict_GetItemWithError(regions_of, PyList_GET_ITEM(keys_list, k));
+            if (!region && PyErr_Occurred()) goto done;
+        }
+        Py_ssize_t id;
+        if (region) id = intern_obj(index, names, region);
+        else id = fallback_id >= 0 ? fallback_id : (fallback_id = intern_obj(index, names, fallback));
         if (id < 0) goto done;
         by_p[k] = id;
     }

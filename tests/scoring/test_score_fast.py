@@ -379,3 +379,21 @@ def test_a_cached_region_plan_scores_as_a_fresh_one(workload):
         fresh = now_ns == T0 + MINUTE
         assert bool(part.counters.get("live_intensity_stale_spans")) is not fresh
     assert len(score_fast._PLANS) == 3  # a region with a live reading is never cached
+
+
+def test_service_keys_of_an_ascii_table_equal_the_dict_path():
+    """_score.keys dedupes an all-ASCII table in a C table of lowercased bytes: the same keys,
+    in the same order, as str.lower + a dict (which it still uses when a name is not short
+    ASCII), including names equal but for case, empty names and many names."""
+    from agent.carbon.names import MAX_NAME_BYTES
+
+    names = ["Checkout", "checkout", "CART", "", "cart", "checkouT", "a" * MAX_NAME_BYTES]
+    names += [f"Svc-{i % 3000}" if i % 2 else f"svc-{i % 3000}" for i in range(9000)]
+    for table in (names, names + ["ÄPFEL"]):  # the second one takes the dict path
+        keys, of, cut, by_key = score_fast._score.keys(
+            table, {}, "unknown", {}, [], score_fast._slow_key, MAX_NAME_BYTES)
+        index: dict[str, int] = {}
+        want = [index.setdefault(name.lower(), len(index)) for name in table]
+        assert keys == list(index)
+        assert np.frombuffer(of, np.int64).tolist() == want
+        assert np.frombuffer(by_key, np.int64).tolist() == [0] * len(keys)
