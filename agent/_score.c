@@ -69,20 +69,21 @@ typedef struct {
     int64_t now_ns;
 } In;
 
-/* An open-addressing map from a 64-bit code to a dense id in first-insertion order. */
-typedef struct { uint64_t *keys; int64_t *ids; size_t mask; int64_t count; } Map;
+/* An open-addressing map from a 64-bit code to a dense id in first-insertion order; a slot
+ * holds both (one cache line per probe, not two). */
+typedef struct { uint64_t key; int64_t id; } MapSlot;
+typedef struct { MapSlot *s; size_t mask; int64_t count; } Map;
 
 static int map_init(Map *m, size_t cap) {
     m->mask = cap - 1;
     m->count = 0;
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->ids = malloc(cap * sizeof *m->ids);
-    if (!m->keys || !m->ids) return -1;
-    for (size_t i = 0; i < cap; i++) m->ids[i] = -1;
+    m->s = malloc(cap * sizeof *m->s);
+    if (!m->s) return -1;
+    for (size_t i = 0; i < cap; i++) m->s[i].id = -1;
     return 0;
 }
 
-static void map_free(Map *m) { free(m->keys); free(m->ids); }
+static void map_free(Map *m) { free(m->s); m->s = NULL; }
 
 static inline size_t mix(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
@@ -93,11 +94,10 @@ static int map_grow(Map *m) {
     Map g;
     if (map_init(&g, (m->mask + 1) * 2)) { map_free(&g); return -1; }
     for (size_t i = 0; i <= m->mask; i++) {
-        if (m->ids[i] < 0) continue;
-        size_t j = mix(m->keys[i]) & g.mask;
-        while (g.ids[j] >= 0) j = (j + 1) & g.mask;
-        g.keys[j] = m->keys[i];
-        g.ids[j] = m->ids[i];
+        if (m->s[i].id < 0) continue;
+        size_t j = mix(m->s[i].key) & g.mask;
+        while (g.s[j].id >= 0) j = (j + 1) & g.mask;
+        g.s[j] = m->s[i];
     }
     g.count = m->count;
     map_free(m);
@@ -105,17 +105,24 @@ static int map_grow(Map *m) {
     return 0;
 }
 
+/* The id of code, -1 when absent. */
+static inline int64_t map_find(const Map *m, uint64_t code) {
+    for (size_t j = mix(code) & m->mask; m->s[j].id >= 0; j = (j + 1) & m->mask)
+        if (m->s[j].key == code) return m->s[j].id;
+    return -1;
+}
+
 /* The id of code, adding it (id = count so far, *added = 1) if new; -1 when out of memory. */
 static inline int64_t map_get(Map *m, uint64_t code, int *added) {
     size_t j = mix(code) & m->mask;
-    for (; m->ids[j] >= 0; j = (j + 1) & m->mask)
-        if (m->keys[j] == code) { *added = 0; return m->ids[j]; }
+    for (; m->s[j].id >= 0; j = (j + 1) & m->mask)
+        if (m->s[j].key == code) { *added = 0; return m->s[j].id; }
     if ((size_t)(m->count + 1) * 2 > m->mask + 1) {
         if (map_grow(m)) return -1;
         return map_get(m, code, added);
     }
-    m->keys[j] = code;
-    m->ids[j] = m->count;
+    m->s[j].key = code;
+    m->s[j].id = m->count;
     *added = 1;
     return m->count++;
 }
@@ -586,55 +593,44 @@ static inline int is_short_ascii(PyObject *raw, Py_ssize_t max_bytes) {
     return PyUnicode_CheckExact(raw) && PyUnicode_IS_ASCII(raw) && PyUnicode_GET_LENGTH(raw) <= max_bytes;
 }
 
-static inline uint64_t fnv_lower(const Py_UCS1 *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned c = p[i];
-        if (c >= 'A' && c <= 'Z') c += 32;
-        h = (h ^ c) * 1099511628211ULL;
-    }
-    return h;
-}
-
 /* keys() when every entry is short ASCII (the usual table): the keys are deduplicated in a C
- * table on their lowercased bytes, with no dict and no int per entry; a key object is made
- * only for a new key that has capitals. Same keys, same order as the dict path. */
+ * table over their (keyed, cached) str hash, with no dict and no int per entry. Same keys,
+ * same order as the dict path. */
 static int keys_ascii(PyObject *services, PyObject *keys_list, int64_t *of_p) {
     Py_ssize_t n = PyList_GET_SIZE(services);
     size_t cap = 16;
     while (cap < 2 * (size_t)n) cap *= 2;
-    uint64_t *hs = malloc(cap * sizeof *hs);
+    Py_hash_t *hs = malloc(cap * sizeof *hs);
     int64_t *ids = malloc(cap * sizeof *ids);
     int rc = -1;
     if (!hs || !ids) { PyErr_NoMemory(); goto done; }
     for (size_t j = 0; j < cap; j++) ids[j] = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *raw = PyList_GET_ITEM(services, i);
-        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(raw);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(raw);
-        uint64_t h = fnv_lower(p, len);
+        int cut;
+        PyObject *key = lowered(raw, PyUnicode_GET_LENGTH(raw), NULL, &cut);  /* never slow */
+        if (!key) goto done;
+        Py_hash_t h = PyObject_Hash(key);
+        if (h == -1) { Py_DECREF(key); goto done; }
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(key);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(key);
         size_t j = (size_t)h & (cap - 1);
         int64_t id = -1;
         for (; ids[j] >= 0; j = (j + 1) & (cap - 1)) {
             if (hs[j] != h) continue;
             PyObject *k = PyList_GET_ITEM(keys_list, ids[j]);
-            if (PyUnicode_GET_LENGTH(k) != len) continue;
-            const Py_UCS1 *q = PyUnicode_1BYTE_DATA(k);
-            Py_ssize_t m = 0;
-            while (m < len && q[m] == ((p[m] >= 'A' && p[m] <= 'Z') ? p[m] + 32 : p[m])) m++;
-            if (m == len) { id = ids[j]; break; }
+            if (PyUnicode_GET_LENGTH(k) == len && memcmp(PyUnicode_1BYTE_DATA(k), p, (size_t)len) == 0) {
+                id = ids[j];
+                break;
+            }
         }
         if (id < 0) {
-            int cut;
-            PyObject *key = lowered(raw, len, NULL, &cut);  /* ASCII and short: never slow */
-            if (!key) goto done;
             id = PyList_GET_SIZE(keys_list);
-            int bad = PyList_Append(keys_list, key);
-            Py_DECREF(key);
-            if (bad < 0) goto done;
+            if (PyList_Append(keys_list, key) < 0) { Py_DECREF(key); goto done; }
             hs[j] = h;
             ids[j] = id;
         }
+        Py_DECREF(key);
         of_p[i] = id;
     }
     rc = 0;
@@ -705,13 +701,130 @@ done:
  * only: the service/region indexes, the cell map and the endpoint dict persist across adds.
  * Counters and trace ids stay in Python (a handful of entries, and numpy). */
 
+/* Names: str -> dense id in insertion order, as a C open-addressing table over Python's own
+ * (keyed, cached) str hash with each name's UTF-8 bytes in one arena, so that a lookup touches
+ * the table and the arena, not a dict entry and the stored key's object (cache misses that made
+ * a 4,096-service window's lookups cost ~3 x a dict's in a busy agent). A str that is not valid
+ * UTF-8 (a lone surrogate) is compared by its surrogatepass bytes: equal strs, equal bytes. */
+#define NAME_INLINE 16
+typedef struct {  /* one cache line holds two: a lookup of a short name reads one */
+    Py_hash_t hash;
+    int32_t id, len;  /* id -1: empty */
+    union { char inl[NAME_INLINE]; int64_t off; } b;  /* the bytes, or their offset in arena */
+} NameSlot;
+
+typedef struct {
+    PyObject *list;            /* the names, by id */
+    NameSlot *slots;
+    size_t mask;
+    int64_t n;
+    char *arena;               /* bytes of names longer than NAME_INLINE */
+    size_t arena_n, arena_cap;
+} Names;
+
+static int names_init(Names *t) {
+    memset(t, 0, sizeof *t);
+    t->list = PyList_New(0);
+    t->mask = 63;
+    t->slots = malloc(64 * sizeof *t->slots);
+    if (!t->list || !t->slots) return -1;
+    for (size_t j = 0; j < 64; j++) t->slots[j].id = -1;
+    return 0;
+}
+
+static void names_free(Names *t) {
+    Py_XDECREF(t->list);
+    free(t->arena); free(t->slots);
+}
+
+/* The bytes a name is compared by (*tmp: a bytes object to release, or NULL). */
+static int str_bytes(PyObject *s, const char **p, Py_ssize_t *n, PyObject **tmp) {
+    *tmp = NULL;
+    if (PyUnicode_IS_ASCII(s)) {
+        *p = (const char *)PyUnicode_1BYTE_DATA(s);
+        *n = PyUnicode_GET_LENGTH(s);
+        return 0;
+    }
+    *p = PyUnicode_AsUTF8AndSize(s, n);
+    if (*p) return 0;
+    PyErr_Clear();
+    *tmp = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+    if (!*tmp) return -1;
+    *p = PyBytes_AS_STRING(*tmp);
+    *n = PyBytes_GET_SIZE(*tmp);
+    return 0;
+}
+
+static inline int name_is(const Names *t, const NameSlot *e, Py_hash_t h, const char *p, Py_ssize_t n) {
+    if (e->hash != h || e->len != n) return 0;
+    return memcmp(n <= NAME_INLINE ? e->b.inl : t->arena + e->b.off, p, (size_t)n) == 0;
+}
+
+/* The id of s (a str); absent: added (add != 0) or -1. -2 on error. */
+static int64_t names_get(Names *t, PyObject *s, int add) {
+    Py_hash_t h = PyObject_Hash(s);
+    if (h == -1 && PyErr_Occurred()) return -2;
+    const char *p;
+    Py_ssize_t n;
+    PyObject *tmp;
+    if (str_bytes(s, &p, &n, &tmp) < 0) return -2;
+    size_t j = (size_t)h & t->mask;
+    int64_t id = -1;
+    for (; t->slots[j].id >= 0; j = (j + 1) & t->mask)
+        if (name_is(t, &t->slots[j], h, p, n)) { id = t->slots[j].id; goto done; }
+    if (!add) goto done;
+    id = -2;
+    if (n > INT32_MAX || t->n >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "a name table past 2^31"); goto done; }
+    if ((size_t)(t->n + 1) * 2 > t->mask + 1) {  /* grow the table, then find the slot again */
+        size_t cap = (t->mask + 1) * 2;
+        NameSlot *slots = malloc(cap * sizeof *slots);
+        if (!slots) { PyErr_NoMemory(); goto done; }
+        for (size_t k = 0; k < cap; k++) slots[k].id = -1;
+        for (size_t k = 0; k <= t->mask; k++) {
+            if (t->slots[k].id < 0) continue;
+            size_t q = (size_t)t->slots[k].hash & (cap - 1);
+            while (slots[q].id >= 0) q = (q + 1) & (cap - 1);
+            slots[q] = t->slots[k];
+        }
+        free(t->slots);
+        t->slots = slots;
+        t->mask = cap - 1;
+        for (j = (size_t)h & t->mask; t->slots[j].id >= 0; j = (j + 1) & t->mask) {}
+    }
+    NameSlot e;
+    e.hash = h;
+    e.len = (int32_t)n;
+    if (n <= NAME_INLINE) {
+        memcpy(e.b.inl, p, (size_t)n);
+    } else {
+        if (t->arena_n + (size_t)n > t->arena_cap) {
+            size_t cap = t->arena_cap ? t->arena_cap : 4096;
+            while (cap < t->arena_n + (size_t)n) cap *= 2;
+            char *a = realloc(t->arena, cap);
+            if (!a) { PyErr_NoMemory(); goto done; }
+            t->arena = a;
+            t->arena_cap = cap;
+        }
+        memcpy(t->arena + t->arena_n, p, (size_t)n);
+        e.b.off = (int64_t)t->arena_n;
+    }
+    if (PyList_Append(t->list, s) < 0) goto done;
+    if (n > NAME_INLINE) t->arena_n += (size_t)n;
+    id = e.id = (int32_t)t->n++;
+    t->slots[j] = e;
+done:
+    Py_XDECREF(tmp);
+    return id;
+}
+
 typedef struct {
     PyObject_HEAD
-    PyObject *services, *svc_index;  /* list of names; dict name -> index */
-    PyObject *regions, *reg_index;
-    PyObject *ep_index, *ep_keys;    /* dict (service, endpoint) -> slot; the keys by slot */
-    int64_t *ep_count, ep_cap;       /* I/O ops per slot */
-    int64_t *other_slot;             /* per service: slot of (service, "(other)"), -1 none yet */
+    Names svc, reg;                  /* the window's services and regions */
+    Names ep_svc, ep_name;           /* the names in its endpoint keys (service, endpoint) */
+    Map ep_map;                      /* (ep_svc id << 32 | ep_name id) -> slot */
+    uint64_t *ep_code;               /* per slot, in first-insertion order */
+    int64_t *ep_count, ep_cap, n_ep; /* I/O ops per slot */
+    int64_t *other_slot, other_cap;  /* per ep_svc id: slot of (service, "(other)"), -1 none yet */
     int64_t real_svc, real_reg;      /* names other than "(other)" / "unknown" */
     int64_t n_svc_cap, n_reg_cap;
     int64_t *service_region, *requests;  /* per service */
@@ -736,9 +849,7 @@ static int acc_reserve_svc(Acc *a, int64_t need) {
     int64_t cap = a->n_svc_cap ? a->n_svc_cap : 64;
     while (cap < need) cap *= 2;
     if (grow_to((void **)&a->service_region, a->n_svc_cap, cap, 8) ||
-        grow_to((void **)&a->requests, a->n_svc_cap, cap, 8) ||
-        grow_to((void **)&a->other_slot, a->n_svc_cap, cap, 8)) return -1;
-    for (int64_t j = a->n_svc_cap; j < cap; j++) a->other_slot[j] = -1;
+        grow_to((void **)&a->requests, a->n_svc_cap, cap, 8)) return -1;
     a->n_svc_cap = cap;
     return 0;
 }
@@ -767,9 +878,9 @@ static int acc_reserve_cells(Acc *a, int64_t need) {
 }
 
 static void acc_dealloc(Acc *a) {
-    Py_XDECREF(a->services); Py_XDECREF(a->svc_index); Py_XDECREF(a->regions);
-    Py_XDECREF(a->reg_index); Py_XDECREF(a->ep_index); Py_XDECREF(a->ep_keys);
-    free(a->ep_count); free(a->other_slot);
+    names_free(&a->svc); names_free(&a->reg); names_free(&a->ep_svc); names_free(&a->ep_name);
+    map_free(&a->ep_map);
+    free(a->ep_code); free(a->ep_count); free(a->other_slot);
     free(a->service_region); free(a->requests); free(a->kind); free(a->est);
     map_free(&a->cell_map);
     free(a->cell_svc); free(a->cell_reg); free(a->ops); free(a->measured); free(a->spans);
@@ -784,10 +895,8 @@ static PyObject *acc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     Acc *a = (Acc *)type->tp_alloc(type, 0);
     if (!a) return NULL;
-    a->services = PyList_New(0); a->svc_index = PyDict_New();
-    a->regions = PyList_New(0); a->reg_index = PyDict_New();
-    a->ep_index = PyDict_New(); a->ep_keys = PyList_New(0);
-    if (!a->services || !a->svc_index || !a->regions || !a->reg_index || !a->ep_index || !a->ep_keys ||
+    if (names_init(&a->svc) || names_init(&a->reg) || names_init(&a->ep_svc) ||
+        names_init(&a->ep_name) || map_init(&a->ep_map, 64) ||
         map_init(&a->cell_map, 64) || acc_reserve_svc(a, 1) || acc_reserve_reg(a, 1) ||
         acc_reserve_cells(a, 1)) {
         Py_DECREF(a);
@@ -797,72 +906,66 @@ static PyObject *acc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return (PyObject *)a;
 }
 
-/* The window index of name (adding it, with the cap: a new name past max real names is
- * replaced by spill, *spilled = 1); -1 on error. */
-static int64_t acc_intern(PyObject *index, PyObject *list, int64_t *real, PyObject *name,
-                          PyObject *spill, int64_t max_real, int *spilled) {
+/* The window id of name in t (adding it, with the cap: a new name past max_real real names is
+ * replaced by spill, *spilled = 1); -2 on error. */
+static int64_t acc_intern(Names *t, int64_t *real, PyObject *name, PyObject *spill,
+                          int64_t max_real, int *spilled) {
     *spilled = 0;
-    PyObject *at = PyDict_GetItemWithError(index, name);
-    if (at) return PyLong_AsLongLong(at);
-    if (PyErr_Occurred()) return -1;
+    int64_t id = names_get(t, name, 0);
+    if (id != -1) return id;
     int is_spill = PyUnicode_Compare(name, spill);
-    if (is_spill == -1 && PyErr_Occurred()) return -1;
+    if (is_spill == -1 && PyErr_Occurred()) return -2;
     if (is_spill != 0 && *real >= max_real) {
         *spilled = 1;
-        name = spill;
-        at = PyDict_GetItemWithError(index, name);
-        if (at) return PyLong_AsLongLong(at);
-        if (PyErr_Occurred()) return -1;
-        is_spill = 0;
+        return names_get(t, spill, 1);
     }
-    Py_ssize_t id = PyList_GET_SIZE(list);
-    PyObject *num = PyLong_FromSsize_t(id);
-    if (!num || PyDict_SetItem(index, name, num) < 0 || PyList_Append(list, name) < 0) {
-        Py_XDECREF(num);
-        return -1;
-    }
-    Py_DECREF(num);
-    *real += is_spill != 0;
+    id = names_get(t, name, 1);
+    if (id >= 0) *real += is_spill != 0;
     return id;
 }
 
-/* The slot (int value) of key in index: -1 absent, -2 error. */
-static int64_t acc_slot(PyObject *index, PyObject *key) {
-    PyObject *at = PyDict_GetItemWithError(index, key);
-    if (at) return PyLong_AsLongLong(at);
-    return PyErr_Occurred() ? -2 : -1;
-}
-
-/* A new endpoint slot for key (count 0); -2 on error. */
-static int64_t acc_new_slot(Acc *a, PyObject *key) {
-    int64_t slot = PyList_GET_SIZE(a->ep_keys);
-    if (slot >= a->ep_cap) {
-        int64_t cap = a->ep_cap ? a->ep_cap * 2 : 64;
-        if (grow_to((void **)&a->ep_count, a->ep_cap, cap, 8)) { PyErr_NoMemory(); return -2; }
-        a->ep_cap = cap;
+/* The endpoint slot of (service, endpoint) (adding a slot, count 0, when add != 0; else -1
+ * when absent); -2 on error. */
+static int64_t acc_ep_slot(Acc *a, PyObject *svc, PyObject *name, int add) {
+    int64_t s = names_get(&a->ep_svc, svc, add), e = s < 0 ? s : names_get(&a->ep_name, name, add);
+    if (e < 0) return e;
+    if (s >= a->other_cap) {
+        int64_t cap = a->other_cap ? a->other_cap : 64;
+        while (cap <= s) cap *= 2;
+        if (grow_to((void **)&a->other_slot, a->other_cap, cap, 8)) { PyErr_NoMemory(); return -2; }
+        for (int64_t j = a->other_cap; j < cap; j++) a->other_slot[j] = -1;
+        a->other_cap = cap;
     }
-    PyObject *num = PyLong_FromLongLong(slot);
-    if (!num || PyDict_SetItem(a->ep_index, key, num) < 0 || PyList_Append(a->ep_keys, key) < 0) {
-        Py_XDECREF(num);
-        return -2;
+    uint64_t code = ((uint64_t)s << 32) | (uint64_t)e;
+    if (!add) return map_find(&a->ep_map, code);
+    int added;
+    int64_t slot = map_get(&a->ep_map, code, &added);
+    if (slot < 0) { PyErr_NoMemory(); return -2; }
+    if (added) {
+        if (slot >= a->ep_cap) {
+            int64_t cap = a->ep_cap ? a->ep_cap * 2 : 64;
+            if (grow_to((void **)&a->ep_count, a->ep_cap, cap, 8) ||
+                grow_to((void **)&a->ep_code, a->ep_cap, cap, 8)) { PyErr_NoMemory(); return -2; }
+            a->ep_cap = cap;
+        }
+        a->ep_code[slot] = code;
+        a->ep_count[slot] = 0;
+        a->n_ep = slot + 1;
     }
-    Py_DECREF(num);
-    a->ep_count[slot] = 0;
     return slot;
 }
 
-/* {key: count} in slot order (first-insertion order, as the dict the reference keeps). */
+/* {(service, endpoint): count} in slot order (first-insertion order, as the reference's dict). */
 static PyObject *acc_endpoint_dict(Acc *a) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(a->ep_keys); j++) {
+    for (int64_t j = 0; j < a->n_ep; j++) {
+        PyObject *k = PyTuple_Pack(2, PyList_GET_ITEM(a->ep_svc.list, (Py_ssize_t)(a->ep_code[j] >> 32)),
+                                   PyList_GET_ITEM(a->ep_name.list, (Py_ssize_t)(a->ep_code[j] & 0xffffffffu)));
         PyObject *v = PyLong_FromLongLong(a->ep_count[j]);
-        if (!v || PyDict_SetItem(d, PyList_GET_ITEM(a->ep_keys, j), v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
+        int rc = (k && v) ? PyDict_SetItem(d, k, v) : -1;
+        Py_XDECREF(k); Py_XDECREF(v);
+        if (rc < 0) { Py_DECREF(d); return NULL; }
     }
     return d;
 }
@@ -961,12 +1064,12 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
     s_map = malloc(ms * 8); r_map = malloc(mr * 8); renamed = calloc(ms, 1); folded = calloc(mr, 1);
     if (!s_map || !r_map || !renamed || !folded) { PyErr_NoMemory(); goto done; }
     /* services, then regions: other's first-seen order after the window's */
-    int64_t before_svc = PyList_GET_SIZE(a->services);
+    int64_t before_svc = a->svc.n;
     int any_renamed = 0;
     for (Py_ssize_t j = 0; j < ns; j++) {
         int spilled;
-        int64_t id = acc_intern(a->svc_index, a->services, &a->real_svc, PyList_GET_ITEM(services, j),
-                                other_svc, max_svc - 1, &spilled);
+        int64_t id = acc_intern(&a->svc, &a->real_svc, PyList_GET_ITEM(services, j), other_svc,
+                                max_svc - 1, &spilled);
         if (id < 0) goto done;
         s_map[j] = id;
         renamed[j] = (uint8_t)spilled;
@@ -977,13 +1080,13 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         for (Py_ssize_t i = 0; i < nc; i++) if (renamed[o_csvc[i]]) svc_over += o_spans[i];
     for (Py_ssize_t j = 0; j < nr; j++) {
         int spilled;
-        int64_t id = acc_intern(a->reg_index, a->regions, &a->real_reg, PyList_GET_ITEM(regions, j),
-                                unknown, max_reg, &spilled);
+        int64_t id = acc_intern(&a->reg, &a->real_reg, PyList_GET_ITEM(regions, j), unknown,
+                                max_reg, &spilled);
         if (id < 0) goto done;
         r_map[j] = id;
         folded[j] = (uint8_t)spilled;
     }
-    int64_t n_svc = PyList_GET_SIZE(a->services), n_reg = PyList_GET_SIZE(a->regions);
+    int64_t n_svc = a->svc.n, n_reg = a->reg.n;
     if (acc_reserve_svc(a, n_svc) || acc_reserve_reg(a, n_reg)) { PyErr_NoMemory(); goto done; }
     /* cells, in other's order: acc + a (+ b ...) */
     for (Py_ssize_t i = 0; i < nc; i++) {
@@ -1022,48 +1125,36 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
             if (renamed[j] && PySet_Add(folded_names, PyList_GET_ITEM(services, j)) < 0) goto done;
     }
     long long ep_over = 0;
-    int capped = PyDict_GET_SIZE(a->ep_index) + PyDict_GET_SIZE(endpoints) > max_ep;
+    int capped = a->n_ep + PyDict_GET_SIZE(endpoints) > max_ep;
     Py_ssize_t pos = 0;
     PyObject *key, *n;
     while (PyDict_Next(endpoints, &pos, &key, &n)) {
         long long cnt = PyLong_AsLongLong(n);  /* checked above */
-        Py_INCREF(key);
+        PyObject *svc = PyTuple_GET_ITEM(key, 0), *name = PyTuple_GET_ITEM(key, 1);
         if (folded_names) {
-            int in = PySet_Contains(folded_names, PyTuple_GET_ITEM(key, 0));
-            if (in < 0) { Py_DECREF(key); goto done; }
-            if (in) {
-                PyObject *k2 = PyTuple_Pack(2, other_svc, PyTuple_GET_ITEM(key, 1));
-                Py_DECREF(key);
-                if (!k2) goto done;
-                key = k2;
-            }
+            int in = PySet_Contains(folded_names, svc);
+            if (in < 0) goto done;
+            if (in) svc = other_svc;
         }
-        int64_t slot = acc_slot(a->ep_index, key);
-        if (slot == -2) { Py_DECREF(key); goto done; }
-        if (slot < 0 && capped && PyDict_GET_SIZE(a->ep_index) >= max_ep) {
-            int is_other = PyUnicode_Compare(PyTuple_GET_ITEM(key, 1), other_ep);
-            if (is_other == -1 && PyErr_Occurred()) { Py_DECREF(key); goto done; }
+        int64_t slot = acc_ep_slot(a, svc, name, 0);
+        if (slot == -2) goto done;
+        if (slot < 0 && capped && a->n_ep >= max_ep) {
+            int is_other = PyUnicode_Compare(name, other_ep);
+            if (is_other == -1 && PyErr_Occurred()) goto done;
             if (is_other != 0) {  /* a new key past the cap: into (service, "(other)") */
                 ep_over += cnt;
-                /* the service's "(other)" slot, cached by its window index */
-                int64_t w = acc_slot(a->svc_index, PyTuple_GET_ITEM(key, 0));
-                if (w == -2) { Py_DECREF(key); goto done; }
-                if (w >= 0 && w < a->n_svc_cap && a->other_slot[w] >= 0) {
-                    slot = a->other_slot[w];
+                int64_t sid = names_get(&a->ep_svc, svc, 1);  /* its "(other)" slot, cached */
+                if (sid < 0) goto done;
+                if (sid < a->other_cap && a->other_slot[sid] >= 0) {
+                    slot = a->other_slot[sid];
                 } else {
-                    PyObject *k2 = PyTuple_Pack(2, PyTuple_GET_ITEM(key, 0), other_ep);
-                    if (!k2) { Py_DECREF(key); goto done; }
-                    slot = acc_slot(a->ep_index, k2);
-                    if (slot == -1) slot = acc_new_slot(a, k2);
-                    Py_DECREF(k2);
-                    if (slot < 0) { Py_DECREF(key); goto done; }
-                    if (w >= 0 && w < a->n_svc_cap) a->other_slot[w] = slot;
+                    slot = acc_ep_slot(a, svc, other_ep, 1);  /* grows other_slot past sid */
+                    if (slot < 0) goto done;
+                    a->other_slot[sid] = slot;
                 }
             }
         }
-        if (slot < 0) slot = acc_new_slot(a, key);
-        Py_DECREF(key);
-        if (slot < 0) goto done;
+        if (slot < 0 && (slot = acc_ep_slot(a, svc, name, 1)) < 0) goto done;
         a->ep_count[slot] += cnt;
     }
     out = Py_BuildValue("(LLL)", svc_over, reg_over, ep_over);
@@ -1080,7 +1171,7 @@ static int cell_order_cmp(const void *x, const void *y) { return pair_cmp(x, y);
  *                cell_svc, cell_reg, energy, carbon, ops, measured_ops, span_count, etag, ltag,
  *                endpoints): copies, cells sorted by (service, region) */
 static PyObject *acc_snapshot(Acc *a, PyObject *unused) {
-    int64_t nc = a->n_cells, ns = PyList_GET_SIZE(a->services), nr = PyList_GET_SIZE(a->regions);
+    int64_t nc = a->n_cells, ns = a->svc.n, nr = a->reg.n;
     size_t m = (size_t)(nc ? nc : 1);
     Pair *order = malloc(m * sizeof *order);
     int64_t *i64 = malloc(m * 5 * 8);
@@ -1109,7 +1200,7 @@ static PyObject *acc_snapshot(Acc *a, PyObject *unused) {
     }
     out = Py_BuildValue(
         "(NONNNNNNNNNNNNNN)",
-        PyList_GetSlice(a->services, 0, ns), svc_region, PyList_GetSlice(a->regions, 0, nr),
+        PyList_GetSlice(a->svc.list, 0, ns), svc_region, PyList_GetSlice(a->reg.list, 0, nr),
         bytes_of(a->kind, nr, 1), bytes_of(a->est, nr, 1), bytes_of(a->requests, ns, 8),
         bytes_of(i64, nc, 8), bytes_of(i64 + nc, nc, 8), bytes_of(f64, nc, 8),
         bytes_of(f64 + nc, nc, 8), bytes_of(i64 + 2 * nc, nc, 8), bytes_of(i64 + 3 * nc, nc, 8),
@@ -1121,8 +1212,8 @@ done:
     return out;
 }
 
-static PyObject *acc_services(Acc *a, void *unused) { return Py_NewRef(a->services); }
-static PyObject *acc_regions(Acc *a, void *unused) { return Py_NewRef(a->regions); }
+static PyObject *acc_services(Acc *a, void *unused) { return Py_NewRef(a->svc.list); }
+static PyObject *acc_regions(Acc *a, void *unused) { return Py_NewRef(a->reg.list); }
 static PyObject *acc_endpoints(Acc *a, void *unused) { return acc_endpoint_dict(a); }
 static PyObject *acc_cells(Acc *a, void *unused) { return PyLong_FromLongLong(a->n_cells); }
 
