@@ -483,3 +483,34 @@ def test_a_window_of_10000_services_past_the_real_caps_equals_the_fold(workload)
         assert list(snap.counters.items()) == list(fold.counters.items())
         assert snap.to_bytes() == fold.to_bytes_reference()
         assert _acc_line(snap, ctx) == _acc_line(fold, ctx)
+
+
+@pytest.mark.parametrize("caps", [None, (3, 2, 2)])
+def test_the_c_accumulator_compares_names_as_python_does(h, caps) -> None:  # noqa: ANN001
+    """Names inline (up to 16 bytes) and in the arena (longer), equal up to 16 bytes then not,
+    non-ASCII, a lone surrogate (compared by its surrogatepass bytes) and names that differ only
+    past the inline part: the C accumulator's window equals its reference's, with and past
+    (small) caps."""
+    import agent.carbon.partial as partial_mod
+
+    names = ["a" * 16, "a" * 17, "a" * 16 + "b", "a" * 40 + "x", "a" * 40 + "y", "Ünïcødé", "é",
+             "\ud800", "svc", "(other)", "unknown"]
+    ctx = h.context({})
+    saved = (partial_mod.MAX_SERVICES, partial_mod.MAX_REGIONS, partial_mod.MAX_ENDPOINTS)
+    if caps:
+        partial_mod.MAX_SERVICES, partial_mod.MAX_REGIONS, partial_mod.MAX_ENDPOINTS = caps
+    try:
+        acc, ref = WindowAccumulator(), WindowAccumulatorReference()
+        for k in range(4):
+            spans = [{"service": names[(i + k) % len(names)], "region": ["pl", "eu-west-3"][i % 2],
+                      "op": "select", "endpoint": names[(3 * i + k) % len(names)], "start": T0,
+                      "entry": True} for i in range(30)]
+            p = score_batch(h.build_batch(spans), ctx)
+            acc.add(p)
+            ref.add(p)
+        a, b = acc.snapshot(), ref.snapshot()
+        assert a.same_as(b, rel=0.0)
+        assert list(a.endpoints.items()) == list(b.endpoints.items())
+        assert list(a.counters.items()) == list(b.counters.items())
+    finally:
+        partial_mod.MAX_SERVICES, partial_mod.MAX_REGIONS, partial_mod.MAX_ENDPOINTS = saved
