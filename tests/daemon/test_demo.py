@@ -37,9 +37,16 @@ def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) ->
     traces = sum(r["window"]["traces"] for r in reports)
     assert f"{traces:,} traces over the windows" in text
     # one shop request is one trace (context crosses the HTTP hop and the queue); a trace whose
-    # spans straddle a window close counts in both windows, hence the slack
+    # spans straddle a window close counts in each window it touches. A demo trace lasts far less
+    # than the 3-second window, so it touches at most two: one window counts each trace once, and
+    # more never reach twice the requests (what counting every trace twice would give). How many
+    # straddle depends on the machine's load (1.28 x was seen at load 8), so no tighter bound holds.
     shop = int(re.search(r"workload: (\d+) shop requests", text).group(1))
-    assert shop > 0 and shop <= traces <= 1.25 * shop
+    assert shop > 0
+    if len(reports) == 1:
+        assert traces == shop
+    else:
+        assert shop <= traces < 2 * shop
 
 
 def test_demo_refuses_bad_arguments_with_a_message(tmp_path: Path) -> None:
