@@ -16,6 +16,17 @@ and measures the trivial-handler ceiling of each transport in the same run (``--
 the same client and request bytes against a grpcio handler, resp. an ``httpserve`` handler,
 that answers OK without looking at the body), printing the agent's share of it.
 
+Two request shapes (``--services N``): the default is the gateway/fan-in shape, each span's
+service drawn from all N (what a collector in front of everything forwards: at 10,000 services
+a request is ~500 resources of about one span, 380 kB against 186 kB at 10);
+``--services-per-request K`` is the SDK shape, each request's spans from K services (one
+resource each, as an SDK, K=1, or a per-node collector sends), the requests cycling through all
+N so that each window still meets every one. Issue 19's "10,000 services per window within
+20 % of 10" is about window cardinality, which only the SDK shape holds apart from request
+shape; ``make bench`` prints both, and the trivial handler's own ratio for the fan-in one. A
+window line lists at most ``MAX_SERVICES`` (4,096) services, the rest under "(other)"; the
+report prints the services each archived window line lists.
+
 ``--workers N`` runs ``carbonspan agent --workers N`` (agent/workers.py: N processes sharing the
 ports, one chain each); the agent's CPU is then the supervisor's and every worker's, its peak
 RSS the largest one process reached (the issue's bound is per process), and the archived spans
@@ -25,6 +36,7 @@ channel per client thread (and its 1-worker baseline the same client).
 
     python -m bench ingest                       # via make bench
     python -m bench.bench_ingest --seconds 20 --clients 8 [--http-json | --http-proto] [--services N] [--ceiling]
+    python -m bench.bench_ingest --services 10000 --services-per-request 8   # the SDK shape
     python -m bench.bench_ingest --workers 2 --channels 8 [--http-json | --http-proto]
 """
 
@@ -80,42 +92,68 @@ class _GrpcSender:
             channel.close()
 
 
-def _grpc_sender(target: str, services: int | None, channels: int = 1) -> tuple[list[bytes], _GrpcSender]:
+def _proto_bodies(services: int | None, per_request: int | None = None) -> list[bytes]:
+    """The fan-in shape's 16 bodies, or the SDK shape's templates (template t: block t)."""
     from bench.workload import make_request_bytes
 
-    bodies = [make_request_bytes(SPANS, seed=s, services=services) for s in range(BODIES)]
-    return bodies, _GrpcSender(target, channels)
+    if per_request is None:
+        return [make_request_bytes(SPANS, seed=s, services=services) for s in range(BODIES)]
+    return [make_request_bytes(SPANS, seed=t, services=services, per_request=per_request, block=t)
+            for t in range(SHAPE_TEMPLATES)]
+
+
+def _grpc_sender(target: str, services: int | None, channels: int = 1,
+                 per_request: int | None = None) -> tuple[list[bytes], _GrpcSender]:
+    return _proto_bodies(services, per_request), _GrpcSender(target, channels)
 
 
 class FreshIds:
     """Each call gives a body with new trace ids: the template's, each replaced (in every span
     of its trace) by random bytes, so no two requests share a trace. The template is cut at
     its ids once; a call joins the pieces around new ids (~0.1 ms for 512 spans, not a
-    re-serialisation)."""
+    re-serialisation).
 
-    def __init__(self, body: bytes, trace_ids: list[bytes], as_hex: bool) -> None:
-        self.as_hex = as_hex
-        width = 32 if as_hex else 16
-        at: list[tuple[int, int]] = []  # (offset, trace index)
-        for g, tid in enumerate(trace_ids):
-            needle = tid.hex().encode() if as_hex else tid
+    ``names`` (the SDK shape): the template's service names, each of one fixed width; a call
+    given ``names`` of the same width puts them wherever the template's stood (resource
+    attributes and the span attributes that quote the service), so one template serves every
+    block of services. ``fresh=False`` keeps the template's trace ids."""
+
+    def __init__(self, body: bytes, trace_ids: list[bytes], as_hex: bool,
+                 names: list[bytes] | None = None, fresh: bool = True) -> None:
+        self.as_hex, self.fresh = as_hex, fresh
+        self.ids = [t.hex().encode() if as_hex else t for t in trace_ids]
+        at: list[tuple[int, int, int]] = []  # (offset, width, slot): slot < traces is a trace
+        needles = self.ids + list(names or ())
+        for slot, needle in enumerate(needles):
             found = body.find(needle)
             if found < 0:
-                raise RuntimeError("a trace id of the template was not found in its bytes")
+                raise RuntimeError("a trace id or service name of the template is not in its bytes")
             while found >= 0:
-                at.append((found, g))
-                found = body.find(needle, found + width)
+                at.append((found, len(needle), slot))
+                found = body.find(needle, found + len(needle))
         at.sort()
+        if any(a[0] + a[1] > b[0] for a, b in itertools.pairwise(at)):
+            raise RuntimeError("a template's trace ids or service names overlap")
         self.traces = len(trace_ids)
-        self.order = [g for _, g in at]
-        cuts = [0] + [x for off, _ in at for x in (off, off + width)] + [len(body)]
+        self.width = {len(n) for n in names} if names else set()
+        if len(self.width) > 1:
+            raise RuntimeError("the template's service names differ in width")
+        self.order = [slot for _, _, slot in at]
+        cuts = [0] + [x for off, w, _ in at for x in (off, off + w)] + [len(body)]
         self.pieces = [body[cuts[k]:cuts[k + 1]] for k in range(0, len(cuts), 2)]
 
-    def __call__(self) -> bytes:
-        fresh = os.urandom(16 * self.traces)
-        ids = [fresh[16 * g:16 * g + 16] for g in range(self.traces)]
-        if self.as_hex:
-            ids = [i.hex().encode() for i in ids]
+    def __call__(self, names: list[bytes] | None = None) -> bytes:
+        if self.fresh:
+            fresh = os.urandom(16 * self.traces)
+            ids = [fresh[16 * g:16 * g + 16] for g in range(self.traces)]
+            if self.as_hex:
+                ids = [i.hex().encode() for i in ids]
+        else:
+            ids = list(self.ids)
+        if self.width:
+            if names is None or {len(n) for n in names} != self.width:
+                raise ValueError("the SDK shape's template needs names of its width")
+            ids += names
         parts: list[bytes] = [self.pieces[0]]
         for piece, g in zip(self.pieces[1:], self.order, strict=True):
             parts.append(ids[g])
@@ -123,10 +161,77 @@ class FreshIds:
         return b"".join(parts)
 
 
-def _trace_ids(services: int | None, seed: int) -> list[bytes]:
+#: Templates of the SDK shape: block b is sent as template b mod 20 with its service names
+#: put in; 20 is a multiple of the workload's 5 provider/region classes, so a service keeps
+#: its region in every request (``--services`` must then be a multiple of 5).
+SHAPE_TEMPLATES = 20
+
+
+class Bodies:
+    """What the client threads send. The gateway/fan-in shape (``per_request`` None): the 16
+    pre-serialised bodies in turn (each thread its own turn, as before). The SDK shape: request
+    number b (one counter across the threads) carries the ``per_request`` services of
+    :func:`bench.workload.block_services` (b), so the requests cycle through all ``services``
+    and each window meets every one of them when it holds ``services / per_request`` requests
+    or more."""
+
+    def __init__(self, bodies: list[bytes], makers: list[FreshIds] | None,
+                 services: int | None = None, per_request: int | None = None) -> None:
+        self.bodies, self.makers = bodies, makers
+        self.services, self.per_request = services, per_request
+        self.blocks = itertools.count()
+        if per_request is not None:
+            from bench.workload import services_of
+
+            self.names = [s[0].encode() for s in services_of(services)]
+
+    def take(self, i: int) -> bytes:
+        if self.per_request is None:
+            return self.makers[i % len(self.bodies)]() if self.makers else self.bodies[i % len(self.bodies)]
+        from bench.workload import block_services
+
+        b = next(self.blocks)  # itertools.count: atomic under the GIL
+        assert self.makers is not None
+        return self.makers[b % len(self.makers)](
+            [self.names[k] for k in block_services(b, self.per_request, self.services)])
+
+
+def shaped(bodies: list[bytes], as_hex: bool, services: int | None, per_request: int | None,
+           fresh_ids: bool) -> Bodies:
+    """:class:`Bodies` over ``bodies`` (seed k = template k; in the SDK shape template k is
+    block k's request)."""
+    if per_request is None:
+        makers = ([FreshIds(b, _trace_ids(services, seed), as_hex) for seed, b in enumerate(bodies)]
+                  if fresh_ids else None)
+        return Bodies(bodies, makers, services)
+    _check_shape(services, per_request)
+    from bench.workload import block_services, services_of
+
+    table = services_of(services)
+    makers = [FreshIds(b, _trace_ids(services, t, per_request, t), as_hex,
+                       [table[k][0].encode() for k in block_services(t, per_request, services)],
+                       fresh_ids)
+              for t, b in enumerate(bodies)]
+    return Bodies(bodies, makers, services, per_request)
+
+
+def _check_shape(services: int | None, per_request: int | None) -> None:
+    if per_request is None:
+        return
+    if services is None or services % 5 or not 1 <= per_request <= services or services > 100_000:
+        raise ValueError("--services-per-request K needs --services N, N a multiple of 5 up to "
+                         "100,000 and 1 <= K <= N")
+
+
+def _shape(per_request: int | None) -> str:
+    return "fan-in" if per_request is None else f"sdk-{per_request}"
+
+
+def _trace_ids(services: int | None, seed: int, per_request: int | None = None,
+               block: int = 0) -> list[bytes]:
     from bench.workload import make_request
 
-    req = make_request(SPANS, seed=seed, services=services)
+    req = make_request(SPANS, seed=seed, services=services, per_request=per_request, block=block)
     return list(dict.fromkeys(span.trace_id for rs in req.resource_spans
                               for ss in rs.scope_spans for span in ss.spans))
 
@@ -162,7 +267,7 @@ class _Refused(Exception):
     pass
 
 
-def _json_bodies(services: int | None = None) -> list[bytes]:
+def _json_bodies(services: int | None = None, per_request: int | None = None) -> list[bytes]:
     """The gRPC bodies as OTLP/JSON as the spec writes it (hex trace ids, integer kinds): the
     bench decode module's spec payloads."""
     import orjson
@@ -171,31 +276,29 @@ def _json_bodies(services: int | None = None) -> list[bytes]:
     from bench.bench_decode import spec_json
     from bench.workload import make_request
 
-    return [orjson.dumps(spec_json(MessageToDict(make_request(SPANS, seed=seed, services=services),
-                                                 use_integers_for_enums=True)))
-            for seed in range(BODIES)]
+    seeds = range(BODIES) if per_request is None else range(SHAPE_TEMPLATES)
+    return [orjson.dumps(spec_json(MessageToDict(
+        make_request(SPANS, seed=seed, services=services, per_request=per_request, block=seed),
+        use_integers_for_enums=True))) for seed in seeds]
 
 
 def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json: bool = False,
             services: int | None = None, fresh_ids: bool = True, channels: int = 1,
-            http_proto: bool = False) -> dict:
+            http_proto: bool = False, per_request: int | None = None) -> dict:
     """Blocking clients in threads (grpc and socket waits release the GIL)."""
     import grpc
 
-    from bench.workload import make_request_bytes
-
     channel = None
     if http_json:
-        bodies, call = _json_bodies(services), _HttpSender(target)
+        bodies, call = _json_bodies(services, per_request), _HttpSender(target)
     elif http_proto:  # the gRPC bodies, as the OTLP/HTTP protobuf exporters send them
-        bodies = [make_request_bytes(SPANS, seed=s, services=services) for s in range(BODIES)]
+        bodies = _proto_bodies(services, per_request)
         call = _HttpSender(target, "application/x-protobuf")
     else:
-        bodies, channel = _grpc_sender(target, services, channels)
+        bodies, channel = _grpc_sender(target, services, channels, per_request)
         call = channel
-    if fresh_ids:
-        makers = [FreshIds(b, _trace_ids(services, seed), http_json) for seed, b in enumerate(bodies)]
-    call(bodies[0], timeout=30)  # connect; these spans count as acknowledged too
+    source = shaped(bodies, http_json, services, per_request, fresh_ids)
+    call(source.take(0), timeout=30)  # connect; these spans count as acknowledged too
     acked = [SPANS]
     failed = [0]
     lat: list[float] = []
@@ -211,7 +314,7 @@ def loadgen(target: str, seconds: float, clients: int, warmup: float, http_json:
             t0 = time.perf_counter()
             if t0 >= stop_at:
                 return
-            body = makers[i % len(bodies)]() if fresh_ids else bodies[i % len(bodies)]
+            body = source.take(i)
             t0 = time.perf_counter()  # the body's ids are patched before the clock starts
             try:
                 call(body, timeout=30)
@@ -254,7 +357,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: float, http_json: bool,
            services: int | None, fresh_ids: bool, env: dict[str, str], channels: int = 1,
-           http_proto: bool = False) -> dict:
+           http_proto: bool = False, per_request: int | None = None) -> dict:
     """Run the load generator against ``target``; its figures and the CPU s of the server
     processes ``pids``."""
     cpu0 = sum(_proc_cpu_s(pid) for pid in pids)
@@ -264,6 +367,7 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
          *(["--http-json"] if http_json else []),
          *(["--http-proto"] if http_proto else []),
          *(["--services", str(services)] if services else []),
+         *(["--services-per-request", str(per_request)] if per_request else []),
          *([] if fresh_ids else ["--repeat-ids"]), "--channels", str(channels)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds + warmup + 300)
     if gen.returncode != 0:
@@ -273,6 +377,7 @@ def _drive(target: str, pids: list[int], seconds: float, clients: int, warmup: f
     result["spans_per_s"] = result["measured_spans"] / seconds
     result["fresh_ids"] = fresh_ids
     result["services"] = services or 5
+    result["shape"] = _shape(per_request)
     result["load_average"] = os.getloadavg()[0]
     result["channels"] = 0 if http_json or http_proto else channels
     result["transport"] = _transport(http_json, http_proto)
@@ -287,7 +392,9 @@ def _transport(http_json: bool, http_proto: bool) -> str:
 def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         agent_env: dict[str, str] | None = None, window_seconds: float = 10.0,
         http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
-        workers: int = 1, channels: int = 1, http_proto: bool = False) -> dict:
+        workers: int = 1, channels: int = 1, http_proto: bool = False,
+        per_request: int | None = None) -> dict:
+    _check_shape(services, per_request)
     with tempfile.TemporaryDirectory(prefix="carbonspan-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARBONSPAN_")}
         agent = subprocess.Popen(
@@ -299,7 +406,7 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         try:
             target, pids = _started(agent, http_json or http_proto)
             result = _drive(target, pids, seconds, clients, warmup, http_json, services,
-                            fresh_ids, env, channels, http_proto)
+                            fresh_ids, env, channels, http_proto, per_request)
             result["peak_rss_mb"] = max(_peak_rss_mb(pid) for pid in pids)
             result["workers"] = workers
             agent.send_signal(signal.SIGTERM)
@@ -312,9 +419,15 @@ def run(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
 
         chains = [Path(tmp) / "bench"] if workers == 1 else [
             Path(tmp) / f"bench-w{k}" for k in range(workers)]
+        windows = [rec[BODY_KEY]["green_summary"] for chain in chains for _, rec in read_records(chain) if rec]
         result["chain_spans"] = {chain.name: sum(rec[BODY_KEY]["window"]["spans"]
                                                  for _, rec in read_records(chain) if rec)
                                  for chain in chains}
+        # distinct services each archived window line lists (the first and last windows are
+        # partial: warm-up and stop)
+        result["window_services"] = [len(w["per_service_energy_kwh"]) for w in windows]
+        result["window_spans"] = [rec[BODY_KEY]["window"]["spans"] for chain in chains
+                                  for _, rec in read_records(chain) if rec]
         result["archived_spans"] = sum(result["chain_spans"].values())
         result["agent_cpu_s_per_million"] = result["server_cpu_s"] / max(1, result["acked_spans"]) * 1e6
         return result
@@ -338,7 +451,7 @@ def _started(agent: subprocess.Popen, http: bool) -> tuple[str, list[int]]:
 
 def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
             http_json: bool = False, services: int | None = None, fresh_ids: bool = True,
-            http_proto: bool = False) -> dict:
+            http_proto: bool = False, per_request: int | None = None) -> dict:
     """The same load against a trivial handler of the agent's own transport: grpcio's sync
     server with the agent's 4 threads and raw-bytes method, or ``httpserve`` with the agent's
     limits, each answering OK without reading the body: what the transport alone allows."""
@@ -354,7 +467,8 @@ def ceiling(seconds: float = 15.0, clients: int = 8, warmup: float = 3.0,
         if not line.startswith("PORT "):
             raise RuntimeError(f"trivial server did not start: {line!r}")
         result = _drive(f"127.0.0.1:{line.split()[1]}", [srv.pid], seconds, clients, warmup,
-                        http_json, services, fresh_ids, env, http_proto=http_proto)
+                        http_json, services, fresh_ids, env, http_proto=http_proto,
+                        per_request=per_request)
     finally:
         srv.kill()
         srv.wait()
@@ -407,7 +521,10 @@ def _report(r: dict, what: str, target: str) -> None:
     ids = "fresh trace ids per request" if r["fresh_ids"] else "16 bodies repeated (same trace ids)"
     workers = r.get("workers", 1)
     what += "" if workers == 1 else f", {workers} workers (agent CPU: all processes; RSS: the largest)"
-    print(f"{what}, 512-span requests, {r['services']:,} services, {ids}, {r['clients']} client threads in a "
+    shape = r.get("shape", "fan-in")
+    shape = ("gateway/fan-in shape (each span's service drawn from all of them)" if shape == "fan-in"
+             else f"SDK shape ({shape[4:]} services, one resource each, per request, cycling)")
+    print(f"{what}, 512-span requests, {r['services']:,} services, {shape}, {ids}, {r['clients']} client threads in a "
           f"second process, {r['seconds']:.0f} s measured after warm-up, load average "
           f"{r['load_average']:.1f}")
     print(f"  sustained:          {r['spans_per_s']:,.0f} spans/s  {target}")
@@ -417,6 +534,14 @@ def _report(r: dict, what: str, target: str) -> None:
     print(f"  export latency:     p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms")
     print(f"  agent CPU:          {r['agent_cpu_s_per_million']:.2f} s per million spans")
     print(f"  agent peak RSS:     {r['peak_rss_mb']:.0f} MB  (target < 250)")
+    ws = r.get("window_services") or [0]
+    full = ws[1:-1] or ws
+    from agent.carbon.partial import MAX_SERVICES
+
+    capped = (f"; a window lists at most {MAX_SERVICES:,} (MAX_SERVICES: {MAX_SERVICES - 1:,} named "
+              f"and \"(other)\", which takes the spans of the rest)" if max(ws) >= MAX_SERVICES else "")
+    print(f"  services/window:    {min(full):,}-{max(full):,} in the {len(full)} full window line(s) "
+          f"archived (all {len(ws)}: {', '.join(f'{n:,}' for n in ws)}){capped}")
     print(f"  clean stop exit:    {r['exit_code']}")
     c = r.get("ceiling")
     if workers > 1:
@@ -432,6 +557,28 @@ def _report(r: dict, what: str, target: str) -> None:
               f"{whose} (target >= 0.5)")
 
 
+#: services per request of ``make bench``'s SDK shape: at 10,000 services a cycle is 1,250
+#: requests, well inside one 10 s window at this machine's rate (one service per request would
+#: need 10,000 requests, more than a window holds, so its windows would not meet them all).
+SDK_PER_REQUEST = 8
+
+
+def window_cardinality(cpu: dict[tuple[str, int], float], ceiling10: float, ceiling10k: float) -> str:
+    """Issue 19's "10,000 services per window within 20 % of 10", per request shape: agent CPU
+    per million spans at 10,000 over 10 services of the same shape, and the trivial handler's
+    own ratio (what the fan-in shape's bigger requests cost before the agent reads them)."""
+    fan, sdk = cpu["fan-in", 10_000] / cpu["fan-in", 10], cpu["sdk", 10_000] / cpu["sdk", 10]
+    return (f"10,000 vs 10 services per window, OTLP/gRPC, agent CPU per million spans (issue 19: "
+            f"within 20 %, i.e. <= 1.20 x):\n"
+            f"  SDK shape ({SDK_PER_REQUEST} services per request):  {cpu['sdk', 10]:.2f} -> "
+            f"{cpu['sdk', 10_000]:.2f} s  = {sdk:.2f} x\n"
+            f"  gateway/fan-in shape:                {cpu['fan-in', 10]:.2f} -> "
+            f"{cpu['fan-in', 10_000]:.2f} s  = {fan:.2f} x (the requests themselves differ: ~500 "
+            f"resources each at 10,000)\n"
+            f"  trivial handler, fan-in shape:       {ceiling10:.2f} -> {ceiling10k:.2f} s  = "
+            f"{ceiling10k / ceiling10:.2f} x (the transport's own share of that)")
+
+
 _NAMES = {"grpc": "OTLP/gRPC ingest", "http-json": "OTLP/HTTP JSON ingest",
           "http-proto": "OTLP/HTTP protobuf ingest"}
 _NOTES = {"grpc": "(target >= 150,000; issue 19: >= 400,000)",
@@ -440,7 +587,9 @@ _NOTES = {"grpc": "(target >= 150,000; issue 19: >= 400,000)",
 
 
 def main() -> None:
-    """``make bench``: fresh trace ids; 10, 1,000 and 10,000 services over gRPC; OTLP/JSON and
+    """``make bench``: fresh trace ids; 10, 1,000 and 10,000 services over gRPC in the fan-in
+    shape, 10 and 10,000 in the SDK shape (with the ratios of :func:`window_cardinality` and the
+    trivial handler at 10,000 fan-in services); OTLP/JSON and
     OTLP/protobuf over HTTP; each transport's trivial-handler ceiling measured right before and
     right after the agent's 10-service run (the machine is shared: a bracket, not one side),
     and the agent's share of their mean printed for every transport (with the default workers
@@ -463,9 +612,21 @@ def main() -> None:
         r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
         return r
 
+    cpu: dict[tuple[str, int], float] = {}
     for services in (10, 1000, 10_000):
         r = bracketed() if services == 10 else run(services=services)
+        cpu["fan-in", services] = r["agent_cpu_s_per_million"]
         _report(r, _NAMES["grpc"], _NOTES["grpc"])
+    c10k = ceiling(services=10_000)
+    print(f"trivial gRPC handler, fan-in shape, 10,000 services: {c10k['spans_per_s']:,.0f} spans/s at "
+          f"{c10k['server_cpu_s_per_million']:.2f} server CPU s per million spans (load average "
+          f"{c10k['load_average']:.1f})")
+    for services in (10, 10_000):
+        r = run(services=services, per_request=SDK_PER_REQUEST)
+        cpu["sdk", services] = r["agent_cpu_s_per_million"]
+        _report(r, _NAMES["grpc"], _NOTES["grpc"])
+    print(window_cardinality(cpu, ceilings["grpc"]["server_cpu_s_per_million"],
+                             c10k["server_cpu_s_per_million"]))
     for http_json, http_proto in ((True, False), (False, True)):
         r = bracketed(http_json, http_proto)
         _report(r, _NAMES[r["transport"]], _NOTES[r["transport"]])
@@ -500,6 +661,10 @@ if __name__ == "__main__":
                     "what most OTLP/HTTP exporters send) instead of over gRPC")
     ap.add_argument("--services", type=int, default=None, metavar="N",
                     help="spans drawn from N numbered services (default: the workload's 5)")
+    ap.add_argument("--services-per-request", type=int, default=None, metavar="K",
+                    help="the SDK shape: each request's spans from K of the N services (one "
+                    "resource each), the requests cycling through all N (default: the "
+                    "gateway/fan-in shape, each span's service drawn from all N)")
     ap.add_argument("--repeat-ids", action="store_true",
                     help="send the 16 bodies as they are (the same trace ids again and again; "
                     "this bench's figures before 2026-12-02) instead of fresh trace ids")
@@ -518,14 +683,15 @@ if __name__ == "__main__":
         serve_trivial(a.serve_trivial)
     elif a.loadgen:
         print(json.dumps(loadgen(a.loadgen, a.seconds, a.clients, a.warmup, a.http_json,
-                                 a.services, fresh, a.channels, a.http_proto)))
+                                 a.services, fresh, a.channels, a.http_proto,
+                                 a.services_per_request)))
     else:
         r = run(a.seconds, a.clients, a.warmup, dict(kv.split("=", 1) for kv in a.agent_env),
                 a.window_seconds, a.http_json, a.services, fresh, a.workers, a.channels,
-                a.http_proto)
+                a.http_proto, a.services_per_request)
         if a.ceiling:
             c = ceiling(a.seconds, a.clients, a.warmup, a.http_json, a.services, fresh,
-                        a.http_proto)
+                        a.http_proto, a.services_per_request)
             r["ceiling"] = c
             r["share_of_ceiling"] = r["spans_per_s"] / max(1.0, c["spans_per_s"])
         print(json.dumps(r, indent=2))

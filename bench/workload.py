@@ -148,26 +148,46 @@ def services_of(n: int | None) -> tuple[tuple[str, str, str], ...]:
     return tuple((f"svc-{k:05d}", SERVICES[k % 5][1], SERVICES[k % 5][2]) for k in range(n))
 
 
-def make_request(n_spans: int = 512, seed: int = 0,
-                 services: int | None = None) -> ExportTraceServiceRequest:
+def block_services(block: int, per_request: int, services: int) -> list[int]:
+    """The indices (into :func:`services_of`) of the ``per_request`` services of request
+    ``block`` in the SDK shape: consecutive ones, wrapping, so any ``ceil(services /
+    per_request)`` consecutive blocks meet every service."""
+    if not 1 <= per_request <= services:
+        raise ValueError(f"per_request must be 1..{services}, not {per_request}")
+    return [(block * per_request + j) % services for j in range(per_request)]
+
+
+def make_request(n_spans: int = 512, seed: int = 0, services: int | None = None,
+                 per_request: int | None = None, block: int = 0) -> ExportTraceServiceRequest:
     """A request of ``n_spans`` spans spread over the services, ~8 attributes per span.
 
     ``services``: draw each span's service from that many numbered ones (a window then meets
-    up to that many distinct services) instead of the five named ones."""
+    up to that many distinct services) instead of the five named ones: the gateway/fan-in
+    shape (a collector in front of everything: at 10,000 services a request carries ~500
+    resources of about one span each).
+
+    ``per_request`` (with ``services``): the SDK shape instead: the request's spans come from
+    ``per_request`` services only (:func:`block_services` of ``block``), in equal consecutive
+    runs (whole traces), one resource each, as an SDK (1) or a per-node collector (a few)
+    sends; cycling ``block`` over the requests still meets every service."""
     rng = random.Random(seed)
     table = services_of(services)
     per_service: dict[int, list[Span]] = {}
     trace_id, parent = rng.randbytes(16), rng.randbytes(8)
+    mine = None
+    if per_request is not None:
+        if services is None:
+            raise ValueError("per_request needs services")
+        mine = block_services(block, per_request, services)
     for i in range(n_spans):
         if i % 8 == 0:  # a trace is ~8 spans
             trace_id, parent = rng.randbytes(16), rng.randbytes(8)
-        which = rng.randrange(len(table))
+        which = rng.randrange(len(table)) if mine is None else mine[i * len(mine) // n_spans]
         per_service.setdefault(which, []).append(_span(rng, table[which][0], trace_id, parent))
     request = ExportTraceServiceRequest()
-    for which in sorted(per_service):
+    order = sorted(per_service) if mine is None else [w for w in mine if w in per_service]
+    for which in order:
         (service, provider, region), spans = table[which], per_service[which]
-        if not spans:
-            continue
         scope = InstrumentationScope(name="opentelemetry.instrumentation.auto", version="0.48b0")
         request.resource_spans.append(
             ResourceSpans(
@@ -179,5 +199,6 @@ def make_request(n_spans: int = 512, seed: int = 0,
     return request
 
 
-def make_request_bytes(n_spans: int = 512, seed: int = 0, services: int | None = None) -> bytes:
-    return make_request(n_spans, seed, services).SerializeToString()
+def make_request_bytes(n_spans: int = 512, seed: int = 0, services: int | None = None,
+                       per_request: int | None = None, block: int = 0) -> bytes:
+    return make_request(n_spans, seed, services, per_request, block).SerializeToString()

@@ -4,10 +4,21 @@ trivial-handler ceiling (a short real run of each, on loopback)."""
 from __future__ import annotations
 
 import orjson
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from bench.bench_ingest import FreshIds, _json_bodies, _trace_ids, ceiling, run
-from bench.workload import make_request, make_request_bytes
+from bench.bench_ingest import (
+    SHAPE_TEMPLATES,
+    FreshIds,
+    _json_bodies,
+    _proto_bodies,
+    _trace_ids,
+    ceiling,
+    run,
+    shaped,
+    window_cardinality,
+)
+from bench.workload import block_services, make_request, make_request_bytes, services_of
 
 
 def _spans(raw: bytes) -> list:
@@ -45,6 +56,85 @@ def test_a_services_scenario_spreads_spans_over_that_many_services() -> None:
              for rs in make_request(512, seed=1, services=10_000).resource_spans}
     assert len(names) > 400 and all(n.startswith("svc-") for n in names)
     assert make_request_bytes(512, seed=1) == make_request_bytes(512, seed=1)  # seeded
+
+
+def _resources(raw: bytes) -> list[tuple[str, str, int]]:
+    """(service.name, cloud.region, spans) of each resource of a request."""
+    req = ExportTraceServiceRequest.FromString(raw)
+    out = []
+    for rs in req.resource_spans:
+        attrs = {kv.key: kv.value.string_value for kv in rs.resource.attributes}
+        out.append((attrs["service.name"], attrs["cloud.region"],
+                    sum(len(ss.spans) for ss in rs.scope_spans)))
+    return out
+
+
+def test_the_default_shape_is_the_gateway_fan_in_one() -> None:
+    """--services N alone: each span's service drawn from all N (~500 resources at 10,000)."""
+    res = _resources(make_request_bytes(512, seed=2, services=10_000))
+    assert len(res) > 400 and sum(n for *_, n in res) == 512
+    assert len(_resources(make_request_bytes(512, seed=2, services=10))) == 10
+
+
+@pytest.mark.parametrize(("services", "k"), [(10_000, 8), (10_000, 1), (10, 8), (1000, 3)])
+def test_the_sdk_shape_sends_k_resources_per_request_and_meets_every_service_in_a_cycle(
+        services: int, k: int) -> None:
+    """--services-per-request K: K resources (distinct services, their own regions) of 512 / K
+    spans each, whole traces within one; ceil(N / K) consecutive requests meet all N, whatever
+    template a request was patched from, fresh trace ids each time."""
+    table = {name: region for name, _, region in services_of(services)}
+    source = shaped(_proto_bodies(services, k), False, services, k, fresh_ids=True)
+    cycle = -(-services // k)
+    met: set[str] = set()
+    traces: set[bytes] = set()
+    for i in range(min(cycle, 1500)):  # K=1 at 10,000: the first 1,500 of its cycle
+        raw = source.take(i)
+        res = _resources(raw)
+        names = [n for n, _, _ in res]
+        assert len(res) == k == len(set(names))
+        assert names == [services_of(services)[j][0] for j in block_services(i, k, services)]
+        assert all(table[n] == region for n, region, _ in res)  # a service keeps its region
+        assert sorted(n for *_, n in res) == sorted([512 // k + (j < 512 % k) for j in range(k)])
+        ids = {s.trace_id for s in _spans(raw)}
+        assert not ids & traces
+        traces |= ids
+        met.update(names)
+        for rs in ExportTraceServiceRequest.FromString(raw).resource_spans:  # traces whole
+            quoted = {kv.value.string_value for ss in rs.scope_spans for s in ss.spans
+                      for kv in s.attributes if kv.key == "code.namespace"}
+            assert quoted <= {f"{rs.resource.attributes[0].value.string_value}.views"}
+    assert len(met) == min(services, 1500 * k)
+    assert SHAPE_TEMPLATES % 5 == 0
+
+
+def test_the_sdk_shape_in_json_bodies_too() -> None:
+    source = shaped(_json_bodies(10_000, 8), True, 10_000, 8, fresh_ids=True)
+    for i in range(45):  # the requests in turn: more than the 20 templates
+        doc = orjson.loads(source.take(i))
+        names = [kv["value"]["stringValue"] for rs in doc["resourceSpans"]
+                 for kv in rs["resource"]["attributes"] if kv["key"] == "service.name"]
+        assert names == [f"svc-{j:05d}" for j in block_services(i, 8, 10_000)]
+
+
+def test_the_sdk_shape_refuses_what_it_cannot_patch_consistently() -> None:
+    with pytest.raises(ValueError):
+        run(seconds=1.0, services=12, per_request=8)  # not a multiple of 5: regions would shift
+    with pytest.raises(ValueError):
+        block_services(0, 11, 10)
+
+
+def test_the_cardinality_summary_names_both_shapes_and_the_ceiling() -> None:
+    text = window_cardinality({("fan-in", 10): 1.6, ("fan-in", 10_000): 3.2,
+                               ("sdk", 10): 1.5, ("sdk", 10_000): 1.65}, 0.5, 0.9)
+    assert "SDK shape" in text and "fan-in" in text and "1.10 x" in text and "2.00 x" in text
+    assert "1.80 x" in text
+
+
+def test_a_short_sdk_shape_run_archives_windows_of_its_services() -> None:
+    r = run(seconds=1.0, clients=2, warmup=0.5, services=1000, per_request=8, window_seconds=60)
+    assert r["shape"] == "sdk-8" and r["acked_spans"] == r["archived_spans"] > 0
+    # one window (60 s) holds every request: 125 consecutive ones meet all 1,000 services
+    assert r["acked_spans"] >= 125 * 512 and max(r["window_services"]) == 1000
 
 
 def test_a_short_run_and_its_ceiling_report_fresh_ids_cpu_and_no_loss() -> None:
