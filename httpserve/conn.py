@@ -89,6 +89,7 @@ class Connection(asyncio.BufferedProtocol):
         self._tcp: Any = None
         self._tls_early: list[bytes] | None = None
         self._gone = False  # the server has been told this connection is closed
+        self._eof = False  # the client shut its write side: answer what came whole, then close
         self._lowat_n = 1  # the socket's SO_RCVLOWAT
         self._new_request()
 
@@ -219,6 +220,20 @@ class Connection(asyncio.BufferedProtocol):
         self._reserved = 0
         self.ready.clear()
         self.transport = None
+
+    def eof_received(self) -> bool | None:
+        """The client shut its write side (``shutdown(SHUT_WR)``, a half-close, as ``nc -N``
+        and some proxies do after a request): the requests it sent whole are still answered,
+        then the connection is closed. With none, or on TLS (asyncio closes a TLS transport at
+        EOF whatever this says), it closes now, asyncio's default. A request still being read
+        never completes and is dropped."""
+        if self.server.finished:
+            self.server.drain_finished()  # answers already sent whole: finished now, not at the tick
+        if self.closed or self._raw is None or self.linger_until is not None \
+                or not (self.busy or self.ready):
+            return None
+        self._eof = True
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the next bytes go: straight into the body of declared length once its head
@@ -412,6 +427,8 @@ class Connection(asyncio.BufferedProtocol):
             if not self.ready:
                 if self._final is not None:
                     self._write_final()
+                elif self._eof:  # the client half-closed: what it sent whole is answered
+                    self.close()
                 elif self._paused and self.linger_until is None and self.transport is not None:
                     self._paused = False
                     self.transport.resume_reading()

@@ -164,3 +164,36 @@ def test_a_slow_body_after_the_direct_read_is_read_whole(server: HttpServer) -> 
     cuts = [head_end + 1, head_end + 100, *range(head_end + 1000, len(data), 1500)]
     got = _send_in_pieces(server.port, data, cuts, 1, pause=0.03)
     assert got == [(b"HTTP/1.1 200 OK", _want("/slow", body))]
+
+
+def test_a_client_that_half_closes_after_its_requests_is_answered_then_closed(server) -> None:
+    """Requests sent whole, then the client's write side shut (a half-close, as ``nc -N`` and
+    some proxies do): each is answered, then the server closes. Before, the EOF closed the
+    connection with the answers unsent (whether an answer got out was a race with the pool)."""
+    for size in (1, 5000, 100_000, 1_500_000):
+        body = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
+        for _ in range(3):  # one request alone: the EOF is read while the pool handles it
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(_post("/alone", body))
+                s.shutdown(socket.SHUT_WR)
+                assert _read_answers(s, 1) == [(b"HTTP/1.1 200 OK", _want("/alone", body))]
+                assert s.recv(1) == b""
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:  # pipelined
+            s.sendall(_post("/closing", body) + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n"
+                      + _post("/last", b"end"))
+            s.shutdown(socket.SHUT_WR)
+            assert _read_answers(s, 3) == [(b"HTTP/1.1 200 OK", _want("/closing", body)),
+                                           (b"HTTP/1.1 200 OK", _want("/inline", b"")),
+                                           (b"HTTP/1.1 200 OK", _want("/last", b"end"))]
+            assert s.recv(1) == b""  # then closed
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(b"POST /cut HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b"c" * 50)
+        s.shutdown(socket.SHUT_WR)  # half a body: never a request, closed at once
+        t = time.monotonic()
+        assert s.recv(65536) == b"" and time.monotonic() - t < 0.9
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.shutdown(socket.SHUT_WR)  # nothing sent: closed
+        assert s.recv(1) == b""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(_post("/still", b"up"))
+        assert _read_answers(s, 1) == [(b"HTTP/1.1 200 OK", _want("/still", b"up"))]
