@@ -18,19 +18,16 @@ concatenation.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from agent import score_fast
 from agent.batch import OP_HTTP, OP_NONE, SpanBatch
 from agent.carbon.cells import span_cells
+from agent.carbon.context import ScoringContext
 from agent.carbon.model import (
     ENERGY_PER_IO_OP_KWH,
     KIND_ANNUAL,
     KIND_REAL_TIME,
-    CarbonModel,
     http_weights,
     op_weight_table,
 )
@@ -44,8 +41,7 @@ from agent.carbon.plan import (
     measured_rates,
     plan_regions,
 )
-from agent.carbon.signals import Signals
-from agent.config import Config, GreenConfig
+from agent.config import GreenConfig
 from schema.constants import REGION_RE
 
 __all__ = [
@@ -65,35 +61,6 @@ __all__ = [
 FAST_SCORER = score_fast.FAST_SCORER
 SCORER_STATUS = score_fast.STATUS
 scorer_fallbacks = score_fast.fallbacks
-
-
-@dataclass(frozen=True)
-class ScoringContext:
-    """What scoring reads besides the batch: config, model, live signals and the clock.
-
-    ``now_ns`` is the window's clock: it judges signal freshness and stands in for absurd
-    span timestamps. ``None`` reads the wall clock for freshness and scores spans without a
-    timestamp at the annual value (so a context without a clock stays deterministic).
-    """
-
-    config: GreenConfig
-    model: CarbonModel
-    signals: Signals = field(default_factory=Signals)
-    now_ns: int | None = None
-
-    @classmethod
-    def from_config(
-        cls,
-        cfg: Config | GreenConfig | None = None,
-        signals: Signals | None = None,
-        now_ns: int | None = None,
-        model: CarbonModel | None = None,
-    ) -> ScoringContext:
-        green = cfg.green if isinstance(cfg, Config) else (cfg or GreenConfig())
-        return cls(green, model or CarbonModel.default(), signals or Signals(), now_ns)
-
-    def now_s(self) -> float:
-        return self.now_ns / 1e9 if self.now_ns is not None else time.time()
 
 
 def score_batch(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial:

@@ -9,7 +9,7 @@ that the agent's request threads score in parallel instead of queueing for the i
 
 ``FAST_SCORER`` says whether the C pass is in use, ``STATUS`` why not: the extension is not
 built (no C compiler: the reference scores, same answers, slower) or is a stale build whose
-``SCORE_VERSION`` differs from this file's (refused, with a warning). ``score`` returns None
+``SCORE_VERSION`` differs from ``agent.carbon.ext``'s (refused, with a warning). ``score`` returns None
 for a batch the C pass does not take (a column of another dtype, an id outside its string
 table, an op class with no weight: hand-built batches, never a decoder's), and the caller
 scores it with the reference; each such fallback is counted by reason (``fallbacks()``) and
@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agent.carbon import ext as _ext
+from agent.carbon.ext import SCORE_VERSION  # noqa: F401 - re-exported: the version this pass expects
 from agent.carbon.model import (
     ENERGY_PER_IO_OP_KWH,
     HTTP_EDGES,
@@ -44,30 +46,13 @@ from schema.constants import REGION_RE
 
 if TYPE_CHECKING:
     from agent.batch import SpanBatch
+    from agent.carbon.context import ScoringContext
     from agent.config import GreenConfig
-    from agent.score import ScoringContext
 
 log = logging.getLogger("carbonspan.score")
 
-#: What ``_score.c`` computes; bumped with it (its SCORE_VERSION must match).
-SCORE_VERSION = 3
-
-try:
-    from agent import _score
-except ImportError:  # not built (no C compiler): the reference scores, same answers, slower
-    _score = None
-    STATUS = "reference: agent._score is not built"
-else:
-    if getattr(_score, "SCORE_VERSION", None) != SCORE_VERSION:
-        STATUS = (
-            f"reference: agent._score ({_score.__file__}) is a stale build (score version "
-            f"{getattr(_score, 'SCORE_VERSION', 'none')}, expected {SCORE_VERSION}); rebuild it "
-            "with `.venv/bin/pip install -e '.[test]'`"
-        )
-        log.warning("%s", STATUS)
-        _score = None
-    else:
-        STATUS = "c"
+#: the C extension (``agent.carbon.ext``: None when not built or a stale build) and why not
+_score, STATUS = _ext.EXT, _ext.STATUS
 FAST_SCORER = _score is not None
 
 #: the span columns the C pass reads, with the dtype it reads them as

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from agent.carbon import ext as _ext
 from agent.carbon.tagcodes import CODE, TAGS, TO_UNKNOWN
 
 #: names in a window's per-service maps, "(other)" included (the aggregator's cap): past
@@ -40,9 +41,7 @@ _DTYPES = {"energy": np.float64, "carbon": np.float64, "etag": np.int8, "ltag": 
 
 
 def _c_module():  # noqa: ANN202 - agent._score, or None (not built, or a stale build)
-    from agent import score_fast  # here: score_fast imports this module
-
-    return score_fast._score
+    return _ext.EXT
 
 
 def distinct(ids: np.ndarray) -> np.ndarray:

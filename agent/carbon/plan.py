@@ -3,7 +3,7 @@ PUE, kind and live tag; each service key's measured rate; the tag codes of proxy
 
 Both scorers use these (``agent.score``'s numpy reference and ``agent.score_fast``'s C pass):
 the tables are small (the batch's distinct regions and services), so this is Python; the
-per-span work is theirs. ``ctx`` is an ``agent.score.ScoringContext``.
+per-span work is theirs. ``ctx`` is an ``agent.carbon.context.ScoringContext``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from schema.tags import LIVE_INTENSITY_TAGS, is_measured
 
 if TYPE_CHECKING:
     from agent.batch import SpanBatch
-    from agent.score import ScoringContext
+    from agent.carbon.context import ScoringContext
 
 #: [calibrated][KIND_*] -> tag code of a proxy-scored span
 PROXY_CODES = np.array(

@@ -79,16 +79,20 @@ def test_a_stale_build_is_refused(monkeypatch):
     import importlib
 
     from agent import _score
+    from agent.carbon import ext
 
     monkeypatch.setattr(_score, "SCORE_VERSION", score_fast.SCORE_VERSION + 1)
     try:
+        importlib.reload(ext)  # the loader (below score_fast and partial) judges the build
+        assert ext.EXT is None and "stale build" in ext.STATUS
         reloaded = importlib.reload(score_fast)
         assert not reloaded.FAST_SCORER
         assert "stale build" in reloaded.STATUS and "rebuild" in reloaded.STATUS
     finally:
         monkeypatch.undo()
+        importlib.reload(ext)
         importlib.reload(score_fast)
-    assert score_fast.FAST_SCORER
+    assert score_fast.FAST_SCORER and ext.EXT is _score
 
 
 def test_a_batch_the_c_pass_does_not_take_is_scored_by_the_reference_and_counted(h):
