@@ -272,3 +272,32 @@ def test_orjson_still_writes_nan_as_null():
     orjson writing NaN and inf as null for numpy arrays and lists alike."""
     a = np.array([math.nan, math.inf, -0.0])
     assert orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(a.tolist()) == b"[null,null,-0.0]"
+
+
+@pytest.mark.skipif(not _built(), reason="agent._score is not built")
+def test_one_batch_of_20000_services_and_one_of_none(h) -> None:  # noqa: ANN001
+    """A single batch naming 20,000 services (one span each, 6,000 endpoints), then an empty
+    batch and a batch of counters only: the C pass equals the reference, and the C window the
+    fold, past every cap in one add."""
+    from agent import score_fast
+    from agent.score import score_batch_reference
+
+    ctx = h.context({})
+    spans = [{"service": f"Svc-{k}", "region": ("eu-west-3", "pl", "mars-1", None)[k % 4],
+              "op": ("select", "http", "insert")[k % 3], "resp": k, "trace": k, "entry": k % 2 == 0,
+              "endpoint": f"GET /{k % 6000}", "start": h.T0 + k} for k in range(20_000)]
+    big = h.build_batch(spans)
+    empty = h.build_batch([])
+    counted = h.build_batch([])
+    counted.counters, counted.rejected = {"region_invalid": 3, "trace_invalid": 2}, 5
+    parts = []
+    for batch in (big, empty, counted, big):
+        fast = score_fast.score(batch, ctx)
+        ref = score_batch_reference(batch, ctx)
+        assert fast is not None and fast.to_bytes() == ref.to_bytes_reference()
+        parts.append(fast)
+    fold, acc, ref_acc = _fold_and_accumulate(parts)
+    assert len(fold.services) == partial_mod.MAX_SERVICES
+    assert fold.counters["service_overflow"] > 0 and fold.counters["endpoint_overflow"] > 0
+    assert acc.to_bytes() == ref_acc.to_bytes() == fold.to_bytes_reference()
+    assert list(acc.counters.items()) == list(fold.counters.items())
