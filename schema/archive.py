@@ -49,6 +49,12 @@ READABLE_FILE_RE = re.compile(r"^.+\.jsonl(\.\d+)?(\.gz)?$")
 #: Read sizes: big for plain files; small for gzip, whose read loses the chunk a break falls in.
 CHUNK_PLAIN = 1 << 20
 CHUNK_GZIP = 1 << 16
+#: Read buffers of the first size a reader takes, kept for the next reader (by size) once a
+#: reader ends: a fresh megabyte per file costs its page faults again (113 us against 38 us to
+#: read a 360 kB file, 2026-12-02). A buffer a long line grew is dropped, so at most this many
+#: buffers of ``CHUNK_PLAIN`` and of ``CHUNK_GZIP`` bytes stay allocated between files.
+KEPT_BUFFERS = 2
+_FREE_BUFFERS: dict[int, list[bytearray]] = {}
 
 _P = TypeVar("_P")
 
@@ -141,14 +147,45 @@ def iter_line_views(fh: IO[bytes], gzipped: bool, limit: int = MAX_LINE_BYTES) -
 
     orjson parses a memoryview directly, so no per-line bytes object is allocated and copied,
     and the buffer is read into again and again (``readinto``) instead of a fresh megabyte per
-    read, whose page faults cost about a tenth of the aggregator's fold. A view is valid until
-    the next one is requested. A line longer than the buffer grows it, up to ``limit + 1``
-    bytes; a line longer than ``limit`` is dropped as it is read and stands as one
-    :class:`LongLine`, so memory is bounded by the limit, never by the longest line. Raises
+    read, whose page faults cost about a tenth of the aggregator's fold; once the reader ends
+    the buffer is kept for the next file's reader (:data:`KEPT_BUFFERS`). A view is valid until
+    the next one is requested, and not after the reader ends. A line longer than the buffer
+    grows it, up to ``limit + 1`` bytes; a line longer than ``limit`` is dropped as it is read
+    and stands as one :class:`LongLine`, so memory is bounded by the limit, never by the
+    longest line (a grown buffer is not kept). Raises
     :class:`ArchiveReadError` after the last good line when the stream breaks.
     """
     chunk = CHUNK_GZIP if gzipped else CHUNK_PLAIN  # each read is at most this long
-    buf = bytearray(min(chunk, limit + 1))
+    size = min(chunk, limit + 1)
+    pooled = _take_buffer(size)
+    try:
+        yield from _line_views(fh, chunk, limit, pooled)
+    finally:
+        _give_back(pooled)
+
+
+def _take_buffer(size: int) -> bytearray:
+    """A read buffer of ``size`` bytes: one a finished reader gave back, else a fresh one. Each
+    reader holds its own until it ends (a reader left part-way, another thread's), so no two
+    share one; a buffer's old bytes are never read (every search stops at the end of the data
+    just read into it)."""
+    free = _FREE_BUFFERS.get(size)
+    try:
+        return free.pop() if free else bytearray(size)
+    except IndexError:  # another thread took the last one between the test and the pop
+        return bytearray(size)
+
+
+def _give_back(buf: bytearray) -> None:
+    """Keep ``buf`` for the next reader, unless :data:`KEPT_BUFFERS` of its size are kept."""
+    free = _FREE_BUFFERS.setdefault(len(buf), [])
+    if len(free) < KEPT_BUFFERS:
+        free.append(buf)
+
+
+def _line_views(fh: IO[bytes], chunk: int, limit: int, buf: bytearray) -> Iterator[memoryview | LongLine]:
+    """:func:`iter_line_views` reading into ``buf`` (of ``min(chunk, limit + 1)`` bytes), which
+    it replaces by a bigger one (never given back) when a line fills it."""
     view, kept = memoryview(buf), 0  # buf[:kept]: the start of a line the last read cut
     skipped = 0  # > 0: bytes of a line past the limit dropped so far (its newline not yet read)
     while True:

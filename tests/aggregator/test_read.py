@@ -225,3 +225,74 @@ def test_line_views_are_the_lines_whatever_the_buffer_size(tmp_path_factory, lin
     parts = data.split(b"\n")
     want = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     assert views == want == list(files.iter_lines(f))
+
+
+def _want_views(data: bytes) -> list[bytes]:
+    parts = data.split(b"\n")
+    return [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=6)
+                .map(b"\n".join) | st.binary(max_size=60), min_size=2, max_size=5),
+       st.booleans(), st.sampled_from([8, 16, 64]))
+def test_a_reused_read_buffer_never_shows_one_file_s_bytes_in_the_next(tmp_path_factory, datas, gz, chunk):
+    # files read one after another share a read buffer (schema.archive.KEPT_BUFFERS); a shorter
+    # file after a longer one, a line without its newline, must be read as if the buffer were new
+    from aggregator import files
+    from schema import archive
+
+    root = tmp_path_factory.mktemp("reuse")
+    paths = []
+    for i, data in enumerate(datas):
+        path = root / (f"windows-20261130-{i:06d}.jsonl" + (".gz" if gz else ""))
+        path.write_bytes(gzip.compress(data) if gz else data)
+        paths.append(path)
+    saved = archive.CHUNK_PLAIN, archive.CHUNK_GZIP
+    archive.CHUNK_PLAIN = archive.CHUNK_GZIP = chunk
+    try:
+        got = [[bytes(v) for v in files.iter_line_views(f)] for f in files.discover([str(root)])]
+    finally:
+        archive.CHUNK_PLAIN, archive.CHUNK_GZIP = saved
+    assert got == [_want_views(data) for data in datas]
+
+
+def test_a_shorter_file_after_a_longer_one_is_read_into_the_same_buffer_and_only_its_bytes(tmp_path):
+    from aggregator import files
+    from schema import archive
+
+    long_path, short_path = tmp_path / "a" / "w-1.jsonl", tmp_path / "b" / "w-2.jsonl"
+    for path, data in ((long_path, b"x" * 5000 + b"\n" + b"y" * 3000), (short_path, b"ab\ncd")):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    (long_f,), (short_f,) = files.discover([str(long_path)]), files.discover([str(short_path)])
+    size = archive.CHUNK_PLAIN
+    archive._FREE_BUFFERS.pop(size, None)
+    assert [bytes(v) for v in files.iter_line_views(long_f)] == [b"x" * 5000 + b"\n", b"y" * 3000]
+    (kept,) = archive._FREE_BUFFERS[size]
+    assert kept[:3000] == b"y" * 3000  # the first file's last line is still in it
+    assert [bytes(v) for v in files.iter_line_views(short_f)] == [b"ab\n", b"cd"]
+    assert kept[2:6] == b"\ncdy"  # read over the first file's bytes (the last line moved to the front)
+    assert archive._FREE_BUFFERS[size] == [kept] and archive._FREE_BUFFERS[size][0] is kept  # reused
+
+
+def test_two_readers_at_once_never_share_a_buffer_and_a_grown_one_is_not_kept(tmp_path):
+    from schema import archive
+
+    size = archive.CHUNK_PLAIN
+    archive._FREE_BUFFERS.pop(size, None)
+    a_path, b_path = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a_path.write_bytes(b"a1\na2\na3\n")
+    b_path.write_bytes(b"b1\nb2\n")
+    with open(a_path, "rb") as fa, open(b_path, "rb") as fb:
+        a, b = archive.iter_line_views(fa, False), archive.iter_line_views(fb, False)
+        assert bytes(next(a)) == b"a1\n"
+        assert [bytes(v) for v in b] == [b"b1\n", b"b2\n"]  # b read while a is part-way
+        assert [bytes(v) for v in a] == [b"a2\n", b"a3\n"]
+    assert len(archive._FREE_BUFFERS[size]) == 2 <= archive.KEPT_BUFFERS
+    archive._FREE_BUFFERS.pop(size, None)
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"z" * (size + 10) + b"\nq\n")
+    with open(big, "rb") as fh:
+        assert [len(v) for v in archive.iter_line_views(fh, False)] == [size + 11, 2]
+    assert [len(buf) for buf in archive._FREE_BUFFERS[size]] == [size]  # the first-size one, not the grown
