@@ -301,3 +301,13 @@ def test_one_batch_of_20000_services_and_one_of_none(h) -> None:  # noqa: ANN001
     assert fold.counters["service_overflow"] > 0 and fold.counters["endpoint_overflow"] > 0
     assert acc.to_bytes() == ref_acc.to_bytes() == fold.to_bytes_reference()
     assert list(acc.counters.items()) == list(fold.counters.items())
+
+
+@SETTINGS
+@given(ids=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**63, 2**64 - 1]), max_size=40))
+def test_distinct_trace_ids_by_sort_are_np_unique(ids):
+    """partial.distinct (a sort and a neighbour compare, not numpy 2's hash unique): the same
+    sorted distinct ids, uint64 extremes and repeats included."""
+    a = np.array(ids, np.uint64)
+    got = partial_mod.distinct(a)
+    assert got.dtype == np.uint64 and got.tolist() == np.unique(a).tolist()
