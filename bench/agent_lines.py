@@ -102,24 +102,55 @@ def replicate(bodies: list[dict[str, Any]], agent: str, count: int, first_ns: in
         yield orjson.dumps(rec) + b"\n"
 
 
+def _agent_rotation() -> tuple[int, bool]:
+    """The agent's own rotation defaults (``agent.archive.ArchiveWriter``): bytes per file, by day."""
+    import inspect
+
+    from agent.archive import ArchiveWriter
+
+    params = inspect.signature(ArchiveWriter.__init__).parameters
+    return int(params["max_size_mb"].default * 1024 * 1024), bool(params["rotate_daily"].default)
+
+
 def write_archive(root: Path, bodies: list[dict[str, Any]], lines: int, agents: int = 4,
-                  files_per_agent: int = 25, first: datetime = datetime(2026, 11, 1, tzinfo=UTC)
+                  files_per_agent: int | None = 25, first: datetime = datetime(2026, 11, 1, tzinfo=UTC)
                   ) -> int:
-    """``lines`` lines over ``agents`` chains of ``files_per_agent`` rotated files each, in the
-    archive layout (``<root>/<agent>/windows-<day>-<NNNNNN>.jsonl``); returns the bytes written."""
+    """``lines`` lines over ``agents`` chains in the archive layout
+    (``<root>/<agent>/windows-<day>-<NNNNNN>.jsonl``); returns the bytes written.
+
+    ``files_per_agent=N``: each chain cut into N files of equal line counts (many small files,
+    as an agent that restarts often or rotates small leaves them). ``None``: files as the agent
+    rotates them by its defaults (``ArchiveWriter``: a new file per UTC day of the line's ``ts``
+    and before a file would pass ``max_size_mb``), named by that day."""
     per_agent = lines // agents
-    per_file = max(1, per_agent // files_per_agent)
+    per_file = max(1, per_agent // files_per_agent) if files_per_agent else 0
     size = 0
     first_ns = int(first.timestamp()) * NS
     for a in range(agents):
         agent = f"agent-{a}"
         directory = root / agent
         directory.mkdir(parents=True)
-        out, f = bytearray(), 0
-        for i, line in enumerate(replicate(bodies, agent, per_agent, first_ns)):
-            out += line
-            if (i + 1) % per_file == 0 or i + 1 == per_agent:
-                (directory / window_file_name("20261101", f)).write_bytes(out)
-                size += len(out)
-                out, f = bytearray(), f + 1
+        size += _write_chain(directory, replicate(bodies, agent, per_agent, first_ns), per_file)
     return size
+
+
+def _write_chain(directory: Path, lines: Iterator[bytes], per_file: int) -> int:
+    """One chain's lines into files of ``per_file`` lines, or (0) by the agent's rotation."""
+    max_bytes, daily = _agent_rotation()
+    files: list[tuple[str, bytearray]] = []  # (day, lines)
+    count = 0
+    for line in lines:
+        if per_file:
+            if not files or count == per_file:
+                files.append(("20261101", bytearray()))
+                count = 0
+        else:  # the agent's rule: rotate by day and by size, before the append
+            assert line.startswith(b'{"ts":"'), line[:16]  # seal() puts ts first
+            day = line[7:17].replace(b"-", b"").decode()  # {"ts":"YYYY-MM-DD...
+            if not files or len(files[-1][1]) + len(line) > max_bytes or (daily and day > files[-1][0]):
+                files.append((day, bytearray()))
+        files[-1][1].extend(line)
+        count += 1
+    for n, (day, out) in enumerate(files, 1):
+        (directory / window_file_name(day, n)).write_bytes(out)
+    return sum(len(out) for _, out in files)

@@ -3,7 +3,10 @@
 The lines are the agent's own (``bench/agent_lines.py``: windows made by the agent's decode,
 score, merge and report code, replicated with fresh window times in the agent's 27-character
 format and re-sealed as the agent seals; a test holds their shape to a real agent process's
-lines). Two scenarios, each as 4 agents x 25 rotated files in a temporary directory:
+lines). Two scenarios, each as 4 agents' chains in a temporary directory, cut into files two ways
+(``LAYOUTS``): as the agent rotates them by its defaults (a file per UTC day and before 100 MiB,
+``agent.archive.ArchiveWriter``) and into 25 small files per agent (what many restarts or a small
+``max_size_mb`` leave; the per-file costs weigh more):
 
 - ``10 services``: 30,000 windows (``BENCH_AGGREGATE_WINDOWS``), the same ten services in each;
 - ``1,000 services, changing``: 600 windows (``BENCH_AGGREGATE_WIDE_WINDOWS``), each a different
@@ -44,6 +47,10 @@ N_WINDOWS = int(os.environ.get("BENCH_AGGREGATE_WINDOWS", "30000"))
 N_WIDE = int(os.environ.get("BENCH_AGGREGATE_WIDE_WINDOWS", "600"))
 AGENTS = 4
 FILES_PER_AGENT = 25
+#: How each scenario's chains are cut into files: as the agent rotates them by its defaults (a
+#: file per UTC day, and before 100 MiB: per-file costs spread over ~1,440 lines of a minute's
+#: windows, ~150 at 1,000 services), and into many small files (per-file costs over 30, resp. 6).
+LAYOUTS = (("files as the agent rotates them", None), (f"{FILES_PER_AGENT} files per agent", FILES_PER_AGENT))
 
 
 def _interleaved(files, period: Period) -> tuple[AggregateState, dict[str, float]]:
@@ -115,14 +122,16 @@ def main() -> None:
         results = {}
         for name, bodies, count in (("10 services", narrow, N_WINDOWS),
                                     ("1,000 services, changing", wide, N_WIDE)):
-            root = Path(tmp) / name.split()[0].replace(",", "")
-            size = write_archive(root, bodies, count, AGENTS, FILES_PER_AGENT)
-            files = discover([str(root)])
-            windows = (count // AGENTS) * AGENTS
-            per_line = [len(b["green_summary"]["per_service_energy_kwh"]) for b in bodies]
-            entries = sum(per_line[i % len(per_line)] for i in range(count // AGENTS)) * AGENTS
-            results[name] = (files, *_ratios(name, files, period, windows, size, entries))
-        files, state, local_wall = results["10 services"]
+            for layout, per_agent_files in LAYOUTS:
+                root = Path(tmp) / f"{name.split()[0].replace(',', '')}-{per_agent_files or 'agent'}"
+                size = write_archive(root, bodies, count, AGENTS, per_agent_files)
+                files = discover([str(root)])
+                windows = (count // AGENTS) * AGENTS
+                per_line = [len(b["green_summary"]["per_service_energy_kwh"]) for b in bodies]
+                entries = sum(per_line[i % len(per_line)] for i in range(count // AGENTS)) * AGENTS
+                label = f"{name}, {layout}"
+                results[label] = (files, *_ratios(label, files, period, windows, size, entries))
+        files, state, local_wall = results[f"10 services, {LAYOUTS[1][0]}"]
         local_bytes = report_bytes(build_report(state, period))
         _memory(files, period)
         from distributed import Client, LocalCluster

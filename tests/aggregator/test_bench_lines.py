@@ -98,3 +98,35 @@ def test_the_wide_scenario_changes_its_service_set_every_window() -> None:
     sets = [frozenset(b["green_summary"]["per_service_energy_kwh"]) for b in bodies]
     assert all(len(s) >= 990 for s in sets)
     assert len(set(sets)) == 3
+
+
+def test_the_bench_cuts_chains_into_files_as_the_agent_rotates_them(tmp_path: Path, monkeypatch) -> None:
+    """``write_archive(files_per_agent=None)`` lays each chain out as ``ArchiveWriter`` does by
+    its defaults: a new file for each UTC day of a line's ``ts`` and before a file would pass
+    the size bound, named by that day with a counter, so lexical order is write order and the
+    chain reads back whole; ``files_per_agent=N`` cuts it into N files instead."""
+    import bench.agent_lines as lines_mod
+    from aggregator.files import discover
+    from schema.archive import read_order_key
+
+    bodies = window_bodies(10, 2)
+    one_a_minute = 2 * 1440 + 100  # windows of a minute: two whole UTC days and 100 more
+    write_archive = lines_mod.write_archive
+    write_archive(tmp_path / "daily", bodies, one_a_minute, agents=1, files_per_agent=None)
+    names = sorted(p.name for p in (tmp_path / "daily" / "agent-0").iterdir())
+    assert [n[:17] for n in names] == ["windows-20261101-", "windows-20261102-", "windows-20261103-"]
+    counts = [(tmp_path / "daily" / "agent-0" / n).read_bytes().count(b"\n") for n in names]
+    assert counts == [1439, 1440, 101]  # the first window ends at 00:01, the 1,440th at 00:00 next day
+    first_day = orjson.loads((tmp_path / "daily" / "agent-0" / names[1]).read_bytes().splitlines()[0])
+    assert first_day["ts"].startswith("2026-11-02T00:00:00")
+    assert len(discover([str(tmp_path / "daily")])) == 3
+    assert sorted(names, key=read_order_key) == names
+    # the size bound: a file never passes it; the next line starts a new file
+    monkeypatch.setattr(lines_mod, "_agent_rotation", lambda: (200_000, True))
+    write_archive(tmp_path / "sized", bodies, 100, agents=1, files_per_agent=None)
+    sized = sorted((tmp_path / "sized" / "agent-0").iterdir())
+    assert len(sized) > 1 and all(p.stat().st_size <= 200_000 for p in sized)
+    assert sum(p.read_bytes().count(b"\n") for p in sized) == 100
+    write_archive(tmp_path / "small", bodies, 100, agents=2, files_per_agent=5)
+    assert [len(list((tmp_path / "small" / a).iterdir())) for a in ("agent-0", "agent-1")] == [5, 5]
+
