@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 12
+#define FOLD_VERSION 13
 /* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
  * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
  * values below are only what they are before that call. */
@@ -167,6 +167,36 @@ static PyGetSetDef region_getset[] = {
     {NULL},
 };
 
+static PyTypeObject ServiceSumsType;
+
+/* ServiceSums.add_sums(other): energy, carbon, requests and windows of `other` (a ServiceSums)
+ * added to this one's, each as `self.x += other.x` adds it (the merge of states; no Python
+ * int made for the exact count). */
+static PyObject *service_add_sums(PyObject *self, PyObject *other) {
+    if (!PyObject_TypeCheck(other, &ServiceSumsType)) {
+        PyErr_Format(PyExc_TypeError, "add_sums needs a ServiceSums, not %.80s", Py_TYPE(other)->tp_name);
+        return NULL;
+    }
+    Sums *a = (Sums *)self, *b = (Sums *)other;
+    u128 x = count_get(&a->count), y = count_get(&b->count);
+    long long n;
+    if (x + y < x || __builtin_add_overflow(a->n, b->n, &n)) {
+        PyErr_SetString(PyExc_OverflowError, "a running count does not fit");
+        return NULL;
+    }
+    a->energy += b->energy;
+    a->carbon += b->carbon;
+    count_set(&a->count, x + y);
+    a->n = n;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef service_methods[] = {
+    {"add_sums", service_add_sums, METH_O,
+     "add_sums(other): add other's energy, carbon, requests and windows to these (in place)"},
+    {NULL},
+};
+
 static PyTypeObject ServiceSumsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "aggregator._fold.ServiceSums",
@@ -176,6 +206,7 @@ static PyTypeObject ServiceSumsType = {
     .tp_new = PyType_GenericNew,
     .tp_members = service_members,
     .tp_getset = service_getset,
+    .tp_methods = service_methods,
 };
 static PyTypeObject RegionSumsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -2647,6 +2678,190 @@ static PyObject *scan_number(PyObject *module, PyObject *arg) {
     return PyFloat_FromDouble(num_value(&n));
 }
 
+/* merge_services(left, right, models, max_services, make, dropped): the services of a state
+ * merged after another's, exactly as aggregator.fold.sums.merge_services_py does (its oracle):
+ * `left` and `right` map names to ServiceSums with Python `region`, `models` and `measured`;
+ * for each right service in its order, a name `left` lacks is made (`make(region)`) while
+ * `left` holds fewer than `max_services`, else its windows, energy and carbon are added to
+ * `dropped` = (windows, energy, carbon), returned updated; a kept one takes the right one's
+ * sums, its region while its own is "unknown", its measured energy and the tags `models` holds. */
+static PyObject *S_MEASURED_ATTR;
+
+static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
+    PyObject *region = PyObject_GetAttr(mine, S_REGION_ATTR);
+    if (region == NULL)
+        return -1;
+    int unknown = PyUnicode_Check(region) ? PyUnicode_Compare(region, S_UNKNOWN_STR) == 0
+                                          : PyObject_RichCompareBool(region, S_UNKNOWN_STR, Py_EQ);
+    Py_DECREF(region);
+    if (unknown < 0 || PyErr_Occurred())
+        return -1;
+    if (unknown) {
+        PyObject *theirs = PyObject_GetAttr(acc, S_REGION_ATTR);
+        int rc = theirs ? PyObject_SetAttr(mine, S_REGION_ATTR, theirs) : -1;
+        Py_XDECREF(theirs);
+        if (rc < 0)
+            return -1;
+    }
+    PyObject *done = service_add_sums(mine, acc);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    PyObject *a = PyObject_GetAttr(mine, S_MEASURED_ATTR), *b = a ? PyObject_GetAttr(acc, S_MEASURED_ATTR) : NULL;
+    PyObject *sum = b ? PyNumber_InPlaceAdd(a, b) : NULL;
+    int rc = sum ? PyObject_SetAttr(mine, S_MEASURED_ATTR, sum) : -1;
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(sum);
+    if (rc < 0)
+        return -1;
+    PyObject *tags = PyObject_GetAttr(acc, S_MODELS_ATTR);
+    if (tags == NULL)
+        return -1;
+    if (!PyDict_Check(tags)) {
+        PyErr_SetString(PyExc_TypeError, "merge_services: a service's models is not a dict");
+        Py_DECREF(tags);
+        return -1;
+    }
+    rc = 0;
+    if (PyDict_GET_SIZE(tags)) {
+        PyObject *own = PyObject_GetAttr(mine, S_MODELS_ATTR), *tag, *ignored;
+        Py_ssize_t pos = 0;
+        if (own == NULL || !PyDict_Check(own)) {
+            if (own != NULL)
+                PyErr_SetString(PyExc_TypeError, "merge_services: a service's models is not a dict");
+            rc = -1;
+        }
+        while (rc == 0 && PyDict_Next(tags, &pos, &tag, &ignored)) {
+            int has = PyDict_Contains(models, tag);
+            if (has < 0 || (has && PyDict_SetItem(own, tag, Py_None) < 0))
+                rc = -1;
+        }
+        Py_XDECREF(own);
+    }
+    Py_DECREF(tags);
+    return rc;
+}
+
+static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 6 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_Check(args[2])
+        || !PyLong_Check(args[3]) || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "merge_services(left: dict, right: dict, models: dict, max_services: int, "
+                        "make, dropped: (windows, energy, carbon))");
+        return NULL;
+    }
+    PyObject *left = args[0], *right = args[1], *models = args[2], *make = args[4];
+    Py_ssize_t cap = PyLong_AsSsize_t(args[3]);
+    if (cap == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *d_windows = Py_NewRef(PyTuple_GET_ITEM(args[5], 0)), *d_energy = Py_NewRef(PyTuple_GET_ITEM(args[5], 1)),
+             *d_carbon = Py_NewRef(PyTuple_GET_ITEM(args[5], 2));
+    PyObject *name, *acc;
+    Py_ssize_t pos = 0;
+    int rc = 0;
+    while (rc == 0 && PyDict_Next(right, &pos, &name, &acc)) {
+        if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
+            PyErr_SetString(PyExc_TypeError, "merge_services: a service is not a ServiceSums");
+            rc = -1;
+            break;
+        }
+        PyObject *mine = PyDict_GetItemWithError(left, name);  /* borrowed */
+        if (mine == NULL) {
+            if (PyErr_Occurred()) {
+                rc = -1;
+                break;
+            }
+            if (PyDict_GET_SIZE(left) >= cap) {  /* dropped with all it carried, in order */
+                Sums *a = (Sums *)acc;
+                PyObject *w = PyLong_FromLongLong(a->n), *e = PyFloat_FromDouble(a->energy), *c = PyFloat_FromDouble(a->carbon);
+                PyObject *w2 = w ? PyNumber_Add(d_windows, w) : NULL, *e2 = e ? PyNumber_Add(d_energy, e) : NULL,
+                         *c2 = c ? PyNumber_Add(d_carbon, c) : NULL;
+                Py_XDECREF(w); Py_XDECREF(e); Py_XDECREF(c);
+                if (w2 == NULL || e2 == NULL || c2 == NULL) {
+                    Py_XDECREF(w2); Py_XDECREF(e2); Py_XDECREF(c2);
+                    rc = -1;
+                    break;
+                }
+                Py_SETREF(d_windows, w2); Py_SETREF(d_energy, e2); Py_SETREF(d_carbon, c2);
+                continue;
+            }
+            PyObject *region = PyObject_GetAttr(acc, S_REGION_ATTR);
+            PyObject *made = region ? PyObject_CallOneArg(make, region) : NULL;
+            Py_XDECREF(region);
+            if (made == NULL) {
+                rc = -1;
+                break;
+            }
+            if (!PyObject_TypeCheck(made, &ServiceSumsType) || PyDict_SetItem(left, name, made) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "merge_services: make does not make a ServiceSums");
+                Py_DECREF(made);
+                rc = -1;
+                break;
+            }
+            Py_DECREF(made);  /* left holds it */
+            mine = made;
+        }
+        Py_INCREF(mine);
+        rc = merge_one(mine, acc, models);
+        Py_DECREF(mine);
+    }
+    PyObject *out = rc == 0 ? PyTuple_Pack(3, d_windows, d_energy, d_carbon) : NULL;
+    Py_DECREF(d_windows); Py_DECREF(d_energy); Py_DECREF(d_carbon);
+    return out;
+}
+
+/* merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after
+ * another state's, exactly as aggregator.fold.sums.merge_cells_py does (its oracle): each of
+ * `theirs` (name -> cell, in order) whose name `kept` holds or is `unattributed` is added to
+ * `cells`' cell of that name (made by `make()` when absent); any other goes to the bucket's
+ * dropped energy and carbon. */
+static PyObject *merge_cells(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 6 || !PyObject_TypeCheck(args[0], &BucketSumsType) || !PyDict_Check(args[1])
+        || !PyDict_Check(args[2]) || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "merge_cells(bucket: BucketSums, cells: dict, theirs: dict, kept: dict, "
+                        "unattributed: str, make)");
+        return NULL;
+    }
+    BucketSumsObj *bucket = (BucketSumsObj *)args[0];
+    PyObject *cells = args[1], *theirs = args[2], *kept = args[3], *unattributed = args[4], *make = args[5];
+    PyObject *name, *cell;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(theirs, &pos, &name, &cell)) {
+        if (!PyObject_TypeCheck(cell, &ServiceSumsType)) {
+            PyErr_SetString(PyExc_TypeError, "merge_cells: a cell is not a ServiceSums");
+            return NULL;
+        }
+        int keep = PyDict_Contains(kept, name);
+        if (keep == 0)
+            keep = PyObject_RichCompareBool(name, unattributed, Py_EQ);
+        if (keep < 0)
+            return NULL;
+        if (!keep) {
+            bucket->dropped_energy += ((Sums *)cell)->energy;
+            bucket->dropped_carbon += ((Sums *)cell)->carbon;
+            continue;
+        }
+        PyObject *own = PyDict_GetItemWithError(cells, name);  /* borrowed */
+        if (own == NULL) {
+            if (PyErr_Occurred() || (own = PyObject_CallNoArgs(make)) == NULL)
+                return NULL;
+            if (!PyObject_TypeCheck(own, &ServiceSumsType) || PyDict_SetItem(cells, name, own) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "merge_cells: make does not make a ServiceSums");
+                Py_DECREF(own);
+                return NULL;
+            }
+            Py_DECREF(own);  /* cells holds it */
+        }
+        PyObject *done = service_add_sums(own, cell);
+        if (done == NULL)
+            return NULL;
+        Py_DECREF(done);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"window_end", (PyCFunction)window_end, METH_O,
      "window_end(rec) -> float | None\n\n"
@@ -2656,6 +2871,12 @@ static PyMethodDef methods[] = {
      "window_start(rec) -> float\n\n"
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
+    {"merge_services", (PyCFunction)(void (*)(void))merge_services, METH_FASTCALL,
+     "merge_services(left, right, models, max_services, make, dropped): the services of a state merged "
+     "after another's (aggregator.fold.sums.merge_services_py is the oracle); returns dropped updated."},
+    {"merge_cells", (PyCFunction)(void (*)(void))merge_cells, METH_FASTCALL,
+     "merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after another "
+     "state's (aggregator.fold.sums.merge_cells_py is the oracle)."},
     {"configure", (PyCFunction)configure, METH_VARARGS,
      "configure(body_key, time_shapes, terms, max_figure, max_count, max_name_bytes, max_tag_bytes, cal_suffix,\n"
      "          unattributed)\n\nThe contract's facts (see _fold.c); ValueError when the code is written for others."},
@@ -2689,6 +2910,7 @@ PyMODINIT_FUNC PyInit__fold(void) {
     if ((EMPTY_STR = PyUnicode_FromString("")) == NULL || (ONE = PyLong_FromLong(1)) == NULL
         || (S_REGION_ATTR = PyUnicode_InternFromString("region")) == NULL
         || (S_MODELS_ATTR = PyUnicode_InternFromString("models")) == NULL
+        || (S_MEASURED_ATTR = PyUnicode_InternFromString("measured")) == NULL
         || (S_SERVICES_ATTR = PyUnicode_InternFromString("services")) == NULL
         || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL)
         return NULL;

@@ -16,7 +16,7 @@ import warnings
 from types import ModuleType
 
 #: Must equal FOLD_VERSION in aggregator/fold/_fold.c; bump both when the rules change.
-FOLD_VERSION = 12
+FOLD_VERSION = 13
 
 
 def _load() -> ModuleType | None:
@@ -75,6 +75,12 @@ else:  # the same fields as Python slots, the same parsers in Python
             self.carbon = 0.0
             self.requests = 0
             self.windows = 0
+
+        def add_sums(self, other: ServiceSums) -> None:
+            self.energy += other.energy
+            self.carbon += other.carbon
+            self.requests += other.requests
+            self.windows += other.windows
 
     class RegionSums:  # type: ignore[no-redef]
         __slots__ = ("energy", "carbon", "io_ops", "rows")

@@ -40,6 +40,8 @@ from aggregator.fold.sums import (
     HostRegionAcc,
     RegionAcc,
     ServiceAcc,
+    merge_cells,
+    merge_services,
 )
 from aggregator.sanitize import Tally
 from schema.totals import TOTAL_TERMS
@@ -220,16 +222,9 @@ def merge_into(left: AggregateState, right: AggregateState) -> AggregateState:
             left.models[tag] = count
         else:
             left.rejected_models += count
-    for name, acc in right.services.items():
-        mine = left.services.get(name)
-        if mine is None:
-            if len(left.services) >= left.max_services:
-                left.dropped_services += acc.windows
-                left.dropped_energy += acc.energy
-                left.dropped_carbon += acc.carbon
-                continue
-            mine = left.services[name] = ServiceAcc(acc.region)
-        mine.add(acc, left.models)
+    left.dropped_services, left.dropped_energy, left.dropped_carbon = merge_services(
+        left.services, right.services, left.models, left.max_services,
+        (left.dropped_services, left.dropped_energy, left.dropped_carbon))
     left.unattributed.add(right.unattributed, left.models)
     merge_series(left, right)
     for name, sums in right.backfill_services.items():  # where the service itself was kept
@@ -304,15 +299,7 @@ def merge_series(left: AggregateState, right: AggregateState) -> None:
         if mine is None:
             mine = left.series[key] = Bucket()
         mine.add(theirs)
-        for name, cell in theirs.services.items():
-            if name == UNATTRIBUTED or name in kept:
-                own = mine.cell(name)
-                own.energy += cell.energy
-                own.carbon += cell.carbon
-                own.requests += cell.requests
-            else:
-                mine.dropped_energy += cell.energy
-                mine.dropped_carbon += cell.carbon
+        merge_cells(mine, theirs.services, kept, UNATTRIBUTED)
 
 
 _SUMMED = (

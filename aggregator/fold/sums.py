@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aggregator.fold.ext import BucketSums, RegionSums, ServiceSums
+from aggregator.fold.ext import EXT, BucketSums, RegionSums, ServiceSums
 from schema.totals import TOTAL_TERMS
 
 
@@ -45,14 +45,71 @@ class ServiceAcc(ServiceSums):  # type: ignore[misc,valid-type]
     def add(self, other: ServiceAcc, models: dict[str, int]) -> None:
         if self.region == "unknown":
             self.region = other.region
-        self.energy += other.energy
-        self.carbon += other.carbon
-        self.requests += other.requests
-        self.windows += other.windows
+        self.add_sums(other)  # energy, carbon, requests, windows: each self.x += other.x
         self.measured += other.measured
-        for tag in other.models:
-            if tag in models:
-                self.models[tag] = None
+        if other.models:
+            mine = self.models
+            for tag in other.models:
+                if tag in models:
+                    mine[tag] = None
+
+
+def merge_services_py(left: dict[str, ServiceAcc], right: dict[str, ServiceAcc], models: dict[str, int],
+                      max_services: int, dropped: tuple[int, float, float]) -> tuple[int, float, float]:
+    """``right``'s services merged after ``left``'s (in place; the state's merge): a name
+    ``left`` lacks is added while it holds fewer than ``max_services``, else its windows,
+    energy and carbon go to ``dropped`` (returned updated), in ``right``'s order. The
+    reference of the C ``merge_services`` (:func:`merge_services`)."""
+    windows, energy, carbon = dropped
+    for name, acc in right.items():
+        mine = left.get(name)
+        if mine is None:
+            if len(left) >= max_services:
+                windows += acc.windows
+                energy += acc.energy
+                carbon += acc.carbon
+                continue
+            mine = left[name] = ServiceAcc(acc.region)
+        mine.add(acc, models)
+    return windows, energy, carbon
+
+
+def merge_services(left: dict[str, ServiceAcc], right: dict[str, ServiceAcc], models: dict[str, int],
+                   max_services: int, dropped: tuple[int, float, float]) -> tuple[int, float, float]:
+    """:func:`merge_services_py`, in C where the extension is built (the same additions in the
+    same order, without a Python call per service)."""
+    if _MERGE_C is None:
+        return merge_services_py(left, right, models, max_services, dropped)
+    return _MERGE_C(left, right, models, max_services, ServiceAcc, dropped)
+
+
+def merge_cells_py(bucket: Bucket, theirs: dict[str, Cell], kept: dict, unattributed: str) -> None:
+    """Another state's cells of one time bucket (``theirs``) merged into ``bucket``'s: a cell of
+    a service ``kept`` holds (or of ``unattributed``) is added to the bucket's cell of that
+    service, any other to the bucket's dropped sums, in ``theirs``' order. The reference of the
+    C ``merge_cells`` (:func:`merge_cells`)."""
+    cells, get = bucket.services, bucket.services.get
+    for name, cell in theirs.items():
+        if name in kept or name == unattributed:
+            own = get(name)
+            if own is None:
+                own = cells[name] = Cell()
+            own.add_sums(cell)  # energy, carbon, requests (a cell's windows stay 0)
+        else:
+            bucket.dropped_energy += cell.energy
+            bucket.dropped_carbon += cell.carbon
+
+
+def merge_cells(bucket: Bucket, theirs: dict[str, Cell], kept: dict, unattributed: str) -> None:
+    """:func:`merge_cells_py`, in C where the extension is built."""
+    if _CELLS_C is None:
+        merge_cells_py(bucket, theirs, kept, unattributed)
+    else:
+        _CELLS_C(bucket, bucket.services, theirs, kept, unattributed, Cell)
+
+
+_MERGE_C = EXT.merge_services if EXT is not None else None
+_CELLS_C = EXT.merge_cells if EXT is not None else None
 
 
 def _cell(energy: float, carbon: float, requests: int) -> Cell:
