@@ -113,8 +113,19 @@ static int table_grow(Table *t) {
     return 0;
 }
 
+/* Tables of at most this many strings are searched by comparing, not hashing: a request's
+ * regions (and a small one's services) are looked up once per resource, and a SipHash costs
+ * more than a few memcmp. The ids are the same either way (first-use order). */
+#define SMALL_TABLE 8
+
 /* The id of s in t, adding it in first-use order; -1 when out of memory. */
 static Py_ssize_t intern(Dec *d, Table *t, Str s) {
+    if (t->count <= SMALL_TABLE) {
+        for (Py_ssize_t i = 0; i < t->count; i++) {
+            const Str *have = &t->items[i];
+            if (have->n == s.n && (s.n == 0 || memcmp(have->p, s.p, (size_t)s.n) == 0)) return i;
+        }
+    }
     Py_hash_t h = s.n ? HASH_BYTES(s.p, s.n) : 0;
     size_t j = (size_t)h & t->mask;
     for (; t->slots[j].id >= 0; j = (j + 1) & t->mask) {

@@ -276,3 +276,49 @@ def test_decoding_in_threads_gives_the_same_batches(workload, assert_same):
         got = list(pool.map(decode_protobuf_fast, payloads * 8))
     for i, batch in enumerate(got):
         assert_same(batch, want[i % 4])
+
+
+def _kv_layouts(key: bytes, value: bytes) -> list[bytes]:
+    """One KeyValue written in every layout the C decoder tells apart: the one-step layout
+    (key, then value, one-byte lengths, nothing else) and each way out of it."""
+    k, v = field(1, 2, key), field(2, 2, value)
+    assert len(key) < 128
+    return [
+        k + v,  # the one-step layout
+        k + field(2, 2, b""),  # an empty value: still one step
+        k,  # no value: present, not a string
+        v + k,  # value first
+        k + v + UNKNOWN[0],  # a trailing unknown field
+        UNKNOWN[1] + k + v,  # a leading one
+        k + v + k,  # the key twice
+        k + v + field(2, 2, AnyValue(int_value=7).SerializeToString()),  # the value twice
+        field(1, 2, b"k" * 128) + v,  # a two-byte key length (an ignored key)
+        k + field(2, 2, AnyValue(string_value="x" * 200).SerializeToString()),  # two-byte value length
+        b"\x0a" + bytes([0x80 | len(key), 0]) + key + v,  # a key length in two bytes (not minimal)
+        k + b"\x12\x00",  # an empty value as written by hand
+    ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    service=st.sampled_from(["checkout", "", "s" * 130, "svc-00042"]),
+    region=st.sampled_from(REGIONS),
+    statement=st.sampled_from(STATEMENTS + ["SELECT " + "x" * 140]),
+)
+def test_every_key_value_layout_agrees(service, region, statement, assert_same):
+    """Resource attributes (service.name, cloud.region and ignored ones) and span attributes,
+    each in every layout of ``_kv_layouts``: the one-step path and the general loop give the
+    reference decoder's batch."""
+    def s(text: str) -> bytes:
+        return AnyValue(string_value=text).SerializeToString()
+
+    for i, (svc_kv, reg_kv, noise_kv, db_kv) in enumerate(zip(
+            _kv_layouts(b"service.name", s(service)), _kv_layouts(b"cloud.region", s(region)),
+            _kv_layouts(b"host.name", s("h" * 200)), _kv_layouts(b"db.statement", s(statement)),
+            strict=True)):
+        resource = b"".join(field(1, 2, kv) for kv in (noise_kv, svc_kv, reg_kv, noise_kv))
+        system = KeyValue(key="db.system", value=AnyValue(string_value="pg")).SerializeToString()
+        span = (field(1, 2, bytes([i + 1]) * 16) + field(5, 2, b"op") + field(6, 0, 3)
+                + field(9, 2, system) + field(9, 2, db_kv) + field(9, 2, noise_kv))
+        data = field(1, 2, field(1, 2, resource) + field(2, 2, field(2, 2, span)))
+        assert_same(decode_protobuf_fast(data), decode_protobuf_reference(data))
