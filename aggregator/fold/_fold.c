@@ -2810,6 +2810,30 @@ static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t
     return out;
 }
 
+/* new_service(type, region): a `type` (a subclass of ServiceSums with Python slots `region`,
+ * `models` and `measured`) as `type(region)` makes it by aggregator.fold.sums.ServiceAcc's
+ * __init__ - zero sums, `region`, a new empty `models` dict, `measured` 0.0 - without running
+ * Python code (tests/aggregator/test_fold_accel_merge.py holds the two to the same fields). */
+static PyObject *ZERO_FLOAT;
+
+static PyObject *new_service(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &ServiceSumsType)) {
+        PyErr_SetString(PyExc_TypeError, "new_service(type: a ServiceSums subclass, region)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *obj = type->tp_alloc(type, 0), *models = obj ? PyDict_New() : NULL;
+    if (models == NULL || PyObject_SetAttr(obj, S_REGION_ATTR, args[1]) < 0
+        || PyObject_SetAttr(obj, S_MODELS_ATTR, models) < 0 || PyObject_SetAttr(obj, S_MEASURED_ATTR, ZERO_FLOAT) < 0) {
+        Py_XDECREF(models);
+        Py_XDECREF(obj);
+        return NULL;
+    }
+    Py_DECREF(models);
+    return obj;
+}
+
 /* merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after
  * another state's, exactly as aggregator.fold.sums.merge_cells_py does (its oracle): each of
  * `theirs` (name -> cell, in order) whose name `kept` holds or is `unattributed` is added to
@@ -2874,6 +2898,8 @@ static PyMethodDef methods[] = {
     {"merge_services", (PyCFunction)(void (*)(void))merge_services, METH_FASTCALL,
      "merge_services(left, right, models, max_services, make, dropped): the services of a state merged "
      "after another's (aggregator.fold.sums.merge_services_py is the oracle); returns dropped updated."},
+    {"new_service", (PyCFunction)(void (*)(void))new_service, METH_FASTCALL,
+     "new_service(type, region): type(region) as aggregator.fold.sums.ServiceAcc makes it, in C."},
     {"merge_cells", (PyCFunction)(void (*)(void))merge_cells, METH_FASTCALL,
      "merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after another "
      "state's (aggregator.fold.sums.merge_cells_py is the oracle)."},
@@ -2911,6 +2937,7 @@ PyMODINIT_FUNC PyInit__fold(void) {
         || (S_REGION_ATTR = PyUnicode_InternFromString("region")) == NULL
         || (S_MODELS_ATTR = PyUnicode_InternFromString("models")) == NULL
         || (S_MEASURED_ATTR = PyUnicode_InternFromString("measured")) == NULL
+        || (ZERO_FLOAT = PyFloat_FromDouble(0.0)) == NULL
         || (S_SERVICES_ATTR = PyUnicode_InternFromString("services")) == NULL
         || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL)
         return NULL;

@@ -39,7 +39,7 @@ from aggregator.fold.reference import (
 )
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
-from aggregator.fold.sums import Bucket, Cell, Layout, ServiceAcc
+from aggregator.fold.sums import Bucket, Cell, Layout, make_service
 
 #: Folds a line from its bytes if it can: (state, raw, period start, period end, folder) -> (start, end, hash) | None.
 RawFold = Callable[[AggregateState, "bytes | memoryview", float, float, object], "tuple[float, float | None, str] | None"]
@@ -100,7 +100,7 @@ def folder(state: AggregateState) -> object | None:
     services it has met; one per fold of a file (``engines.fold_lines``). None without the build."""
     if EXT is None:
         return None
-    return EXT.Folder(state.services, state.models, state.regions, ServiceAcc, Cell, partial(_enter, state),
+    return EXT.Folder(state.services, state.models, state.regions, make_service, Cell, partial(_enter, state),
                       state.max_services, state.max_models)
 
 

@@ -6,6 +6,7 @@ ones it is handed, and nothing else of the state."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from aggregator.fold.ext import EXT, BucketSums, RegionSums, ServiceSums
 from schema.totals import TOTAL_TERMS
@@ -80,7 +81,7 @@ def merge_services(left: dict[str, ServiceAcc], right: dict[str, ServiceAcc], mo
     same order, without a Python call per service)."""
     if _MERGE_C is None:
         return merge_services_py(left, right, models, max_services, dropped)
-    return _MERGE_C(left, right, models, max_services, ServiceAcc, dropped)
+    return _MERGE_C(left, right, models, max_services, make_service, dropped)
 
 
 def merge_cells_py(bucket: Bucket, theirs: dict[str, Cell], kept: dict, unattributed: str) -> None:
@@ -110,6 +111,11 @@ def merge_cells(bucket: Bucket, theirs: dict[str, Cell], kept: dict, unattribute
 
 _MERGE_C = EXT.merge_services if EXT is not None else None
 _CELLS_C = EXT.merge_cells if EXT is not None else None
+
+
+#: Makes a service's accumulator: ``make_service(region)`` is ``ServiceAcc(region)``, in C
+#: where the extension is built (the fold makes each file's new services by it).
+make_service = partial(EXT.new_service, ServiceAcc) if EXT is not None else ServiceAcc
 
 
 def _cell(energy: float, carbon: float, requests: int) -> Cell:

@@ -89,3 +89,13 @@ def test_a_dropped_service_past_the_cap_keeps_the_float_order():
     right = _make([("b", "pl", 0.1, 0.2, 1, 1, 0.0, []), ("c", "pl", 0.2, 0.3, 1, 2, 0.0, [])])
     windows, energy, carbon = sums.merge_services(left, right, {}, 1, (0, 0.3, 0.0))
     assert (windows, energy, carbon) == (3, (0.3 + 0.1) + 0.2, 0.2 + 0.3) and list(left) == ["a"]
+
+
+@pytest.mark.parametrize("region", ["unknown", "pl", ""])
+def test_a_service_made_in_c_is_the_one_service_acc_makes(region):
+    made, want = sums.make_service(region), ServiceAcc(region)
+    assert type(made) is ServiceAcc and made.models is not sums.make_service(region).models
+    fields = ("energy", "carbon", "requests", "windows", *ServiceAcc.__slots__)
+    assert [getattr(made, f) for f in fields] == [getattr(want, f) for f in fields]
+    assert [type(getattr(made, f)) for f in fields] == [type(getattr(want, f)) for f in fields]
+    assert made.__reduce__()[1] == want.__reduce__()[1]
