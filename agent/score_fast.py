@@ -33,7 +33,7 @@ from agent.carbon.model import (
     op_weight_table,
 )
 from agent.carbon.names import MAX_NAME_BYTES, all_short, bounded, intern_table
-from agent.carbon.partial import UNKNOWN, WindowPartial, bump
+from agent.carbon.partial import UNKNOWN, WindowPartial, bump, cell_columns
 from agent.carbon.plan import (
     METERED,
     PROXY_CODES,
@@ -220,23 +220,14 @@ def _partial(batch: SpanBatch, out: tuple, estimated: np.ndarray, counters: dict
     bump(counters, "measured_stale_spans", meas_stale)
     bump(counters, "live_intensity_stale_spans", live_stale)
     bump(counters, "endpoint_name_truncated", ep_cut)
-    i64 = np.int64
     return WindowPartial(
         services=services,
         service_region=service_region,
         regions=regions,
         region_kind=np.frombuffer(region_kind, np.int8),
-        region_estimated=estimated[np.frombuffer(name_order, i64)],
-        cell_svc=np.frombuffer(cell_svc, i64),
-        cell_reg=np.frombuffer(cell_reg, i64),
-        energy=np.frombuffer(energy, np.float64),
-        carbon=np.frombuffer(carbon, np.float64),
-        ops=np.frombuffer(ops, i64),
-        measured_ops=np.frombuffer(measured_ops, i64),
-        span_count=np.frombuffer(span_count, i64),
-        etag=np.frombuffer(etag, np.int8),
-        ltag=np.frombuffer(ltag, np.int8),
-        requests=np.frombuffer(requests, i64),
+        region_estimated=estimated[np.frombuffer(name_order, np.int64)],
+        **cell_columns(cell_svc, cell_reg, energy, carbon, ops, measured_ops, span_count, etag, ltag),
+        requests=np.frombuffer(requests, np.int64),
         endpoints=endpoints,
         traces=np.zeros(0, np.uint64),
         pending_traces=[batch.trace_lo.astype(np.uint64)],

@@ -40,6 +40,13 @@ _CELL_ARRAYS = ("cell_svc", "cell_reg", *_SUMS, *_MAXES)
 _DTYPES = {"energy": np.float64, "carbon": np.float64, "etag": np.int8, "ltag": np.int8}
 
 
+def cell_columns(*buffers: object) -> dict[str, np.ndarray]:
+    """The cell arrays over the C pass's buffers (one per ``_CELL_ARRAYS`` name, in that
+    order), each read in its dtype without a copy: what ``agent._score`` hands back."""
+    return {name: np.frombuffer(buf, _DTYPES.get(name, np.int64))  # type: ignore[call-overload]
+            for name, buf in zip(_CELL_ARRAYS, buffers, strict=True)}
+
+
 def _c_module():  # noqa: ANN202 - agent._score, or None (not built, or a stale build)
     return _ext.EXT
 
@@ -446,23 +453,14 @@ class WindowAccumulator:
             return self._ref.snapshot()
         (services, service_region, regions, kind, est, requests, cell_svc, cell_reg, energy,
          carbon, ops, measured, span_count, etag, ltag, endpoints) = self._c.snapshot()
-        i64 = np.int64
         return WindowPartial(
             services=services,
             service_region=service_region,
             regions=regions,
             region_kind=np.frombuffer(kind, np.int8),
             region_estimated=np.frombuffer(est, np.bool_),
-            cell_svc=np.frombuffer(cell_svc, i64),
-            cell_reg=np.frombuffer(cell_reg, i64),
-            energy=np.frombuffer(energy, np.float64),
-            carbon=np.frombuffer(carbon, np.float64),
-            ops=np.frombuffer(ops, i64),
-            measured_ops=np.frombuffer(measured, i64),
-            span_count=np.frombuffer(span_count, i64),
-            etag=np.frombuffer(etag, np.int8),
-            ltag=np.frombuffer(ltag, np.int8),
-            requests=np.frombuffer(requests, i64),
+            **cell_columns(cell_svc, cell_reg, energy, carbon, ops, measured, span_count, etag, ltag),
+            requests=np.frombuffer(requests, np.int64),
             endpoints=endpoints,
             traces=self._traces,
             spans=self.spans,
