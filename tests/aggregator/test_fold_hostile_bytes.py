@@ -276,15 +276,21 @@ def test_hostile_agent_lines_fold_exactly_as_the_reference(seed):
 # -- lines the byte path must decline ---------------------------------------------------------
 
 
+
+def _sealed_at(body: dict, seq: int, prev: str | None) -> dict:
+    """``body`` given the minute-long window ``seq`` minutes after T0, sealed after ``prev``
+    as the agent seals (the line's ts is the window's end)."""
+    at = T0 + timedelta(minutes=seq)
+    body["window"]["start"] = times.format_datetime(at)
+    body["window"]["end"] = times.format_datetime(at + timedelta(minutes=1))
+    return seal(prev, seq, times.format_datetime(at + timedelta(minutes=1)), BODY_KEY, body)
+
+
 def _agent_lines(count: int, changing: bool = False) -> list[bytes]:
     bodies = _bodies()[:4] if changing else _bodies()[4:]
     lines, prev = [], None
     for seq in range(count):
-        body = copy.deepcopy(bodies[seq % len(bodies)])
-        at = T0 + timedelta(minutes=seq)
-        body["window"]["start"] = times.format_datetime(at)
-        body["window"]["end"] = times.format_datetime(at + timedelta(minutes=1))
-        rec = seal(prev, seq, times.format_datetime(at + timedelta(minutes=1)), BODY_KEY, body)
+        rec = _sealed_at(copy.deepcopy(bodies[seq % len(bodies)]), seq, prev)
         prev = rec["hash"]
         lines.append(orjson.dumps(rec))
     return lines
@@ -397,10 +403,7 @@ def test_past_the_service_cap_the_report_is_the_references():
         gs["per_service_region"] = {f"s{n:04d}": "pl" for n in names}
         gs["per_service_energy_model"] = {f"s{n:04d}": "io_proxy_v3" for n in names}
         gs.pop("per_service_measured_ratio", None)
-        at = T0 + timedelta(minutes=seq)
-        template["window"]["start"] = times.format_datetime(at)
-        template["window"]["end"] = times.format_datetime(at + timedelta(minutes=1))
-        rec = seal(prev, seq, times.format_datetime(at + timedelta(minutes=1)), BODY_KEY, template)
+        rec = _sealed_at(template, seq, prev)
         prev = rec["hash"]
         lines.append(orjson.dumps(rec))
     for caps in ({}, {"max_services": 1500}):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from http_wire import post, read_answers
 
 from httpserve import Head, HttpServer, Limits, Request, Response, Route
 
@@ -52,30 +53,12 @@ def _answers(port: int, data: bytes, n: int, timeout: float = 5) -> list[bytes]:
     """Send ``data``, read ``n`` whole answers (each has a Content-Length)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
-        buf, out = b"", []
-        while len(out) < n:
-            while b"\r\n\r\n" not in buf:
-                chunk = s.recv(65536)
-                assert chunk, f"closed after {out!r} + {buf!r}"
-                buf += chunk
-            head, rest = buf.split(b"\r\n\r\n", 1)
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length")))
-            while len(rest) < length:
-                rest += s.recv(65536)
-            out.append(head + b"\r\n\r\n" + rest[:length])
-            buf = rest[length:]
-        return out
-
-
-def _post(path: str, body: bytes, extra: bytes = b"") -> bytes:
-    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % (path.encode(), len(body))
-            + extra + b"\r\n" + body)
+        return [head + b"\r\n\r\n" + body for head, body in read_answers(s, n)]
 
 
 def test_pipelined_requests_are_answered_in_order(server: HttpServer) -> None:
-    data = _post("/a", b"first-body") + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n" + \
-        _post("/b", b"x" * 300_000)
+    data = post("/a", b"first-body") + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n" + \
+        post("/b", b"x" * 300_000)
     out = _answers(server.port, data, 3)
     assert out[0].endswith(b"POST 10 first-bo")
     assert out[1].endswith(b"GET 0 ")
@@ -93,7 +76,7 @@ def test_a_body_in_many_pieces_and_100_continue(server: HttpServer) -> None:
 
 
 def test_an_early_refusal_keeps_the_connection(server: HttpServer) -> None:
-    out = _answers(server.port, _post("/r", b"y" * 1000, b"X-Refuse: 1\r\n") + _post("/ok", b"z"), 2)
+    out = _answers(server.port, post("/r", b"y" * 1000, b"X-Refuse: 1\r\n") + post("/ok", b"z"), 2)
     assert out[0].startswith(b"HTTP/1.1 403") and b"Connection: close" not in out[0]
     assert out[1].endswith(b"POST 1 z")
 
@@ -118,10 +101,10 @@ def test_an_early_refusal_whose_body_comes_in_a_later_read_is_answered(server: H
 def test_a_head_too_large_is_431_and_a_handler_bug_is_500(server: HttpServer) -> None:
     big = b"GET /inline HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
     assert _answers(server.port, big, 1)[0].startswith(b"HTTP/1.1 431")
-    out = _answers(server.port, _post("/boom", b"") + _post("/ok", b"after"), 2)
+    out = _answers(server.port, post("/boom", b"") + post("/ok", b"after"), 2)
     assert out[0].startswith(b"HTTP/1.1 500") and b"RuntimeError" in out[0]
     assert out[1].endswith(b"POST 5 after")  # the connection, and the server, carry on
-    out = _answers(server.port, _post("/check-bug", b"x"), 1)  # a bug in check(): 500, not 400
+    out = _answers(server.port, post("/check-bug", b"x"), 1)  # a bug in check(): 500, not 400
     assert out[0].startswith(b"HTTP/1.1 500") and b"KeyError" in out[0]
 
 
@@ -158,9 +141,9 @@ def test_the_body_budget_refuses_as_busy() -> None:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as hold:
             hold.sendall(b"POST /h HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n")
             time.sleep(0.2)  # 900 kB of the 1 MiB budget reserved by a body still to come
-            out = _answers(srv.port, _post("/b", b"q" * 200_000), 1)
+            out = _answers(srv.port, post("/b", b"q" * 200_000), 1)
             assert out[0].startswith(b"HTTP/1.1 503") and out[0].count(b"busy")
-            assert _answers(srv.port, _post("/small", b"ok"), 1)[0].endswith(b"POST 2 ok")
+            assert _answers(srv.port, post("/small", b"ok"), 1)[0].endswith(b"POST 2 ok")
     finally:
         srv.stop()
 
@@ -196,11 +179,11 @@ def test_a_body_buffer_is_reused_only_when_nothing_else_holds_it(keep: str) -> N
     srv.start()
     try:
         sizes = [300_000, 200_000, 400_000, 350_000]
-        data = b"".join(_post("/a", bytes([65 + i]) * n) for i, n in enumerate(sizes))
+        data = b"".join(post("/a", bytes([65 + i]) * n) for i, n in enumerate(sizes))
         _answers(srv.port, data, len(sizes))
         assert len(set(app.body_ids)) < len(sizes)  # reused: fewer buffers than bodies
-        data = _post("/k", b"K" * 300_000, b"X-Keep: %s\r\n" % keep.encode()) + b"".join(
-            _post("/a", bytes([97 + i]) * n) for i, n in enumerate(sizes))
+        data = post("/k", b"K" * 300_000, b"X-Keep: %s\r\n" % keep.encode()) + b"".join(
+            post("/a", bytes([97 + i]) * n) for i, n in enumerate(sizes))
         out = _answers(srv.port, data, len(sizes) + 1)
         assert out[-1].endswith(b"POST 350000 dddddddd")
         [(kept, had)] = app.kept
@@ -219,9 +202,9 @@ def test_answers_come_without_the_tick_when_the_pool_answers_in_full() -> None:
         t0 = time.monotonic()
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
             for i in range(30):
-                s.sendall(_post("/seq", b"%d" % i))
+                s.sendall(post("/seq", b"%d" % i))
                 assert s.recv(4096).endswith(b"POST %d %d" % (len(b"%d" % i), i))
-        out = _answers(srv.port, b"".join(_post("/pipe", b"p%d" % i) for i in range(30)), 30)
+        out = _answers(srv.port, b"".join(post("/pipe", b"p%d" % i) for i in range(30)), 30)
         assert out[-1].endswith(b"POST 3 p29")
         assert time.monotonic() - t0 < 4.0
     finally:
@@ -277,7 +260,7 @@ def test_work_threads_bound_the_requests_handled_at_once_and_the_rest_wait() -> 
     try:
         answers: list[bytes] = []
         threads = [threading.Thread(target=lambda k=k: answers.extend(
-            _answers(srv.port, _post(f"/r{k}", b"body"), 1, timeout=20))) for k in range(6)]
+            _answers(srv.port, post(f"/r{k}", b"body"), 1, timeout=20))) for k in range(6)]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 10
@@ -286,7 +269,7 @@ def test_work_threads_bound_the_requests_handled_at_once_and_the_rest_wait() -> 
         assert srv._inflight[Route.WORK] == 6  # all six admitted ...
         time.sleep(0.2)
         assert app.now == 2 and app.handled == 0  # ... two in the handler, four waiting
-        refused = _answers(srv.port, _post("/seventh", b"x"), 1)[0]
+        refused = _answers(srv.port, post("/seventh", b"x"), 1)[0]
         assert refused.startswith(b"HTTP/1.1 503") and b"busy" in refused
         app.open.set()
         for t in threads:
@@ -356,6 +339,6 @@ def test_a_body_already_in_the_socket_is_read_at_once_byte_for_byte(size: int) -
                       + body)
             s.shutdown(socket.SHUT_WR)
             assert s.recv(65536) == b""  # closed, never answered
-        assert _answers(srv.port, _post("/after", b"ok"), 1)[0].startswith(b"HTTP/1.1 200")
+        assert _answers(srv.port, post("/after", b"ok"), 1)[0].startswith(b"HTTP/1.1 200")
     finally:
         srv.stop()

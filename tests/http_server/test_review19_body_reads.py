@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from http_wire import post, read_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,32 +44,13 @@ def server() -> Iterator[HttpServer]:
     srv.stop()
 
 
-def _post(path: str, body: bytes, extra: bytes = b"") -> bytes:
-    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % (path.encode(), len(body))
-            + extra + b"\r\n" + body)
-
-
 def _want(path: str, body: bytes) -> bytes:
     return b"%s %d %s" % (path.encode(), len(body), hashlib.sha256(body).hexdigest().encode())
 
 
 def _read_answers(s: socket.socket, n: int) -> list[tuple[bytes, bytes]]:
-    buf, out = b"", []
-    while len(out) < n:
-        while b"\r\n\r\n" not in buf:
-            chunk = s.recv(65536)
-            assert chunk, f"closed after {out!r} + {buf!r}"
-            buf += chunk
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length")))
-        while len(rest) < length:
-            chunk = s.recv(65536)
-            assert chunk, f"closed mid-answer after {out!r}"
-            rest += chunk
-        out.append((head.split(b"\r\n", 1)[0], rest[:length]))
-        buf = rest[length:]
-    return out
+    """(status line, body) of the next ``n`` answers."""
+    return [(head.split(b"\r\n", 1)[0], body) for head, body in read_answers(s, n)]
 
 
 def _send_in_pieces(port: int, data: bytes, cuts: list[int], n: int, pause: float = 0.004):
@@ -85,7 +67,7 @@ def _send_in_pieces(port: int, data: bytes, cuts: list[int], n: int, pause: floa
 
 def _pair() -> tuple[bytes, list[tuple[bytes, bytes]]]:
     a, b = bytes(range(256)) * 2, b"second body \r\n\r\nGET / HTTP/1.1\r\n\r\n"  # a head inside a body
-    data = _post("/one", a) + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n" + _post("/two", b)
+    data = post("/one", a) + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n" + post("/two", b)
     return data, [(b"HTTP/1.1 200 OK", _want("/one", a)), (b"HTTP/1.1 200 OK", _want("/inline", b"")),
                   (b"HTTP/1.1 200 OK", _want("/two", b))]
 
@@ -129,7 +111,7 @@ def test_a_large_body_split_anywhere_after_a_long_head_is_read_whole(server, siz
     request on the connection is answered."""
     body = bytes((i * 131 + i // 253) & 0xFF for i in range(size))
     extra = b"X-Pad: " + b"p" * 40_000 + b"\r\n" if big_head else b""
-    data = _post("/big", body, extra) + _post("/after", b"tail")
+    data = post("/big", body, extra) + post("/after", b"tail")
     points = [int(f * len(data)) for f in cuts]
     got = _send_in_pieces(server.port, data, points, 2)
     if not points and 16 * 1024 < size <= 70_000:  # sent at once: the body past the head's read is read at once
@@ -159,7 +141,7 @@ def test_a_slow_body_after_the_direct_read_is_read_whole(server: HttpServer) -> 
     """The head and the first bytes arrive, the rest trickles in (the direct read finds the
     socket empty, the loop then waits): the whole body, under the deadline."""
     body = bytes(range(256)) * 40
-    data = _post("/slow", body)
+    data = post("/slow", body)
     head_end = data.index(b"\r\n\r\n") + 4
     cuts = [head_end + 1, head_end + 100, *range(head_end + 1000, len(data), 1500)]
     got = _send_in_pieces(server.port, data, cuts, 1, pause=0.03)
@@ -174,13 +156,13 @@ def test_a_client_that_half_closes_after_its_requests_is_answered_then_closed(se
         body = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
         for _ in range(3):  # one request alone: the EOF is read while the pool handles it
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
-                s.sendall(_post("/alone", body))
+                s.sendall(post("/alone", body))
                 s.shutdown(socket.SHUT_WR)
                 assert _read_answers(s, 1) == [(b"HTTP/1.1 200 OK", _want("/alone", body))]
                 assert s.recv(1) == b""
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:  # pipelined
-            s.sendall(_post("/closing", body) + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n"
-                      + _post("/last", b"end"))
+            s.sendall(post("/closing", body) + b"GET /inline HTTP/1.1\r\nHost: x\r\n\r\n"
+                      + post("/last", b"end"))
             s.shutdown(socket.SHUT_WR)
             assert _read_answers(s, 3) == [(b"HTTP/1.1 200 OK", _want("/closing", body)),
                                            (b"HTTP/1.1 200 OK", _want("/inline", b"")),
@@ -195,5 +177,5 @@ def test_a_client_that_half_closes_after_its_requests_is_answered_then_closed(se
         s.shutdown(socket.SHUT_WR)  # nothing sent: closed
         assert s.recv(1) == b""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
-        s.sendall(_post("/still", b"up"))
+        s.sendall(post("/still", b"up"))
         assert _read_answers(s, 1) == [(b"HTTP/1.1 200 OK", _want("/still", b"up"))]

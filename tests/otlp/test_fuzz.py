@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+from byte_fuzz import mutate
 
 from agent.batch import OP_CLASS_COUNT, SpanBatch
 from agent.otlp import OtlpDecodeError
@@ -35,26 +36,6 @@ def _check_sane(batch: SpanBatch) -> None:
     assert batch.rejected >= 0 and all(v > 0 for v in batch.counters.values())
 
 
-def _mutate(rng: random.Random, data: bytes) -> bytes:
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(6)
-        i = rng.randrange(len(buf) + 1)
-        if op == 0:
-            del buf[i:]
-        elif op == 1 and buf:
-            buf[min(i, len(buf) - 1)] ^= 1 << rng.randrange(8)
-        elif op == 2:
-            buf[i:i] = rng.randbytes(rng.randint(1, 8))
-        elif op == 3:
-            del buf[i : i + rng.randint(1, 16)]
-        elif op == 4:
-            buf[i:i] = buf[i : i + rng.randint(1, 64)]  # duplicate a run
-        else:
-            buf[i:i] = rng.choice([b"\xff" * 11, b"\x0a\xff\xff\xff\xff\x0f", b"\x00", b"\x0b", b"\x0f"])
-    return bytes(buf)
-
-
 def _decode_or_error(data: bytes) -> SpanBatch | None:
     try:
         batch = decode_protobuf_fast(data)
@@ -70,7 +51,7 @@ def test_mutated_requests_never_crash(sdk_request_bytes, workload, assert_same):
     seeds = [sdk_request_bytes, workload.make_request_bytes(12, seed=1)]
     decoded = agreed = 0
     for i in range(2000):
-        data = _mutate(rng, seeds[i % 2])
+        data = mutate(rng, seeds[i % 2])
         batch = _decode_or_error(data)
         if batch is None:
             continue

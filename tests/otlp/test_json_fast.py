@@ -24,6 +24,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_agree import assert_agrees
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -31,7 +32,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from agent.otlp import jsonfast
 from agent.otlp.jsonfast import decode_json_fast
-from agent.otlp.jsonfmt import decode_json, decode_json_python
+from agent.otlp.jsonfmt import decode_json_python
 from agent.otlp.rules import MAX_TIMESTAMP_NS
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,29 +121,6 @@ def to_doc(request: ExportTraceServiceRequest, hex_ids: bool, enum_ints: bool, i
 def dumps(doc: Any, escape: bool) -> bytes:
     """JSON text of doc: raw UTF-8 (as orjson and JS write it) or every non-ASCII escaped."""
     return json.dumps(doc, ensure_ascii=escape).encode("utf-8", "surrogatepass")
-
-
-def outcome(fn: Any, data: bytes) -> tuple[str, Any]:
-    try:
-        return "ok", fn(data)
-    except Exception as exc:  # noqa: BLE001 -- the exception itself is what is compared
-        return type(exc).__name__, str(exc)
-
-
-def assert_agrees(data: bytes, assert_same: Any) -> bool:
-    """decode_json == decode_json_python (batch, or exception and message); True if C decoded it."""
-    fast = decode_json_fast(data)
-    want = outcome(decode_json_python, data)
-    got = outcome(decode_json, data)
-    assert got[0] == want[0], (got, want)
-    if want[0] == "ok":
-        assert_same(got[1], want[1])
-    else:
-        assert got[1] == want[1]
-    if fast is not None:
-        assert want[0] == "ok", f"the C walker accepted what the Python walk refuses: {want}"
-        assert_same(fast, want[1])
-    return fast is not None
 
 
 @SETTINGS

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 
 import orjson
+from byte_fuzz import PROTOBUF_TOKENS, mutate
 from google.protobuf.json_format import MessageToJson
 
 from agent import score_fast
@@ -25,25 +26,12 @@ from bench.workload import make_request
 T0 = 1_767_268_800_000_000_000
 
 
+#: the protobuf tokens and text an OTLP/JSON body or a number parser trips on
+_TOKENS = (*PROTOBUF_TOKENS, b'"', b"\\", b"\\u0000", b"1e999", b"99999999999999999999")
+
+
 def _mutate(rng: random.Random, data: bytes) -> bytes:
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(6)
-        i = rng.randrange(len(buf) + 1)
-        if op == 0:
-            del buf[i:]
-        elif op == 1 and buf:
-            buf[min(i, len(buf) - 1)] ^= 1 << rng.randrange(8)
-        elif op == 2:
-            buf[i:i] = rng.randbytes(rng.randint(1, 8))
-        elif op == 3:
-            del buf[i : i + rng.randint(1, 16)]
-        elif op == 4:
-            buf[i:i] = buf[i : i + rng.randint(1, 64)]
-        else:
-            buf[i:i] = rng.choice([b"\xff" * 11, b"\x0a\xff\xff\xff\xff\x0f", b"\x00", b"\x0b",
-                                   b"\x0f", b'"', b"\\", b"\\u0000", b"1e999", b"99999999999999999999"])
-    return bytes(buf)
+    return mutate(rng, data, _TOKENS)
 
 
 def test_mutated_requests_score_and_accumulate_as_the_reference() -> None:

@@ -10,14 +10,12 @@ the C walker accepts on its own must be what the Python walk decodes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_agree import assert_agrees
 
-from agent.otlp.jsonfast import decode_json_fast
-from agent.otlp.jsonfmt import decode_json, decode_json_python
+from agent.otlp.jsonfmt import decode_json
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -106,42 +104,20 @@ def _doc(resource_attrs: list[bytes], span_attrs: list[bytes]) -> bytes:
             b'"1700000000000000100","attributes":[' + b",".join(span_attrs) + b"]}]}]}]}")
 
 
-def _outcome(fn: Any, data: bytes) -> tuple[str, Any]:
-    try:
-        return "ok", fn(data)
-    except Exception as exc:  # noqa: BLE001 -- the exception itself is what is compared
-        return type(exc).__name__, str(exc)
-
-
-def _agrees(data: bytes, assert_same: Any) -> bool:
-    fast = decode_json_fast(data)
-    want = _outcome(decode_json_python, data)
-    got = _outcome(decode_json, data)
-    assert got[0] == want[0], (got, want)
-    if want[0] == "ok":
-        assert_same(got[1], want[1])
-    else:
-        assert got[1] == want[1]
-    if fast is not None:
-        assert want[0] == "ok", f"the C walker accepted what the Python walk refuses: {want}"
-        assert_same(fast, want[1])
-    return fast is not None
-
-
 @SETTINGS
 @given(res=st.lists(attributes(), max_size=2), span=st.lists(attributes(), max_size=3))
 def test_hostile_attribute_text_agrees_with_the_python_walk(res, span, assert_same):
-    _agrees(_doc(res, span), assert_same)
+    assert_agrees(_doc(res, span), assert_same)
 
 
 @pytest.mark.parametrize("value", INTS)
 @pytest.mark.parametrize("quoted", [True, False])
-def test_every_integer_form_of_a_read_int_attribute_agrees(value, quoted, assert_same):
+def test_every_integer_form_of_a_read_int_attributeassert_agrees(value, quoted, assert_same):
     """http.response.body.size is read as an int: 18-21 digits, at and past int64 and uint64,
     signs, leading zeros, floats and non-ASCII digits, as a string and as a JSON number."""
     text = b'"' + value.encode() + b'"' if quoted else value.encode()
     attr = b'{"key":"http.response.body.size","value":{"intValue":' + text + b"}}"
-    in_c = _agrees(_doc([b'{"key":"service.name","value":{"stringValue":"svc"}}'], [attr]), assert_same)
+    in_c = assert_agrees(_doc([b'{"key":"service.name","value":{"stringValue":"svc"}}'], [attr]), assert_same)
     digits = value.lstrip("-")
     fits = digits.isascii() and digits.isdigit() and -(2**63) <= int(value) < 2**63
     if fits and (quoted or not value.startswith(("0", "-0")) or value in ("0", "-0")):
@@ -158,6 +134,6 @@ def test_a_key_escaped_at_every_offset_is_the_same_key(assert_same):
         for layout in (b'{"key":"%s","value":{"stringValue":"Svc-\\u00e9"}}',
                        b'{"value":{"stringValue":"Svc-\\u00e9"},"key":"%s"}'):
             attr = layout.replace(b"%s", form.encode())
-            assert _agrees(_doc([attr], []), assert_same), form
+            assert assert_agrees(_doc([attr], []), assert_same), form
             batch = decode_json(_doc([attr], []))
             assert list(batch.services) == ["Svc-é"]
