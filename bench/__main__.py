@@ -8,8 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench import require_c_build
+
 
 def main(argv: list[str]) -> int:
+    require_c_build()
     names = sorted(
         m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
     )

@@ -1,0 +1,50 @@
+"""The bench refuses to measure a C accelerator's Python fallback (a stale build is refused at load
+with only a warning, and its figures would pass for the product's), and says what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: a machine whose fold build is missing or stale: importing aggregator.fold._fold raises ImportError
+NO_FOLD = "import sys; sys.modules['aggregator.fold._fold'] = None\n"
+
+
+def _run(tmp_path: Path, args: list[str], allow: bool = False) -> subprocess.CompletedProcess:
+    (tmp_path / "sitecustomize.py").write_text(NO_FOLD)
+    env = {k: v for k, v in os.environ.items() if k != "CARBONSPAN_BENCH_ALLOW_PYTHON"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
+    if allow:
+        env["CARBONSPAN_BENCH_ALLOW_PYTHON"] = "1"
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_python_m_bench_refuses_and_names_the_fallback(tmp_path: Path) -> None:
+    done = _run(tmp_path, ["-m", "bench", "no_such_bench"])
+    assert done.returncode == 2, done
+    assert "aggregate-fold" in done.stderr and "make venv" in done.stderr
+    assert "otlp-protobuf" not in done.stderr.split("refusing")[1].split("are not")[0]
+    assert "===" not in done.stdout  # nothing was measured
+
+
+def test_one_bench_module_refuses_too(tmp_path: Path) -> None:
+    done = _run(tmp_path, ["-m", "bench.bench_aggregate"])
+    assert done.returncode == 2, done
+    assert "refusing to measure" in done.stderr and "aggregate-fold" in done.stderr
+    assert done.stdout == ""
+
+
+def test_measuring_the_fallback_on_purpose_warns(tmp_path: Path) -> None:
+    done = _run(tmp_path, ["-m", "bench", "no_such_bench"], allow=True)
+    assert done.returncode == 0, done
+    assert "WARNING: measuring the pure-Python path of aggregate-fold" in done.stderr
+
+
+def test_with_every_accelerator_built_nothing_is_refused() -> None:
+    from bench import python_fallbacks
+
+    assert python_fallbacks() == []  # the test environment builds them all (make venv)
