@@ -90,7 +90,7 @@ def handle(args: argparse.Namespace) -> int:
             raise ArchiveError(orphan_error(settings, orphans))
         if count == 1:
             return serve(settings, cfg)
-        return supervise(settings, count, why, _worker_argv(args))
+        return supervise(settings, count, why, _worker_argv(args), cfg)
     except (ConfigError, ArchiveError) as exc:
         print(f"carbonspan agent: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1

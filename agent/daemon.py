@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from agent.archive import WAL_NAME, ArchiveWriter
@@ -27,6 +28,7 @@ from agent.metrics import AgentMetrics
 from agent.pipeline import Pipeline, Scoring
 from agent.server_grpc import GrpcReceiver
 from agent.server_http import HttpReceiver
+from agent.sources.shared import ENV as SHARED_SOURCES_ENV
 from agent.wal import WriteAheadLog
 from agent.workers import Worker
 
@@ -86,6 +88,24 @@ def start_sources(cfg: Config, recorder: Any | None = None) -> Any | None:
                     "(electricity_maps or grid_operator): nothing will be recorded")
     manager.start()
     return manager
+
+
+def start_shared_sources(directory: Path, worker: Any, settings: AgentSettings,
+                         metrics: AgentMetrics) -> Any:
+    """A worker's ``[sources]``: the readings its supervisor publishes in ``directory``; the
+    supervisor writes the signal log, worker 0 shows its counters."""
+    from agent.sources.shared import SharedSignals
+
+    counts = settings.signal_log.path is not None  # worker 0 only (agent/workers.py)
+    if counts:
+        from agent.signal_recorder import ERROR_REASONS, ROW_KINDS
+
+        metrics.signal_log_on(ROW_KINDS, ERROR_REASONS)
+    metrics.publisher_on()
+    shared = SharedSignals(directory, worker.index, metrics, signal_log=counts)
+    shared.start()
+    log.info("[sources] readings from the supervisor (%s), seq %d", directory, shared.seq)
+    return shared
 
 
 def start_signal_log(settings: AgentSettings, metrics: AgentMetrics) -> Any | None:
@@ -154,8 +174,12 @@ class Agent:
             from agent.signing import attach
 
             self.signing = attach(s, archive, self.metrics)  # [agent.signing]
-            self.recorder = start_signal_log(s, self.metrics)  # [agent.signal_log]
-            sources = start_sources(self.cfg, self.recorder)
+            shared = os.environ.get(SHARED_SOURCES_ENV) if self.worker is not None else None
+            if shared:  # the supervisor polls [sources] for every worker (sources/shared.py)
+                sources = start_shared_sources(Path(shared), self.worker, s, self.metrics)
+            else:
+                self.recorder = start_signal_log(s, self.metrics)  # [agent.signal_log]
+                sources = start_sources(self.cfg, self.recorder)
             scoring = build_scoring(self.cfg, s.agent_id, sources)
             wal = WriteAheadLog(
                 s.archive_path / WAL_NAME,

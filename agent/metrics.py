@@ -270,6 +270,28 @@ class AgentMetrics:
                                      registry=self.registry)
         self.worker_restarts.set(restarts)
 
+    def publisher_on(self) -> None:
+        """A worker reading the supervisor's ``[sources]`` (agent/sources/shared.py)."""
+        r = self.registry
+        self.publisher_up = Gauge("carbonspan_sources_publisher_up", "1 while the supervisor's "
+                                  "[sources] readings are current (published in the last 10 s)",
+                                  registry=r)
+        self.publisher_age = Gauge("carbonspan_sources_publisher_age_seconds", "Seconds since "
+                                   "the supervisor last published [sources] readings", registry=r)
+        self.publisher_silent = Counter("carbonspan_sources_publisher_silent", "Times the "
+                                        "supervisor's [sources] readings went silent (over 10 s "
+                                        "old); the last readings are kept and go stale",
+                                        registry=r)
+        self._silences_seen = 0
+
+    def record_publisher(self, up: bool, age_s: float | None, silences: int) -> None:
+        with self._lock:
+            self.publisher_up.set(1.0 if up else 0.0)
+            self.publisher_age.set(-1.0 if age_s is None else max(0.0, age_s))
+            if silences > self._silences_seen:
+                self.publisher_silent.inc(silences - self._silences_seen)
+                self._silences_seen = silences
+
     def signal_log_on(self, kinds: tuple[str, ...], reasons: tuple[str, ...]) -> None:
         """With ``[agent.signal_log]``: every series exists from the start (at 0)."""
         for kind in kinds:

@@ -32,6 +32,7 @@ is killed, every worker gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``) and 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import queue
@@ -44,9 +45,13 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from agent.config import ConfigError
+from agent.config import Config, ConfigError
 from agent.daemon_config import AgentSettings, SignalLogSettings
+from agent.sources.shared import ENV as SOURCES_ENV
+
+log = logging.getLogger("carbonspan.agent")
 
 #: set by the supervisor in each worker's environment: "k/n restarts supervisor-pid"
 WORKER_ENV = "_CARBONSPAN_WORKER"
@@ -238,8 +243,11 @@ class _Slot:
 class Supervisor:
     """Runs ``count`` workers of ``settings``; :meth:`run` blocks until they stopped."""
 
-    def __init__(self, settings: AgentSettings, count: int, why: str, argv: list[str]) -> None:
+    def __init__(self, settings: AgentSettings, count: int, why: str, argv: list[str],
+                 cfg: Config | None = None) -> None:
         self.settings, self.count, self.why, self.argv = settings, count, why, argv
+        self.cfg = cfg
+        self.hub: Any | None = None  # the one [sources] poller (agent/sources/shared.py)
         self.slots = [_Slot(k) for k in range(count)]
         # SimpleQueue: its put is reentrant, so the signal handler may wake the loop with it
         self.events: queue.SimpleQueue = queue.SimpleQueue()
@@ -260,8 +268,12 @@ class Supervisor:
                 reserve_port(s.bind, s.http_port, "OTLP/HTTP")]
         self.ports = [int(sock.getsockname()[1]) for sock in held]
         try:
+            if self.cfg is not None:
+                self.hub = start_hub(self.cfg, s, self.count)
             return self._run()
         finally:
+            if self.hub is not None:  # after the workers stopped
+                self.hub.stop()
             for sock in held:
                 sock.close()
 
@@ -276,7 +288,9 @@ class Supervisor:
                          for sl in self.slots)
         self._say(f"carbonspan agent {s.agent_id}: {self.count} workers ({self.why}: {pids}), "
                   f"OTLP/gRPC {s.bind}:{self.ports[0]}, OTLP/HTTP {s.bind}:{self.ports[1]}, "
-                  f"archives {s.archive.dir / worker_id(s.agent_id, 0)} .. -w{self.count - 1}")
+                  f"archives {s.archive.dir / worker_id(s.agent_id, 0)} .. -w{self.count - 1}"
+                  + ("" if self.hub is None else
+                     f", [sources] polled here once for all workers ({self.hub.dir})"))
         while True:
             code = self._watch()
             if code is not None:
@@ -285,6 +299,9 @@ class Supervisor:
     def _start(self, slot: _Slot) -> None:
         env = dict(os.environ)
         env[WORKER_ENV] = f"{slot.index}/{self.count} {slot.restarts} {os.getpid()}"
+        env.pop(SOURCES_ENV, None)
+        if self.hub is not None:
+            env[SOURCES_ENV] = str(self.hub.dir)
         argv = [*self.argv, "--grpc-port", str(self.ports[0]), "--http-port", str(self.ports[1])]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
         slot.proc, slot.ready, slot.started, slot.restart_at = proc, False, time.monotonic(), None
@@ -393,9 +410,47 @@ class Supervisor:
         return worst
 
 
-def supervise(settings: AgentSettings, count: int, why: str, argv: list[str]) -> int:
-    sup = Supervisor(settings, count, why, argv)
+def start_hub(cfg: Config, settings: AgentSettings, count: int) -> Any | None:
+    """With a ``[sources]`` table: the supervisor's one poller, started and its first readings
+    published (``agent/sources/shared.py``); it writes the signal log too. None without one."""
+    table = cfg.sections.get("sources")
+    if not table:  # nothing to poll: worker 0 says so if a signal log is set
+        return None
+    from agent.sources.manager import SourceManager
+    from agent.sources.shared import SignalHub, sources_dir
+
+    hub = SignalHub(None, sources_dir(settings.archive.dir, settings.agent_id), count)
+    recorder = None
+    if settings.signal_log.path is not None:
+        from agent.signal_recorder import SignalRecorder
+
+        recorder = SignalRecorder(settings.signal_log.path,
+                                  int(settings.signal_log.max_mb * 1024 * 1024),
+                                  hub.count_signal_log)
+    hub.manager = SourceManager.from_config(table, cfg.green, recorder=recorder)
+    if recorder is not None:
+        if not hub.manager.live:
+            log.warning("[agent.signal_log] path is set but [sources] has no live-intensity "
+                        "source (electricity_maps or grid_operator): nothing will be recorded")
+        recorder.start()
+        hub.recorder = recorder
+        log.info("recording the live sources' intensity to the signal log %s",
+                 settings.signal_log.path)
+    try:
+        hub.start()
+    except BaseException:
+        hub.stop()
+        raise
+    return hub
+
+
+def supervise(settings: AgentSettings, count: int, why: str, argv: list[str],
+              cfg: Config | None = None) -> int:
+    sup = Supervisor(settings, count, why, argv, cfg)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sup.request_stop)
         signal.signal(signal.SIGINT, sup.request_stop)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s %(name)s[{settings.agent_id} "
+                        "supervisor]: %(message)s")
     return sup.run()

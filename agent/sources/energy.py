@@ -150,6 +150,11 @@ class EnergySource:
         """No successful read for 3 x the interval: what this meter sees is unknown now."""
         return self.last_ok is None or now - self.last_ok > STALE_INTERVALS * self.interval_s
 
+    def watts_stale_at(self) -> float | None:
+        """When the machine watts last read go stale (None: none are held)."""
+        with self._lock:
+            return None if self._watts is None else self._watts[1] + STALE_INTERVALS * self.interval_s
+
     def snapshot(self, now: float) -> tuple[dict[str, MeasuredRate], float | None]:
         """Fresh rates by service and fresh machine watts; stale entries are dropped and counted."""
         limit = STALE_INTERVALS * self.interval_s

@@ -183,6 +183,17 @@ class SourceManager:
         now = self._clock()
         return {name: runner.health(now) for name, runner in self.runners.items()}
 
+    def host_watts_until(self) -> dict[str, float]:
+        """Per ``[[green.hosts]]`` host with measured watts: when they go stale (for workers
+        that read them from the supervisor, ``agent/sources/shared.py``)."""
+        by_name = {s.name: s for s in self.energy}
+        out: dict[str, float] = {}
+        for host, name in self.host_sources.items():
+            until = by_name[name].watts_stale_at()
+            if until is not None:
+                out[host] = until
+        return out
+
     # -- internals -----------------------------------------------------------------------
     def _build(self, now: float) -> Signals:
         measured, watts_by_source = self._measured(now)

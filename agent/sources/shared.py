@@ -1,0 +1,360 @@
+"""One ``[sources]`` stream for every worker of ``carbonspan agent --workers N``.
+
+Why: each worker polling the ``[sources]`` itself puts N times the load on the upstream APIs
+and meters, and two workers could score the same window with different live intensities
+(different poll instants, different answers), so the same traffic would get different carbon
+depending on which worker the kernel handed its connection. A measured kWh per op would also
+be wrong: a meter's joules cover the whole service, but one worker sees only its share of the
+service's I/O ops.
+
+So with N > 1 and a ``[sources]`` table the **supervisor** polls (``SignalHub``: one
+``SourceManager``, the same code and schedule as a single agent's) and the workers read what it
+published (``SharedSignals``, which stands in for the ``SourceManager`` in the daemon). Both go
+through files in ``<archive dir>/.<agent_id>.sources/``, each replaced atomically (written
+beside it, then renamed):
+
+- ``readings.json`` (supervisor -> workers), rewritten every ``PUBLISH_S``: the merged
+  ``Signals`` (each reading with its source tag and ``taken_at``), host watts with the time they
+  go stale, the sources' health, the signal log's counters, ``published_at`` and a ``seq``.
+  Every worker reads the same file, so every worker scores with the same reading from the same
+  poll; a restarted worker reads it at once.
+- ``ops-w<k>.json`` (worker k -> supervisor), rewritten every ``LINK_S`` while it changes: the
+  worker's running I/O-op totals per service and its pid. The supervisor adds each worker's
+  increase (a new pid counts from zero: a restarted worker's totals start again) into the
+  manager's op counter, so a meter's joules are divided by the ops of all workers.
+
+A worker's link thread reads ``readings.json`` on change; the scoring path never does I/O.
+When ``published_at`` is older than ``STALE_AFTER_S`` (the supervisor's publisher stopped), the
+worker says so: a warning in its log, ``carbonspan_sources_publisher_up`` 0, one more
+``carbonspan_sources_publisher_silent``, every source in its health (``/metrics``
+``carbonspan_source_up``, the live page) not ok and stale with the reason. It keeps the last
+readings as they are, so they age out exactly like a single agent's readings when its source
+stops answering: a live intensity older than ``max_signal_age_s`` gives the profile/annual value
+(``intensity_estimated``), a measured rate older than 3 intervals gives the proxy
+(``measured_stale_spans``), host watts past their staleness give the declared watts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
+from agent.sources.errors import ConfigError
+from agent.sources.opcounter import OpCounter
+
+log = logging.getLogger("carbonspan.sources")
+
+#: set by the supervisor in each worker's environment: the directory of the shared readings
+ENV = "_CARBONSPAN_SOURCES_DIR"
+FORMAT = "carbonspan-shared-signals/1"
+READINGS = "readings.json"
+PUBLISH_S = 1.0  # the supervisor rewrites readings.json this often (a heartbeat as well)
+LINK_S = 0.5  # a worker looks for a new readings.json and writes its op totals this often
+STALE_AFTER_S = 10.0  # a readings.json older than this: the publisher is silent
+FIRST_READ_S = 10.0  # a worker waits at most this long at start for the first readings
+
+
+def sources_dir(archive_dir: Path, agent_id: str) -> Path:
+    return archive_dir / f".{agent_id}.sources"
+
+
+def ops_file(directory: Path, index: int) -> Path:
+    return directory / f"ops-w{index}.json"
+
+
+def _replace(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` beside ``path`` and rename it over ``path`` (readers see all or nothing).
+    No fsync: the file is rebuilt from the sources after any restart."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+    os.replace(tmp, path)
+
+
+# -- the snapshot on the wire ------------------------------------------------------------------
+def encode_signals(sig: Signals, host_until: Mapping[str, float]) -> dict[str, Any]:
+    """``Signals`` as JSON; floats round-trip exactly (shortest repr)."""
+    return {
+        "max_signal_age_s": sig.max_signal_age_s,
+        "measured": {k: [m.kwh_per_op, m.tag, m.taken_at, m.interval_s]
+                     for k, m in sorted(sig.measured.items())},
+        "live_intensity": {k: [v.gco2_kwh, v.tag, v.taken_at, v.estimated, v.max_age_s]
+                           for k, v in sorted(sig.live_intensity.items())},
+        "host_watts": {h: [w, tag, host_until.get(h)] for h, (w, tag) in sorted(sig.host_watts.items())},
+    }
+
+
+def decode_signals(doc: Mapping[str, Any]) -> tuple[Signals, dict[str, float]]:
+    """``(Signals, host watts' stale-after times)``; ``ValueError``/``TypeError`` for a bad doc."""
+    measured = {str(k): MeasuredRate(float(v[0]), str(v[1]), float(v[2]), float(v[3]))
+                for k, v in doc["measured"].items()}
+    live = {str(k): LiveIntensity(float(v[0]), str(v[1]), float(v[2]), bool(v[3]),
+                                  None if v[4] is None else float(v[4]))
+            for k, v in doc["live_intensity"].items()}
+    hosts = {str(h): (float(v[0]), str(v[1])) for h, v in doc["host_watts"].items()}
+    until = {str(h): float(v[2]) for h, v in doc["host_watts"].items() if v[2] is not None}
+    return (Signals(measured=measured, live_intensity=live, host_watts=hosts,
+                    max_signal_age_s=float(doc["max_signal_age_s"])), until)
+
+
+# -- the supervisor's side -------------------------------------------------------------------------
+class SignalHub:
+    """The supervisor's one poller: runs ``manager`` and publishes what it has to the workers."""
+
+    def __init__(self, manager: Any, directory: Path, workers: int,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.manager = manager
+        self.dir = directory
+        self.workers = workers
+        self._clock = clock
+        self._seq = 0
+        self._seen: dict[int, tuple[int, dict[str, int]]] = {}  # worker -> (pid, totals)
+        self._signal_log: dict[str, int] = {}  # "metric:label" -> count, for worker 0's /metrics
+        self._count_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock_fd: int | None = None
+        self.recorder: Any | None = None  # [agent.signal_log]: stopped after the pollers
+        self.ops_unreadable = 0  # ops files that could not be read (each one is retried)
+
+    def open(self) -> None:
+        """Take the directory (one supervisor per agent id and archive dir), clear old files."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ConfigError(f"{self.dir} is held by another carbonspan supervisor of this agent "
+                              "id: give each agent its own --agent-id") from None
+        self._lock_fd = fd
+        for p in self.dir.iterdir():  # a previous run's files: its workers are gone
+            if p.name != "lock":
+                p.unlink(missing_ok=True)
+
+    def start(self) -> None:
+        """Open the directory, start the sources (their first polls, as a single agent's), and
+        publish the first readings before any worker starts."""
+        self.open()
+        self.manager.start()
+        self.publish()
+        self._thread = threading.Thread(target=self._run, name="carbonspan-sources-hub",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self.manager is not None:
+            self.manager.stop()
+        if self.recorder is not None:
+            self.recorder.stop()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def count_signal_log(self, metric: str, label: str, n: int) -> None:
+        """The signal recorder's counts (``agent.signal_recorder``), passed on to worker 0."""
+        with self._count_lock:
+            key = f"{metric}:{label}"
+            self._signal_log[key] = self._signal_log.get(key, 0) + n
+
+    def _run(self) -> None:
+        while not self._stop.wait(PUBLISH_S):
+            try:
+                self.publish()
+            except Exception:  # the workers see the silence; this says why
+                log.exception("could not publish the [sources] readings to the workers")
+
+    def collect_ops(self) -> None:
+        """Add every worker's I/O ops since the last look to the manager's op counter."""
+        with self._count_lock:
+            self._collect_ops()
+
+    def _collect_ops(self) -> None:
+        for k in range(self.workers):
+            try:
+                doc = json.loads(ops_file(self.dir, k).read_bytes())
+                pid, totals = int(doc["pid"]), {str(s): int(n) for s, n in doc["totals"].items()}
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                if self.ops_unreadable % 60 == 0:  # the first, then every minute or so
+                    log.warning("worker %d's I/O-op totals %s are unreadable (%s; %d so far): its "
+                                "ops since are counted once the file reads again", k,
+                                ops_file(self.dir, k), exc, self.ops_unreadable + 1)
+                self.ops_unreadable += 1
+                continue
+            last_pid, last = self._seen.get(k, (pid, {}))
+            if last_pid != pid:
+                last = {}
+            delta = {s: n - last.get(s, 0) for s, n in totals.items() if n > last.get(s, 0)}
+            if delta:
+                self.manager.ops.add(delta)
+            self._seen[k] = (pid, totals)
+
+    def publish(self) -> None:
+        self.collect_ops()
+        now = self._clock()
+        sig = self.manager.current()
+        with self._count_lock:
+            self._seq += 1
+            counts = dict(self._signal_log)
+        _replace(self.dir / READINGS, {
+            "format": FORMAT, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
+            "signals": encode_signals(sig, self.manager.host_watts_until()),
+            "health": self.manager.health(), "signal_log": counts,
+            "ops_unreadable": self.ops_unreadable,
+        })
+
+
+# -- a worker's side ---------------------------------------------------------------------------------
+class SharedSignals:
+    """What a worker's daemon uses in place of a ``SourceManager``: ``ops``, ``current()``,
+    ``health()``, ``start()``, ``stop()``; the readings are the supervisor's."""
+
+    def __init__(self, directory: Path, index: int, metrics: Any | None = None,
+                 clock: Callable[[], float] = time.time, signal_log: bool = False) -> None:
+        self.dir = directory
+        self.index = index
+        self.metrics = metrics
+        self.ops = OpCounter()
+        self._clock = clock
+        self._signal_log = signal_log  # worker 0 shows the supervisor's signal-log counters
+        self._signals = Signals()
+        self._until: dict[str, float] = {}
+        self._health: dict[str, dict[str, Any]] = {}
+        self._stamp: tuple[int, int, int] | None = None
+        self._published_at: float | None = None
+        self.seq = 0
+        self.silent = False  # the publisher is silent (STALE_AFTER_S)
+        self.silences = 0
+        self.unreadable = 0
+        self._counts_seen: dict[str, int] = {}
+        self._ops_written: dict[str, int] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.live: list[Any] = []  # (the daemon's signal-log warning looks at a manager's)
+
+    def start(self, first_read_s: float = FIRST_READ_S) -> None:
+        deadline = time.monotonic() + first_read_s
+        while not self.refresh() and time.monotonic() < deadline:
+            self._stop.wait(0.05)
+        if self.seq == 0:
+            log.warning("no [sources] readings from the supervisor in %s after %.0f s: scoring "
+                        "without live signals until they come", self.dir / READINGS, first_read_s)
+        self._thread = threading.Thread(target=self._run, name="carbonspan-sources-link",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.write_ops()
+
+    def _run(self) -> None:
+        while not self._stop.wait(LINK_S):
+            try:
+                self.write_ops()
+                self.refresh()
+            except Exception:
+                log.exception("the link to the supervisor's [sources] readings failed once")
+
+    def write_ops(self) -> None:
+        totals = self.ops.totals()
+        if totals != self._ops_written:
+            _replace(ops_file(self.dir, self.index), {"pid": os.getpid(), "totals": totals})
+            self._ops_written = totals
+
+    def refresh(self) -> bool:
+        """Read ``readings.json`` when it changed; judge the publisher's silence. True when a
+        new snapshot was taken."""
+        path = self.dir / READINGS
+        fresh = False
+        try:
+            st = path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                doc = json.loads(path.read_bytes())
+                if doc.get("format") != FORMAT:
+                    raise ValueError(f"format {doc.get('format')!r}, not {FORMAT!r}")
+                sig, until = decode_signals(doc["signals"])
+                with self._lock:
+                    self._signals, self._until = sig, until
+                    self._health = {str(k): dict(v) for k, v in doc["health"].items()}
+                    self._published_at = float(doc["published_at"])
+                    self.seq = int(doc["seq"])
+                self._stamp = stamp
+                self._count_signal_log(doc.get("signal_log") or {})
+                fresh = True
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            self.unreadable += 1
+            log.warning("the supervisor's [sources] readings %s are unreadable (%s); keeping "
+                        "the last ones", path, exc)
+        self._judge()
+        return fresh
+
+    def _judge(self) -> None:
+        now = self._clock()
+        silent = self._published_at is None or now - self._published_at > STALE_AFTER_S
+        if silent and not self.silent and self._published_at is not None:
+            self.silences += 1
+            log.warning("the supervisor has published no [sources] readings for %.0f s (%s): "
+                        "keeping the last readings, which go stale as a single agent's do when "
+                        "its sources stop answering", now - self._published_at, self.dir / READINGS)
+        elif not silent and self.silent:
+            log.info("the supervisor's [sources] readings come again (seq %d)", self.seq)
+        self.silent = silent
+        if self.metrics is not None:
+            self.metrics.record_publisher(
+                not silent, None if self._published_at is None else now - self._published_at,
+                self.silences)
+
+    def _count_signal_log(self, counts: Mapping[str, int]) -> None:
+        if not self._signal_log or self.metrics is None:
+            return
+        for key, n in counts.items():
+            seen = self._counts_seen.get(key, 0)
+            if n > seen:
+                metric, _, label = key.partition(":")
+                self.metrics.count_signal_log(metric, label, n - seen)
+            self._counts_seen[key] = n
+
+    def current(self) -> Signals:
+        """The supervisor's last readings (no I/O); host watts past their staleness dropped."""
+        with self._lock:
+            sig, until = self._signals, self._until
+        if sig.host_watts and until:
+            now = self._clock()
+            gone = [h for h in sig.host_watts if h in until and now > until[h]]
+            if gone:
+                sig = Signals(measured=sig.measured, live_intensity=sig.live_intensity,
+                              host_watts={h: w for h, w in sig.host_watts.items() if h not in gone},
+                              max_signal_age_s=sig.max_signal_age_s)
+        return sig
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        """The supervisor's sources' health; with a silent publisher every source is not ok and
+        stale, and says why."""
+        with self._lock:
+            health = {k: dict(v) for k, v in self._health.items()}
+            published = self._published_at
+        if self.silent:
+            age = "never" if published is None else f"{self._clock() - published:.0f} s ago"
+            for h in health.values():
+                h.update(ok=False, stale=True,
+                         last_error=f"the supervisor's publisher is silent (last readings {age})")
+        return health
+

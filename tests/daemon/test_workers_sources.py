@@ -1,0 +1,259 @@
+"""``--workers N`` with a ``[sources]`` table: the supervisor polls once for every worker
+(agent/sources/shared.py).
+
+A real ``--workers 2`` agent against a loopback Electricity Maps (its real answer format) that
+gives a different intensity on every request: the API sees one request per poll interval, not
+one per worker, and both workers' window lines carry the same reading. Stopping the supervisor
+(SIGSTOP) silences the publisher; the workers say so on ``/metrics`` and recover when it goes
+on. The hub and a worker's link are also run directly on one directory: each worker's I/O ops
+reach the supervisor's op counter (a restarted worker counts from zero), a silent publisher is
+a warning, a counter and stale sources, and the readings round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import urllib.request
+from datetime import UTC, datetime
+
+import orjson
+from agent_process import wait_for
+
+from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
+from agent.metrics import AgentMetrics
+from agent.sources.manager import SourceManager
+from agent.sources.shared import (
+    READINGS,
+    STALE_AFTER_S,
+    SharedSignals,
+    SignalHub,
+    decode_signals,
+    encode_signals,
+    ops_file,
+    sources_dir,
+)
+
+ZONE_PATH = "/v3/carbon-intensity/latest?zone=FR"
+
+
+class Upstream:
+    """Electricity Maps' ``latest`` answer; the n-th request gets 100 + n gCO2/kWh, so two
+    independent pollers would read different values."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[str] = []
+
+    def answer(self, path: str, headers) -> tuple[int, str, bytes]:
+        if headers.get("auth-token") != "key":
+            return 401, "application/json", b'{"error":"unauthorized"}'
+        with self.lock:
+            self.requests.append(path)
+            n = len(self.requests)
+        return 200, "application/json", orjson.dumps({
+            "zone": "FR", "carbonIntensity": 100.0 + n, "isEstimated": False,
+            "datetime": datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00.000Z")})
+
+
+def config(base: str) -> str:
+    return f"""
+[green]
+default_region = "eu-west-3"
+use_hourly_profiles = false
+[sources.electricity_maps]
+base_url = "{base}"
+api_key_env = "TEST_EM_KEY"
+regions = ["eu-west-3"]
+interval_s = 3600
+"""
+
+
+def post(agent, i: int) -> str:
+    """Five SQL client spans over OTLP/HTTP JSON on a new connection; the answering worker."""
+    now = datetime.now(UTC).timestamp()
+    spans = [{"traceId": f"{i:016x}{k + 1:016x}", "spanId": f"{i:08x}{k + 1:08x}",
+              "name": "SELECT", "kind": 3, "startTimeUnixNano": str(int((now - 1) * 1e9)),
+              "endTimeUnixNano": str(int((now - 1) * 1e9) + 10**6),
+              "attributes": [{"key": "db.system", "value": {"stringValue": "postgresql"}}]}
+             for k in range(5)]
+    body = orjson.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}}]},
+        "scopeSpans": [{"spans": spans}]}]})  # fmt: skip
+    req = urllib.request.Request(f"{agent.http_url}/v1/traces", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+        return resp.headers["Carbonspan-Worker"]
+
+
+def metrics_text(agent) -> tuple[str, str]:
+    with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=5) as resp:
+        return resp.headers["Carbonspan-Worker"], resp.read().decode()
+
+
+def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent, loopback_http):
+    upstream = Upstream()
+    base = loopback_http(upstream.answer)
+    agent = start_agent("--workers", "2", "--window-seconds", "1", config=config(base),
+                        env={"TEST_EM_KEY": "key"})
+    supervisor = agent.proc.pid
+    try:
+        assert "[sources] polled here once for all workers" in agent.startup_line
+        answered: set[str] = set()
+        for i in range(200):  # new connections until the kernel gave both workers some
+            answered.add(post(agent, i + 1).split()[0])
+            if len(answered) == 2 and i >= 7:
+                break
+        assert answered == {"0/2", "1/2"}, answered
+
+        # silence the publisher: the workers see it (a warning, the gauge, the counter)
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            silent: set[str] = set()
+
+            def both_silent() -> bool:
+                worker, text = metrics_text(agent)
+                if all(s in text for s in (  # the gauge, the counter, the source's health
+                        "carbonspan_sources_publisher_up 0.0",
+                        "carbonspan_sources_publisher_silent_total 1.0",
+                        'carbonspan_source_up{source="electricity_maps"} 0.0')):
+                    silent.add(worker.split()[0])
+                return len(silent) == 2
+
+            wait_for(both_silent, timeout=STALE_AFTER_S + 30, what="both workers see the silence")
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
+        wait_for(lambda: "carbonspan_sources_publisher_up 1.0" in metrics_text(agent)[1],
+                 timeout=20, what="the publisher is heard again")
+    finally:
+        assert agent.stop() == 0
+    err = "".join(agent.stderr_text())
+    assert "has published no [sources] readings for" in err
+
+    # one poll of the one zone for both workers (its interval is an hour), not one per worker
+    assert upstream.requests == [ZONE_PATH]
+    readings = []
+    for chain in ("test-agent-w0", "test-agent-w1"):
+        from agent.archive import read_records
+
+        rows = [row for _, rec in read_records(agent.root / chain)
+                for row in rec["report"]["green_summary"]["regions"]]
+        assert rows, f"{chain} archived no region row"
+        readings += [(chain, r["intensity_source"], round(r["grid_intensity_gco2_kwh"], 9))
+                     for r in rows]
+    assert {(src, g) for _, src, g in readings} == {("real_time", 101.0)}, readings
+    assert {c for c, _, _ in readings} == {"test-agent-w0", "test-agent-w1"}
+
+
+# -- the hub and the worker link on one directory ------------------------------------------------
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_every_workers_ops_reach_the_supervisors_counter(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 2)
+    hub.start()
+    try:
+        w0, w1 = SharedSignals(directory, 0), SharedSignals(directory, 1)
+        w0.ops.add({"checkout": 5})
+        w1.ops.add({"checkout": 7, "cart": 2})
+        w0.write_ops()
+        w1.write_ops()
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 12, "cart": 2}
+        hub.collect_ops()  # totals, not deltas: nothing is counted twice
+        assert hub.manager.ops.totals() == {"checkout": 12, "cart": 2}
+        w1.ops.add({"cart": 1})
+        w1.write_ops()
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 12, "cart": 3}
+        # a restarted worker 1 (another pid) counts from zero again
+        doc = json.loads(ops_file(directory, 1).read_bytes())
+        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1,
+                                                      "totals": {"cart": 4}}))
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 12, "cart": 7}
+        ops_file(directory, 0).write_text("{not json")
+        hub.collect_ops()
+        assert hub.ops_unreadable == 1
+    finally:
+        hub.stop()
+
+
+def test_a_silent_publisher_is_visible_and_its_readings_age_as_a_single_agents(tmp_path, caplog):
+    directory = sources_dir(tmp_path, "a")
+    clock = Clock(1_800_000_000.0)
+    hub = SignalHub(SourceManager.from_config({}), directory, 1, clock=clock)
+    hub.open()
+    hub.publish()
+    metrics = AgentMetrics()
+    metrics.publisher_on()
+    link = SharedSignals(directory, 0, metrics, clock=clock)
+    link.start(first_read_s=5)
+    assert link.seq == 1 and not link.silent
+    assert b"carbonspan_sources_publisher_up 1.0" in metrics.exposition()
+
+    clock.t += STALE_AFTER_S + 1  # nothing published meanwhile
+    with caplog.at_level(logging.WARNING, logger="carbonspan.sources"):
+        link.refresh()
+    assert link.silent and link.silences == 1
+    assert "has published no [sources] readings for 11 s" in caplog.text
+    text = metrics.exposition().decode()
+    assert "carbonspan_sources_publisher_up 0.0" in text
+    assert "carbonspan_sources_publisher_silent_total 1.0" in text
+    assert "carbonspan_sources_publisher_age_seconds 11.0" in text
+
+    hub.publish()  # the publisher goes on
+    link.refresh()
+    assert not link.silent and link.seq == 2
+    assert b"carbonspan_sources_publisher_up 1.0" in metrics.exposition()
+    link.stop()
+    hub.stop()
+
+
+def test_a_silent_publishers_sources_show_not_ok_and_stale(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    directory.mkdir(parents=True)
+    now = 1_800_000_000.0
+    health = {"emaps": {"ok": True, "stale": False, "last_success": now, "failures": 0,
+                        "last_error": "", "kind": "electricity_maps", "tag": "electricity_maps_api"}}
+    sig = Signals(live_intensity={"eu-west-3": LiveIntensity(55.0, "electricity_maps_api", now)},
+                  host_watts={"db": (120.0, "redfish_bmc")})
+    (directory / READINGS).write_text(json.dumps({
+        "format": "carbonspan-shared-signals/1", "seq": 3, "published_at": now,
+        "signals": encode_signals(sig, {"db": now + 90}), "health": health, "signal_log": {}}))
+    clock = Clock(now + 1)
+    link = SharedSignals(directory, 0, clock=clock)
+    assert link.refresh()
+    assert link.health()["emaps"]["ok"] is True
+    assert link.current().host_watts == {"db": (120.0, "redfish_bmc")}
+    clock.t = now + 100  # past the host watts' staleness and the publisher's silence
+    link.refresh()
+    h = link.health()["emaps"]
+    assert h["ok"] is False and h["stale"] is True and "publisher is silent" in h["last_error"]
+    cur = link.current()
+    assert cur.host_watts == {}  # the declared watts apply again, as in a single agent
+    assert cur.live_intensity == sig.live_intensity  # kept with its time: the scorer ages it
+
+
+def test_the_readings_round_trip_exactly():
+    sig = Signals(
+        measured={"checkout": MeasuredRate(2.0833333333333333e-09, "scaphandre_rapl",
+                                           1_800_000_000.123, 10.0)},
+        live_intensity={"eu-west-3": LiveIntensity(33.3, "grid_operator_api", 1_800_000_001.5,
+                                                   True, 7200.0),
+                        "eu-west-1": LiveIntensity(280.0, "electricity_maps_api", 1.0)},
+        host_watts={"db": (0.1 + 0.2, "redfish_bmc")},
+        max_signal_age_s=1800.0)
+    doc = json.loads(json.dumps(encode_signals(sig, {"db": 5.0})))
+    back, until = decode_signals(doc)
+    assert back == sig and until == {"db": 5.0}
