@@ -10,9 +10,10 @@ N > 1 this process is a **supervisor** that serves nothing itself: worker k (0 â
 ordinary agent process whose agent id is ``<agent_id>-w<k>``, so it writes its own chain and WAL
 in ``<archive dir>/<agent_id>-w<k>/`` (chains never interleave; the aggregator folds them all and
 ``carbonspan verify`` checks each). Every other setting (ports, bind, TLS, auth, limits,
-windows, sources) is the supervisor's, so it applies to every worker; the signal log is
-written by worker 0 alone (one file, one writer), and ``[agent.signing]`` needs N = 1 (a
-signed chain's key is named after its one agent id).
+windows, sources) is the supervisor's, so it applies to every worker, and ``[agent.signing]``
+needs N = 1 (a signed chain's key is named after its one agent id). With a ``[sources]`` table
+the supervisor polls the sources once for every worker and writes the signal log (one file, one
+writer); the workers score with what it publishes (``agent/sources/shared.py``).
 
 Ports. The supervisor binds each port first without ``SO_REUSEPORT`` (a port anyone holds is
 refused by name, as with one agent), then holds a bound, never-listening ``SO_REUSEPORT`` socket

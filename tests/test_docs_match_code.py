@@ -449,6 +449,7 @@ def test_every_metric_is_in_the_operations_table() -> None:
     doc = "docs/operations.md"
     metrics = AgentMetrics()
     metrics.worker_on(0, 2, "a-w0", 0)  # a worker's own (agent/workers.py), documented too
+    metrics.publisher_on()  # a worker's reading of the supervisor's [sources] (sources/shared.py)
     labels = {w._name: tuple(w._labelnames) for w in vars(metrics).values()
               if isinstance(w, MetricWrapperBase)}
     exposed = {}

@@ -7,5 +7,7 @@ Public interface (see docs/energy-sources.md):
   ``stop()``, ``current() -> Signals`` (never blocks on I/O), ``health()`` and ``ops``.
 - ``agent.sources.opcounter.OpCounter``: the daemon calls ``manager.ops.add_partial(partial)``
   (or ``add({service: io_ops})``) after each accepted (WAL-durable) batch so energy becomes energy per op.
+- ``agent.sources.shared``: with ``--workers N`` the supervisor polls (``SignalHub``) and the
+  workers read what it publishes (``SharedSignals``, in the manager's place).
 - ``carbonspan calibrate`` (``agent.sources.cli_calibrate``) derives ``[green.calibration]``.
 """

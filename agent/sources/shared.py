@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
-from agent.sources.errors import ConfigError
 from agent.sources.opcounter import OpCounter
 
 log = logging.getLogger("carbonspan.sources")
@@ -132,8 +131,11 @@ class SignalHub:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise ConfigError(f"{self.dir} is held by another carbonspan supervisor of this agent "
-                              "id: give each agent its own --agent-id") from None
+            from agent.archive import ArchiveError
+
+            raise ArchiveError(f"{self.dir} is held by another carbonspan supervisor of this "
+                               "agent id on this archive dir: give each agent its own "
+                               "--agent-id") from None
         self._lock_fd = fd
         for p in self.dir.iterdir():  # a previous run's files: its workers are gone
             if p.name != "lock":

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import urllib.request
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 from agent_process import wait_for
 
 from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
@@ -59,8 +61,10 @@ class Upstream:
             "datetime": datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00.000Z")})
 
 
-def config(base: str) -> str:
+def config(base: str, log) -> str:
     return f"""
+[agent.signal_log]
+path = "{log}"
 [green]
 default_region = "eu-west-3"
 use_hourly_profiles = false
@@ -95,10 +99,12 @@ def metrics_text(agent) -> tuple[str, str]:
         return resp.headers["Carbonspan-Worker"], resp.read().decode()
 
 
-def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent, loopback_http):
+def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent, loopback_http,
+                                                                   tmp_path):
     upstream = Upstream()
     base = loopback_http(upstream.answer)
-    agent = start_agent("--workers", "2", "--window-seconds", "1", config=config(base),
+    log = tmp_path / "signals.jsonl"
+    agent = start_agent("--workers", "2", "--window-seconds", "1", config=config(base, log),
                         env={"TEST_EM_KEY": "key"})
     supervisor = agent.proc.pid
     try:
@@ -109,6 +115,18 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
             if len(answered) == 2 and i >= 7:
                 break
         assert answered == {"0/2", "1/2"}, answered
+        # the supervisor writes the signal log; worker 0 alone shows its counters
+        counted: dict[str, float] = {}
+
+        def both_scraped() -> bool:
+            worker, text = metrics_text(agent)
+            m = re.search(r'^carbonspan_signal_log_rows_total\{kind="observation"\} (\S+)$', text,
+                          re.M)
+            counted[worker.split()[0]] = float(m.group(1)) if m else -1.0
+            return len(counted) == 2 and counted["0/2"] == 1.0
+
+        wait_for(both_scraped, timeout=20, what="a scrape of each worker")
+        assert counted == {"0/2": 1.0, "1/2": -1.0}, counted
 
         # silence the publisher: the workers see it (a warning, the gauge, the counter)
         os.kill(supervisor, signal.SIGSTOP)
@@ -147,6 +165,34 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
                      for r in rows]
     assert {(src, g) for _, src, g in readings} == {("real_time", 101.0)}, readings
     assert {c for c, _, _ in readings} == {"test-agent-w0", "test-agent-w1"}
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["region"], r["source"], r["value"]) for r in rows] == [
+        ("eu-west-3", "electricitymaps", 101.0)]
+
+
+def test_a_refused_key_stops_the_supervisor_at_start_as_it_stops_one_agent(start_agent,
+                                                                          loopback_http, tmp_path):
+    upstream = Upstream()
+    agent = start_agent("--workers", "2", config=config(loopback_http(upstream.answer),
+                                                        tmp_path / "s.jsonl"),
+                        env={"TEST_EM_KEY": "revoked"}, ready=False)
+    assert agent.proc.wait(timeout=30) == 2
+    err = "".join(agent.stderr_text())
+    assert "electricity_maps refused our credentials" in err and "HTTP 401" in err
+    assert "worker" not in agent.stdout_text()  # no worker was started
+
+
+def test_a_second_supervisor_of_the_same_agent_id_is_refused(tmp_path):
+    from agent.archive import ArchiveError
+
+    first = SignalHub(SourceManager.from_config({}), sources_dir(tmp_path, "a"), 2)
+    first.open()
+    second = SignalHub(SourceManager.from_config({}), sources_dir(tmp_path, "a"), 2)
+    try:
+        with pytest.raises(ArchiveError, match="held by another carbonspan supervisor"):
+            second.open()
+    finally:
+        first.stop()
 
 
 # -- the hub and the worker link on one directory ------------------------------------------------
