@@ -17,7 +17,10 @@ beside it, then renamed):
   ``Signals`` (each reading with its source tag and ``taken_at``), host watts with the time they
   go stale, the sources' health, the signal log's counters, ``published_at`` and a ``seq``.
   Every worker reads the same file, so every worker scores with the same reading from the same
-  poll; a restarted worker reads it at once.
+  poll; a restarted worker reads it at once. New readings carry ``effective_at`` (published +
+  ``SWITCH_S``, longer than a worker takes to see the file) and the file keeps the readings
+  before them: every worker uses the old ones until that instant and the new ones from it, so
+  two workers scoring at the same moment use the same reading.
 - ``ops-w<k>.json`` (worker k -> supervisor), rewritten every ``LINK_S`` while it changes: the
   worker's running I/O-op totals per service and its pid. The supervisor adds each worker's
   increase (a new pid counts from zero: a restarted worker's totals start again) into the
@@ -57,6 +60,7 @@ FORMAT = "carbonspan-shared-signals/1"
 READINGS = "readings.json"
 PUBLISH_S = 1.0  # the supervisor rewrites readings.json this often (a heartbeat as well)
 LINK_S = 0.5  # a worker looks for a new readings.json and writes its op totals this often
+SWITCH_S = 1.0  # new readings are used from this long after they were published, in all workers
 STALE_AFTER_S = 10.0  # a readings.json older than this: the publisher is silent
 FIRST_READ_S = 10.0  # a worker waits at most this long at start for the first readings
 
@@ -114,6 +118,9 @@ class SignalHub:
         self.workers = workers
         self._clock = clock
         self._seq = 0
+        self._signals: dict[str, Any] | None = None  # the readings published, encoded
+        self._previous: dict[str, Any] | None = None  # the ones before, until effective_at
+        self._effective_at = 0.0
         self._seen: dict[int, tuple[int, dict[str, int]]] = {}  # worker -> (pid, totals)
         self._signal_log: dict[str, int] = {}  # "metric:label" -> count, for worker 0's /metrics
         self._count_lock = threading.Lock()
@@ -206,13 +213,16 @@ class SignalHub:
     def publish(self) -> None:
         self.collect_ops()
         now = self._clock()
-        sig = self.manager.current()
+        signals = encode_signals(self.manager.current(), self.manager.host_watts_until())
+        if signals != self._signals:  # new readings: every worker switches at effective_at
+            self._previous, self._signals = self._signals, signals
+            self._effective_at = now if self._previous is None else now + SWITCH_S
         with self._count_lock:
             self._seq += 1
             counts = dict(self._signal_log)
         _replace(self.dir / READINGS, {
             "format": FORMAT, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
-            "signals": encode_signals(sig, self.manager.host_watts_until()),
+            "signals": signals, "previous": self._previous, "effective_at": self._effective_at,
             "health": self.manager.health(), "signal_log": counts,
             "ops_unreadable": self.ops_unreadable,
         })
@@ -231,8 +241,11 @@ class SharedSignals:
         self.ops = OpCounter()
         self._clock = clock
         self._signal_log = signal_log  # worker 0 shows the supervisor's signal-log counters
-        self._signals = Signals()
-        self._until: dict[str, float] = {}
+        # (Signals, host watts' stale-after times): the new readings from effective_at on,
+        # the ones before until then (the switch at one instant in every worker)
+        self._new: tuple[Signals, dict[str, float]] = (Signals(), {})
+        self._old: tuple[Signals, dict[str, float]] | None = None
+        self._effective_at = 0.0
         self._health: dict[str, dict[str, Any]] = {}
         self._stamp: tuple[int, int, int] | None = None
         self._published_at: float | None = None
@@ -290,9 +303,11 @@ class SharedSignals:
                 doc = json.loads(path.read_bytes())
                 if doc.get("format") != FORMAT:
                     raise ValueError(f"format {doc.get('format')!r}, not {FORMAT!r}")
-                sig, until = decode_signals(doc["signals"])
+                new = decode_signals(doc["signals"])
+                old = None if doc.get("previous") is None else decode_signals(doc["previous"])
                 with self._lock:
-                    self._signals, self._until = sig, until
+                    self._new, self._old = new, old
+                    self._effective_at = float(doc.get("effective_at") or 0.0)
                     self._health = {str(k): dict(v) for k, v in doc["health"].items()}
                     self._published_at = float(doc["published_at"])
                     self.seq = int(doc["seq"])
@@ -335,11 +350,12 @@ class SharedSignals:
             self._counts_seen[key] = n
 
     def current(self) -> Signals:
-        """The supervisor's last readings (no I/O); host watts past their staleness dropped."""
+        """The supervisor's readings (no I/O): the new ones from their ``effective_at`` on, the
+        ones before until then; host watts past their staleness dropped."""
+        now = self._clock()
         with self._lock:
-            sig, until = self._signals, self._until
+            sig, until = self._new if self._old is None or now >= self._effective_at else self._old
         if sig.host_watts and until:
-            now = self._clock()
             gone = [h for h in sig.host_watts if h in until and now > until[h]]
             if gone:
                 sig = Signals(measured=sig.measured, live_intensity=sig.live_intensity,

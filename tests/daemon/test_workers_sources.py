@@ -303,3 +303,47 @@ def test_the_readings_round_trip_exactly():
     doc = json.loads(json.dumps(encode_signals(sig, {"db": 5.0})))
     back, until = decode_signals(doc)
     assert back == sig and until == {"db": 5.0}
+
+
+def test_new_readings_take_effect_at_one_instant_in_every_worker(tmp_path, loopback_http,
+                                                                 monkeypatch):
+    """The supervisor's real manager polls a loopback Electricity Maps twice (101, then 102);
+    two workers' links read the one file and switch from 101 to 102 at ``effective_at``,
+    whenever each of them read it."""
+    from agent.config import GreenConfig
+    from agent.sources.shared import SWITCH_S
+
+    monkeypatch.setenv("TEST_EM_KEY", "key")
+    upstream = Upstream()
+    table = {"electricity_maps": {"base_url": loopback_http(upstream.answer),
+                                  "api_key_env": "TEST_EM_KEY", "regions": ["eu-west-3"]}}
+    manager = SourceManager.from_config(table, GreenConfig())
+    directory = sources_dir(tmp_path, "a")
+    clock = Clock(1_800_000_000.0)
+    hub = SignalHub(manager, directory, 2, clock=clock)
+    hub.open()
+    w0, w1 = SharedSignals(directory, 0, clock=clock), SharedSignals(directory, 1, clock=clock)
+
+    def used(link: SharedSignals) -> float:
+        return link.current().live_intensity["eu-west-3"].gco2_kwh
+
+    manager.poll_all()
+    hub.publish()  # the first readings: in effect at once
+    assert w0.refresh() and w1.refresh()
+    assert used(w0) == used(w1) == 101.0
+    manager.poll_all()
+    clock.t += 5
+    hub.publish()
+    assert w0.refresh()  # worker 0 sees the new file at once, worker 1 half a second later
+    assert used(w0) == 101.0
+    clock.t += SWITCH_S / 2
+    assert w1.refresh()
+    assert used(w0) == used(w1) == 101.0
+    clock.t += SWITCH_S / 2  # effective_at: both switch
+    assert used(w0) == used(w1) == 102.0
+    clock.t += 1
+    hub.publish()  # a heartbeat with the same readings changes nothing
+    w0.refresh()
+    assert used(w0) == 102.0 and w0.seq == 3
+    assert upstream.requests == [ZONE_PATH, ZONE_PATH]
+    hub.stop()
