@@ -224,7 +224,7 @@ class SignalHub:
             "format": FORMAT, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
             "signals": signals, "previous": self._previous, "effective_at": self._effective_at,
             "health": self.manager.health(), "signal_log": counts,
-            "ops_unreadable": self.ops_unreadable,
+            "ops_unreadable": self.ops_unreadable, "ops_totals": self.manager.ops.totals(),
         })
 
 

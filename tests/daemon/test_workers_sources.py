@@ -3,7 +3,9 @@
 
 A real ``--workers 2`` agent against a loopback Electricity Maps (its real answer format) that
 gives a different intensity on every request: the API sees one request per poll interval, not
-one per worker, and both workers' window lines carry the same reading. Stopping the supervisor
+one per worker, both workers' window lines carry the same reading, the supervisor's signal log
+holds it once (its counters on worker 0's /metrics), and the supervisor's op counter is the sum
+of what both workers report, which equals their archived I/O ops. Stopping the supervisor
 (SIGSTOP) silences the publisher; the workers say so on ``/metrics`` and recover when it goes
 on. The hub and a worker's link are also run directly on one directory: each worker's I/O ops
 reach the supervisor's op counter (a restarted worker counts from zero), a silent publisher is
@@ -25,6 +27,7 @@ import orjson
 import pytest
 from agent_process import wait_for
 
+from agent.archive import read_records
 from agent.carbon.signals import LiveIntensity, MeasuredRate, Signals
 from agent.metrics import AgentMetrics
 from agent.sources.manager import SourceManager
@@ -127,6 +130,16 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
 
         wait_for(both_scraped, timeout=20, what="a scrape of each worker")
         assert counted == {"0/2": 1.0, "1/2": -1.0}, counted
+        # each worker's I/O ops reach the supervisor's one op counter (measured kWh per op)
+        shared = agent.root / ".test-agent.sources"
+
+        def ops_summed() -> bool:
+            files = [json.loads(p.read_bytes())["totals"].get("checkout", 0)
+                     for p in (shared / "ops-w0.json", shared / "ops-w1.json") if p.exists()]
+            hub = json.loads((shared / "readings.json").read_bytes())["ops_totals"]
+            return len(files) == 2 and min(files) > 0 and hub.get("checkout") == sum(files)
+
+        wait_for(ops_summed, timeout=20, what="the supervisor counts both workers' ops")
 
         # silence the publisher: the workers see it (a warning, the gauge, the counter)
         os.kill(supervisor, signal.SIGSTOP)
@@ -156,8 +169,6 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
     assert upstream.requests == [ZONE_PATH]
     readings = []
     for chain in ("test-agent-w0", "test-agent-w1"):
-        from agent.archive import read_records
-
         rows = [row for _, rec in read_records(agent.root / chain)
                 for row in rec["report"]["green_summary"]["regions"]]
         assert rows, f"{chain} archived no region row"
@@ -165,6 +176,10 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
                      for r in rows]
     assert {(src, g) for _, src, g in readings} == {("real_time", 101.0)}, readings
     assert {c for c, _, _ in readings} == {"test-agent-w0", "test-agent-w1"}
+    for k, chain in enumerate(("test-agent-w0", "test-agent-w1")):  # what each worker reported
+        ops = sum(row["io_ops"] for _, rec in read_records(agent.root / chain)
+                  for row in rec["report"]["green_summary"]["regions"])
+        assert json.loads((shared / f"ops-w{k}.json").read_bytes())["totals"] == {"checkout": ops}
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["region"], r["source"], r["value"]) for r in rows] == [
         ("eu-west-3", "electricitymaps", 101.0)]
