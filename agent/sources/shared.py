@@ -203,8 +203,8 @@ class SignalHub:
                 self.ops_unreadable += 1
                 continue
             last_pid, last = self._seen.get(k, (pid, {}))
-            if last_pid != pid:
-                last = {}
+            if last_pid != pid or any(n < last.get(s, 0) for s, n in totals.items()):
+                last = {}  # a new life of the worker (a new pid, or totals that went back)
             delta = {s: n - last.get(s, 0) for s, n in totals.items() if n > last.get(s, 0)}
             if delta:
                 self.manager.ops.add(delta)

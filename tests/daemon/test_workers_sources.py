@@ -243,6 +243,11 @@ def test_every_workers_ops_reach_the_supervisors_counter(tmp_path):
                                                       "totals": {"cart": 4}}))
         hub.collect_ops()
         assert hub.manager.ops.totals() == {"checkout": 12, "cart": 7}
+        # totals that go back (a pid reused by the next life) count from zero as well
+        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1,
+                                                      "totals": {"cart": 1}}))
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 12, "cart": 8}
         ops_file(directory, 0).write_text("{not json")
         hub.collect_ops()
         assert hub.ops_unreadable == 1
