@@ -22,7 +22,7 @@ import orjson
 from aggregator.coverage import GAP_TOLERANCE_S
 from aggregator.files import ArchiveFile, ArchiveReadError, iter_line_views
 from aggregator.fold.ext import window_end, window_start
-from aggregator.fold.fast import BYTE_PATH, RAW_FOLD, fold_line, folder
+from aggregator.fold.fast import BYTE_PATH, finish, fold_line, folder
 from aggregator.fold.state import AggregateState, Known, known_names, seeded
 from aggregator.fold.sums import FileStat
 from aggregator.read import Malformed, Period, load
@@ -52,7 +52,7 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     raise here except :class:`AttributionError` under ``strict``. Each loaded line is folded
     by ``fold``: ``aggregator.fold.fast.fold_line``, the C accelerator in front of the
     reference fold where it is built, which first tries the common line straight from its
-    bytes (``fast.fold_raw``: no ``orjson.loads`` at all); the accelerator tests pass the
+    bytes (the C Folder's ``take``, as ``fast.fold_raw``: no ``orjson.loads`` at all); the accelerator tests pass the
     reference itself, ``aggregator.fold.reference.fold_line``, and compare.
     """
     state = AggregateState() if state is None else state
@@ -66,28 +66,34 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     lineno = 0
     first_hash: str | None = None  # the hashes of the file's first and last objects: its identity
     last_hash = ""
-    raw_fold = RAW_FOLD if fold is fold_line else None  # the byte path is the accelerated fold's
-    byte_folder = folder(state) if raw_fold is not None else None
+    # the byte path is the accelerated fold's: a C Folder, holding the state's totals from a
+    # line it takes to the next sync (before any line the long way, and at the end)
+    byte_folder = folder(state) if fold is fold_line else None
+    take = byte_folder.take if byte_folder is not None else None  # type: ignore[attr-defined]
     run_lo = run_hi = 0.0  # the run of windows being extended (temporal coverage), if any
     in_run = False
     try:
         for lineno, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
             if len(raw) < 2 or raw[0] in _BLANK and not bytes(raw).strip():
                 continue
-            # the common line, folded straight from its bytes (start, end, hash), or None
-            got = raw_fold(state, raw, lo, hi, byte_folder) if raw_fold is not None else None
-            if got is None and raw_fold is not None and byte_folder.declined >= GIVE_UP_AFTER \
-                    and byte_folder.declined > byte_folder.folded:  # type: ignore[attr-defined]
-                raw_fold = None
-                BYTE_PATH["given_up"] += 1
-                log.debug("%s: byte path given up after %d declined lines (%d taken)", label,
-                          byte_folder.declined, byte_folder.folded)  # type: ignore[attr-defined]
+            # the common line, folded straight from its bytes (start, end, hash, extra), or None
+            got = take(raw, lo, hi) if take is not None else None
             if got is not None:
-                start, end, line_hash = got
+                start, end, line_hash, extra = got
+                if extra is not None:
+                    finish(state, byte_folder, extra)
                 last_hash = line_hash
                 if first_hash is None:
                     first_hash = line_hash
             else:
+                if byte_folder is not None:
+                    byte_folder.sync()  # type: ignore[attr-defined]
+                    if take is not None and byte_folder.declined >= GIVE_UP_AFTER \
+                            and byte_folder.declined > byte_folder.folded:  # type: ignore[attr-defined]
+                        take = None
+                        BYTE_PATH["given_up"] += 1
+                        log.debug("%s: byte path given up after %d declined lines (%d taken)", label,
+                                  byte_folder.declined, byte_folder.folded)  # type: ignore[attr-defined]
                 try:
                     try:
                         rec, fixed = loads(raw), 0
@@ -130,6 +136,9 @@ def fold_lines(lines: Iterable[bytes | memoryview], label: str, agent: str, peri
     except ArchiveReadError as exc:
         state.note_malformed(f"{label}:{lineno + 1}", str(exc))
         stat.malformed_lines += 1
+    finally:
+        if byte_folder is not None:
+            byte_folder.sync()  # type: ignore[attr-defined]
     if in_run:
         state.add_run(agent, run_lo, run_hi)
     if byte_folder is not None:

@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 13
+#define FOLD_VERSION 14
 /* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
  * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
  * values below are only what they are before that call. */
@@ -1947,6 +1947,18 @@ static int raw_line(Scan *s, Raw *w) {
 #define MAX_TAGS 256   /* distinct tags the Folder keeps (the tag cap is 64) */
 
 static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_SERVICES_ATTR, *S_UNKNOWN_STR;
+
+/* The state's totals a Folder holds (AggregateState's fields: the float sums and extremes, and
+ * the counts); the terms' are "<term>_kg" for the terms configure() checked. */
+enum { T_ENERGY, T_OPERATIONAL, T_HOST, T_EMBODIED, T_DATABASE, T_MESSAGING, T_DROPPED_E, T_DROPPED_C, T_WITHOUT,
+       T_FIRST, T_LAST, N_TOTALS };
+static const char *const TOTAL_TEXT[N_TOTALS] = {
+    "energy", "operational_kg", "host_energy", "embodied_kg", "database_kg", "messaging_kg", "dropped_energy",
+    "dropped_carbon", "energy_without_carbon", "first_start", "last_start"};
+enum { C_RUNTIME, C_WINDOWS, C_REQUESTS, C_TRACES, C_ROOT, C_DROPPED, N_COUNTS };
+static const char *const COUNT_TEXT[N_COUNTS] = {
+    "runtime_windows", "windows", "requests", "traces_counted", "root_spans", "dropped_services"};
+static PyObject *TOTAL_ATTR[N_TOTALS], *COUNT_ATTR[N_COUNTS], *S_OVERFLOWED_ATTR, *S_CALIBRATED_ATTR;
 static char UNATTRIBUTED_NAME[64] = "_unattributed", CAL_SUFFIX[16] = "+cal"; /* rules.UNATTRIBUTED, schema.tags */
 static Py_ssize_t MAX_NAME_BYTES = 256, MAX_TAG_BYTES = 64; /* aggregator.sanitize (schema.constants) */
 
@@ -1989,6 +2001,14 @@ typedef struct {
     Py_ssize_t *seen;   /* a line's names, for duplicates: entry index + 1 */
     Py_ssize_t seen_size;
     long long folded, declined;
+    /* the state's totals while held (from a take to the next sync): the float ones as the
+     * state held them plus this Folder's additions since, the counts as what was added */
+    PyObject *state;
+    int held, held_flags;
+    double total[N_TOTALS];
+    u128 added[N_COUNTS];
+    double cur_lo, cur_hi; /* the bucket take() folds into, [cur_lo, cur_hi) (from enter) */
+    PyObject *cur_bucket;  /* NULL: none yet, or forgotten at a sync */
 } Folder;
 
 static inline uint64_t name_hash(const char *k, Py_ssize_t n) { /* FNV-1a */
@@ -2135,15 +2155,17 @@ static void folder_dealloc(Folder *f) {
     Py_XDECREF(f->bucket);
     Py_XDECREF(f->bucket_cells);
     Py_XDECREF(f->meta);
+    Py_XDECREF(f->state);
+    Py_XDECREF(f->cur_bucket);
     entries_free(&f->entries);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
 static PyObject *folder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *services, *models, *regions, *service_type, *cell_type, *enter;
+    PyObject *services, *models, *regions, *service_type, *cell_type, *enter, *state;
     Py_ssize_t max_services, max_models;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOnn:Folder", &PyDict_Type, &services, &PyDict_Type, &models, &PyDict_Type,
-                          &regions, &service_type, &cell_type, &enter, &max_services, &max_models))
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOnnO:Folder", &PyDict_Type, &services, &PyDict_Type, &models, &PyDict_Type,
+                          &regions, &service_type, &cell_type, &enter, &max_services, &max_models, &state))
         return NULL;
     Folder *f = (Folder *)type->tp_alloc(type, 0);
     if (f == NULL)
@@ -2156,6 +2178,9 @@ static PyObject *folder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     f->enter = Py_NewRef(enter);
     f->max_services = max_services;
     f->max_models = max_models;
+    f->state = Py_NewRef(state);
+    f->cur_lo = HUGE_VAL;
+    f->cur_hi = -HUGE_VAL;
     return (PyObject *)f;
 }
 
@@ -2439,18 +2464,110 @@ static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long lon
     return 0;
 }
 
-static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, "
-                                         "dropped_carbon) takes 8 arguments");
+/* Hold the state's totals (load the float ones): 1 held, 0 a total is not an exact float or a
+ * count not an exact int (the line is declined: the reference folds it), -1 error. */
+static int hold(Folder *f) {
+    if (f->held)
+        return 1;
+    for (int i = 0; i < N_TOTALS; i++) {
+        PyObject *v = PyObject_GetAttr(f->state, TOTAL_ATTR[i]);
+        if (v == NULL)
+            return -1;
+        int ok = PyFloat_CheckExact(v);
+        if (ok)
+            f->total[i] = PyFloat_AS_DOUBLE(v);
+        Py_DECREF(v);
+        if (!ok)
+            return 0;
+    }
+    for (int i = 0; i < N_COUNTS; i++) {
+        PyObject *v = PyObject_GetAttr(f->state, COUNT_ATTR[i]);
+        if (v == NULL)
+            return -1;
+        int ok = PyLong_CheckExact(v);
+        Py_DECREF(v);
+        if (!ok)
+            return 0;
+        f->added[i] = 0;
+    }
+    f->held_flags = 0;
+    f->held = 1;
+    return 1;
+}
+
+/* Write the held totals into the state (each float as the running sum reached it, each count
+ * as the state's plus what was added) and hold none; also forget take()'s bucket. 0, or -1. */
+static int sync_totals(Folder *f) {
+    f->cur_lo = HUGE_VAL;
+    f->cur_hi = -HUGE_VAL;
+    Py_CLEAR(f->cur_bucket);
+    if (!f->held)
+        return 0;
+    f->held = 0;
+    for (int i = 0; i < N_TOTALS; i++) {
+        PyObject *v = PyFloat_FromDouble(f->total[i]);
+        int rc = v ? PyObject_SetAttr(f->state, TOTAL_ATTR[i], v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    for (int i = 0; i < N_COUNTS; i++) {
+        if (f->added[i] == 0)
+            continue;
+        PyObject *old = PyObject_GetAttr(f->state, COUNT_ATTR[i]), *add = old ? u128_to_py(f->added[i]) : NULL;
+        PyObject *sum = add ? PyNumber_Add(old, add) : NULL;
+        int rc = sum ? PyObject_SetAttr(f->state, COUNT_ATTR[i], sum) : -1;
+        Py_XDECREF(old);
+        Py_XDECREF(add);
+        Py_XDECREF(sum);
+        if (rc < 0)
+            return -1;
+    }
+    if ((f->held_flags & FOLD_OVERFLOWED) && PyObject_SetAttr(f->state, S_OVERFLOWED_ATTR, Py_True) < 0)
+        return -1;
+    if ((f->held_flags & FOLD_CALIBRATED) && PyObject_SetAttr(f->state, S_CALIBRATED_ATTR, Py_True) < 0)
+        return -1;
+    return 0;
+}
+
+/* The bucket holding `start`: take()'s own, else enter(start)'s (which makes it the state's
+ * current one, as the reference's enter_bucket). A borrowed reference, or NULL on error. */
+static PyObject *take_bucket(Folder *f, double start) {
+    if (f->cur_bucket != NULL && f->cur_lo <= start && start < f->cur_hi)
+        return f->cur_bucket;
+    PyObject *at = PyFloat_FromDouble(start);
+    PyObject *entered = at ? PyObject_CallOneArg(f->enter, at) : NULL;
+    Py_XDECREF(at);
+    if (entered == NULL)
+        return NULL;
+    PyObject *bucket = NULL;
+    if (!PyTuple_Check(entered) || PyTuple_GET_SIZE(entered) != 3) {
+        PyErr_SetString(PyExc_TypeError, "Folder: enter(start) must return (lo, hi, bucket)");
+    } else if (!PyObject_TypeCheck(PyTuple_GET_ITEM(entered, 2), &BucketSumsType)) {
+        PyErr_SetString(PyExc_TypeError, "Folder: the bucket must be a BucketSums");
+    } else {
+        double lo = PyFloat_AsDouble(PyTuple_GET_ITEM(entered, 0)), hi = PyFloat_AsDouble(PyTuple_GET_ITEM(entered, 1));
+        if (!PyErr_Occurred()) {
+            bucket = PyTuple_GET_ITEM(entered, 2);
+            Py_XSETREF(f->cur_bucket, Py_NewRef(bucket));
+            /* a bucket that does not hold `start` is used for this line only (as the reference
+             * would: it enters a bucket for every window its cache does not hold) */
+            f->cur_lo = lo <= start && start < hi ? lo : HUGE_VAL;
+            f->cur_hi = lo <= start && start < hi ? hi : -HUGE_VAL;
+        }
+    }
+    Py_DECREF(entered);
+    return bucket;
+}
+
+static PyObject *folder_take(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "take(raw, period_lo, period_hi) takes 3 arguments");
         return NULL;
     }
-    double lo = PyFloat_AsDouble(args[1]), hi = PyFloat_AsDouble(args[2]);
-    double plo = PyFloat_AsDouble(args[4]), phi = PyFloat_AsDouble(args[5]);
-    double dropped_e = PyFloat_AsDouble(args[6]), dropped_c = PyFloat_AsDouble(args[7]);
+    double plo = PyFloat_AsDouble(args[1]), phi = PyFloat_AsDouble(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    PyObject *bucket = args[3];
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -2473,6 +2590,8 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     }
     int flags = 0;
     ok = decide(f, &w, &flags);
+    if (ok > 0)
+        ok = hold(f);
     if (ok <= 0) {
         drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
@@ -2481,86 +2600,126 @@ static PyObject *folder_fold(Folder *f, PyObject *const *args, Py_ssize_t nargs)
         f->declined++;
         Py_RETURN_NONE;
     }
-    /* checked: from here on the state changes. The window's bucket first (enter_bucket). */
-    PyObject *entered = NULL;
-    if (!(lo <= w.start && w.start < hi) || bucket == Py_None) {
-        PyObject *start = PyFloat_FromDouble(w.start);
-        entered = start ? PyObject_CallOneArg(f->enter, start) : NULL;
-        Py_XDECREF(start);
-        if (entered == NULL || !PyTuple_Check(entered) || PyTuple_GET_SIZE(entered) != 3) {
-            if (entered != NULL)
-                PyErr_SetString(PyExc_TypeError, "Folder: enter(start) must return (lo, hi, bucket)");
-            Py_XDECREF(entered);
-            drop_names(&f->entries, w.n);
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-        bucket = PyTuple_GET_ITEM(entered, 2);
-    }
-    if (!PyObject_TypeCheck(bucket, &BucketSumsType)) {
-        PyErr_SetString(PyExc_TypeError, "Folder: the bucket must be a BucketSums");
-        Py_XDECREF(entered);
+    /* checked and held: from here on the state changes. The window's bucket first. */
+    PyObject *bucket = take_bucket(f, w.start);
+    if (bucket == NULL) {
         drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
         return NULL;
     }
+    Py_INCREF(bucket); /* the Folder's reference may be replaced while the line is applied */
     long long dropped = 0;
     double app_e, app_c;
     u128 app_r;
-    int rc = apply(f, &w, bucket, &flags, &dropped, &dropped_e, &dropped_c, &app_e, &app_c, &app_r);
+    double *t = f->total;
+    u128 *a = f->added;
+    int rc = apply(f, &w, bucket, &flags, &dropped, &t[T_DROPPED_E], &t[T_DROPPED_C], &app_e, &app_c, &app_r);
     drop_names(&f->entries, w.n);
     if (rc < 0) {
-        Py_XDECREF(entered);
+        Py_DECREF(bucket);
         PyBuffer_Release(&view);
         return NULL;
     }
     f->folded++;
-    /* the methodology: its bytes when they are not the ones returned last (noted already) */
-    PyObject *meta;
-    if (!w.meta_object || (f->meta && PyBytes_GET_SIZE(f->meta) == w.meta_len
-                           && memcmp(PyBytes_AS_STRING(f->meta), w.meta, w.meta_len) == 0)) {
-        meta = Py_NewRef(Py_None);
-    } else if ((meta = PyBytes_FromStringAndSize(w.meta, w.meta_len)) != NULL) {
-        Py_XSETREF(f->meta, Py_NewRef(meta));
+    /* the window's totals, as fast.py's reference functions add them, in their order:
+     * runtime_windows; add_totals (energy = application + host energy, none here), add_window,
+     * add_window_counts - each into the held totals and the bucket's sums */
+    BucketSumsObj *b = (BucketSumsObj *)bucket;
+    u128 req = app_r ? app_r : (u128)w.traces;
+    double energy = app_e + 0.0;
+    a[C_RUNTIME] += 1;
+    a[C_DROPPED] += (u128)dropped;
+    f->held_flags |= flags;
+    t[T_ENERGY] += energy;
+    t[T_OPERATIONAL] += app_c;
+    a[C_REQUESTS] += req;
+    b->energy += energy;
+    b->operational += app_c;
+    count_set(&b->requests, count_get(&b->requests) + req);
+    a[C_WINDOWS] += 1;
+    b->windows += 1;
+    if (w.start < t[T_FIRST])
+        t[T_FIRST] = w.start;
+    if (w.start > t[T_LAST])
+        t[T_LAST] = w.start;
+    t[T_HOST] += 0.0;
+    b->host_energy += 0.0;
+    double kg = w.embodied / 1000.0; /* the terms no service carries (schema.totals.UNATTRIBUTED_TERMS) */
+    t[T_EMBODIED] += kg;
+    b->embodied += kg;
+    kg = w.database / 1000.0;
+    t[T_DATABASE] += kg;
+    b->database += kg;
+    kg = w.messaging / 1000.0;
+    t[T_MESSAGING] += kg;
+    b->messaging += kg;
+    if (w.has_root) {
+        a[C_TRACES] += (u128)w.traces;
+        a[C_ROOT] += (u128)w.root_spans;
     }
-    PyObject *rows = !w.rows_plain ? PyBytes_FromStringAndSize(w.rows_text, w.rows_len) : Py_NewRef(Py_None);
-    PyObject *hash = w.hash_ok ? PyUnicode_DecodeUTF8(w.hash, w.hash_len, NULL) : Py_NewRef(EMPTY_STR);
-    PyObject *req = u128_to_py(app_r ? app_r : (u128)w.traces);
-    PyObject *end = w.has_end ? PyFloat_FromDouble(w.end) : Py_NewRef(Py_None);
-    PyObject *root = w.has_root ? PyLong_FromLongLong(w.root_spans) : Py_NewRef(Py_None);
-    PyObject *without = w.has_without ? PyFloat_FromDouble(w.without) : Py_NewRef(Py_None);
-    PyBuffer_Release(&view);
-    PyObject *out = NULL;
-    if (meta && rows && hash && req && end && root && without) {
-        PyObject *items[19] = {PyFloat_FromDouble(w.start), end, Py_NewRef(bucket), PyFloat_FromDouble(app_e),
-                               PyFloat_FromDouble(app_c), req, PyLong_FromLongLong(w.traces),
-                               PyFloat_FromDouble(w.embodied), PyFloat_FromDouble(w.database),
-                               PyFloat_FromDouble(w.messaging), root, without, meta, rows, hash,
-                               PyLong_FromLongLong(dropped), PyFloat_FromDouble(dropped_e),
-                               PyFloat_FromDouble(dropped_c), PyLong_FromLong(flags)};
-        int ok = 1;
-        for (int i = 0; i < 19; i++)
-            ok = ok && items[i] != NULL;
-        if (ok && (out = PyTuple_New(19)) != NULL) {
-            for (int i = 0; i < 19; i++)
-                PyTuple_SET_ITEM(out, i, items[i]); /* steals */
-        } else {
-            for (int i = 0; i < 19; i++)
-                Py_XDECREF(items[i]);
+    /* energy at 0 g: the line's figure; else what its rows say: nothing when every row is
+     * plain ("resolved"), the reference's fold_regions otherwise (fast.py adds it: `derive`) */
+    int derive = 0;
+    if (w.has_without) {
+        if (w.without != 0.0)
+            t[T_WITHOUT] += w.without;
+    } else if (!w.rows_plain) {
+        derive = 1;
+    }
+    Py_DECREF(bucket);
+    /* what is left to Python: the methodology bytes when they are not the ones returned last
+     * (noted already), the rows when not all plain */
+    PyObject *extra = NULL;
+    int new_meta = w.meta_object && !(f->meta && PyBytes_GET_SIZE(f->meta) == w.meta_len
+                                      && memcmp(PyBytes_AS_STRING(f->meta), w.meta, w.meta_len) == 0);
+    if (new_meta || !w.rows_plain) {
+        PyObject *meta = new_meta ? PyBytes_FromStringAndSize(w.meta, w.meta_len) : Py_NewRef(Py_None);
+        if (meta != NULL && new_meta)
+            Py_XSETREF(f->meta, Py_NewRef(meta));
+        PyObject *rows = meta && !w.rows_plain ? PyBytes_FromStringAndSize(w.rows_text, w.rows_len)
+                                               : Py_XNewRef(meta ? Py_None : NULL);
+        extra = meta && rows ? PyTuple_Pack(3, meta, rows, derive ? Py_True : Py_False) : NULL;
+        Py_XDECREF(meta);
+        Py_XDECREF(rows);
+        if (extra == NULL) {
+            PyBuffer_Release(&view);
+            return NULL;
         }
-        Py_XDECREF(entered);
+    } else {
+        extra = Py_NewRef(Py_None);
+    }
+    PyObject *hash = w.hash_ok ? PyUnicode_DecodeUTF8(w.hash, w.hash_len, NULL) : Py_NewRef(EMPTY_STR);
+    PyBuffer_Release(&view);
+    PyObject *start = PyFloat_FromDouble(w.start);
+    PyObject *end = w.has_end ? PyFloat_FromDouble(w.end) : Py_NewRef(Py_None);
+    PyObject *out = NULL;
+    if (hash && start && end && (out = PyTuple_New(4)) != NULL) {
+        PyTuple_SET_ITEM(out, 0, start); /* steals */
+        PyTuple_SET_ITEM(out, 1, end);
+        PyTuple_SET_ITEM(out, 2, hash);
+        PyTuple_SET_ITEM(out, 3, extra);
         return out;
     }
-    Py_XDECREF(meta); Py_XDECREF(rows); Py_XDECREF(hash); Py_XDECREF(req);
-    Py_XDECREF(end); Py_XDECREF(root); Py_XDECREF(without);
-    Py_XDECREF(entered);
-    return out;
+    Py_XDECREF(hash);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_DECREF(extra);
+    return NULL;
+}
+
+static PyObject *folder_sync(Folder *f, PyObject *unused) {
+    if (sync_totals(f) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef folder_methods[] = {
-    {"fold", (PyCFunction)(void (*)(void))folder_fold, METH_FASTCALL,
-     "fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, dropped_carbon) -> tuple | None\n\n"
-     "Fold one line straight from its bytes (see _fold.c, \"the Folder\"), or None having changed nothing."},
+    {"take", (PyCFunction)(void (*)(void))folder_take, METH_FASTCALL,
+     "take(raw, period_lo, period_hi) -> (start, end, hash, extra) | None\n\n"
+     "Fold one line straight from its bytes, its window's totals into the totals the Folder holds\n"
+     "(see _fold.c, \"the Folder\"), or None having changed nothing."},
+    {"sync", (PyCFunction)folder_sync, METH_NOARGS,
+     "sync(): write the totals the Folder holds into the state (before anything else reads or adds to them)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2939,8 +3098,16 @@ PyMODINIT_FUNC PyInit__fold(void) {
         || (S_MEASURED_ATTR = PyUnicode_InternFromString("measured")) == NULL
         || (ZERO_FLOAT = PyFloat_FromDouble(0.0)) == NULL
         || (S_SERVICES_ATTR = PyUnicode_InternFromString("services")) == NULL
-        || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL)
+        || (S_UNKNOWN_STR = PyUnicode_InternFromString("unknown")) == NULL
+        || (S_OVERFLOWED_ATTR = PyUnicode_InternFromString("overflowed")) == NULL
+        || (S_CALIBRATED_ATTR = PyUnicode_InternFromString("calibration_applied")) == NULL)
         return NULL;
+    for (int i = 0; i < N_TOTALS; i++)
+        if ((TOTAL_ATTR[i] = PyUnicode_InternFromString(TOTAL_TEXT[i])) == NULL)
+            return NULL;
+    for (int i = 0; i < N_COUNTS; i++)
+        if ((COUNT_ATTR[i] = PyUnicode_InternFromString(COUNT_TEXT[i])) == NULL)
+            return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;

@@ -22,7 +22,6 @@ None) ``fold_line`` *is* the reference and there is no byte path.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from functools import partial
 
 import orjson
@@ -40,9 +39,6 @@ from aggregator.fold.reference import (
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
 from aggregator.fold.sums import Bucket, Cell, Layout, make_service
-
-#: Folds a line from its bytes if it can: (state, raw, period start, period end, folder) -> (start, end, hash) | None.
-RawFold = Callable[[AggregateState, "bytes | memoryview", float, float, object], "tuple[float, float | None, str] | None"]
 
 #: Lines this process folded from their bytes, lines the byte path declined (folded the long
 #: way) and files on which it was given up (engines.GIVE_UP_AFTER): summed by engines.fold_lines
@@ -96,12 +92,14 @@ def _fold_line_accelerated(state: AggregateState, rec: dict, start: float, locat
 
 def folder(state: AggregateState) -> object | None:
     """A C ``Folder`` for ``state`` (``_fold.c``, "the Folder"): it folds lines straight from
-    their bytes into the state's services, cells, tags and regions, with its own table of the
-    services it has met; one per fold of a file (``engines.fold_lines``). None without the build."""
+    their bytes into the state's services, cells, tags, regions and time buckets, with its own
+    table of the services it has met, and adds each window's totals to copies of the state's it
+    holds until :func:`sync` writes them back; one per fold of a file (``engines.fold_lines``).
+    None without the build."""
     if EXT is None:
         return None
     return EXT.Folder(state.services, state.models, state.regions, make_service, Cell, partial(_enter, state),
-                      state.max_services, state.max_models)
+                      state.max_services, state.max_models, state)
 
 
 def _enter(state: AggregateState, start: float) -> tuple:
@@ -110,47 +108,48 @@ def _enter(state: AggregateState, start: float) -> tuple:
     return state._bcache
 
 
+def finish(state: AggregateState, fold: object, extra: tuple) -> None:
+    """What a line the Folder took leaves to Python (``take``'s ``extra``, when not None), in the
+    reference's order: its region rows when they are not all plain (the reference's
+    fold_regions, and the energy they count at 0 g when the line states none: ``derive``) and
+    its methodology block when it is not the one noted last."""
+    block, rows, derive = extra
+    if rows is not None:
+        without = fold_regions(state, orjson.loads(rows))
+        if derive and without:
+            fold.sync()  # type: ignore[attr-defined]  # the held totals first: this adds to one
+            state.energy_without_carbon += without
+    if block is not None:
+        note_methodology(state, orjson.loads(block))
+
+
 def fold_raw(state: AggregateState, raw: bytes | memoryview, period_lo: float, period_hi: float,
              fold: object | None = None) -> tuple[float, float | None, str] | None:
     """Fold a runtime line straight from its bytes with ``fold`` (:func:`folder` of ``state``;
-    a fresh one when not given, as a test may call it) when its window starts in the period:
-    ``(start, end, hash)``; else ``None`` having changed
-    nothing (the caller then loads it and calls :func:`fold_line`). The C scan reads only what
-    the fold needs and checks that the rest is JSON orjson reads the same way; its services may
-    be new, change from line to line or be past the service cap (``_fold.c``, "the Folder");
-    the window's totals are added here by the reference's own functions, in its order."""
+    a fresh one when not given) when its window starts in the period, the state's totals
+    written back at once: ``(start, end, hash)``; else ``None`` having changed nothing (the
+    caller then loads it and calls :func:`fold_line`). The line by line form of what
+    ``engines.fold_lines`` does with ``take`` and one ``sync`` per file; the tests drive it.
+    The C scan reads only what the fold needs and checks that the rest is JSON orjson reads
+    the same way; its services may be new, change from line to line or be past the service
+    cap (``_fold.c``, "the Folder"), and the window's totals are added in the reference's order."""
     if fold is None:
         fold = folder(state)
-    lo, hi, bucket = state._bcache
-    got = fold.fold(raw, lo, hi, bucket, period_lo, period_hi, state.dropped_energy, state.dropped_carbon)  # type: ignore[attr-defined]
+    got = fold.take(raw, period_lo, period_hi)  # type: ignore[attr-defined]
     if got is None:
         return None
-    (start, end, bucket, app_energy, app_carbon, requests, traces, embodied, database, messaging, root, without,
-     block, rows, line_hash, dropped, dropped_energy, dropped_carbon, flags) = got
-    state.runtime_windows += 1
-    if dropped:  # entries past the service cap (reference._drop, in entry order in C)
-        state.dropped_services += dropped
-        state.dropped_energy, state.dropped_carbon = dropped_energy, dropped_carbon
-    if flags:
-        if flags & EXT.FOLD_OVERFLOWED:  # type: ignore[union-attr]
-            state.overflowed = True
-        if flags & EXT.FOLD_CALIBRATED:  # type: ignore[union-attr]
-            state.calibration_applied = True
-    add_totals(state, bucket, app_energy + 0.0, app_carbon, requests)  # + host energy: none
-    add_window(state, bucket, start, 0.0, embodied, database, messaging)
-    add_window_counts(state, traces, root, without, fold_regions(state, orjson.loads(rows)) if rows else 0.0)
-    if block is not None:  # None too when the bytes are the last ones the Folder returned (noted already)
-        note_methodology(state, orjson.loads(block))
+    start, end, line_hash, extra = got
+    if extra is not None:
+        finish(state, fold, extra)
+    fold.sync()  # type: ignore[attr-defined]
     return start, end, line_hash
 
 
 if EXT is not None:
     _plain = EXT.fold_plain
     fold_line = _fold_line_accelerated
-    RAW_FOLD: RawFold | None = fold_raw
 else:
     fold_line = fold_line_reference
-    RAW_FOLD = None
 
-__all__ = ["ACCELERATED", "BYTE_PATH", "FOLD_VERSION", "RAW_FOLD", "add_deltas", "fold_line", "fold_line_reference", "fold_raw", "folder",
+__all__ = ["ACCELERATED", "BYTE_PATH", "FOLD_VERSION", "add_deltas", "finish", "fold_line", "fold_line_reference", "fold_raw", "folder",
            "usable_layout"]
