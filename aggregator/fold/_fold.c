@@ -1895,16 +1895,17 @@ static int raw_line(Scan *s, Raw *w) {
 
 /* ---------------------------------------------------------------------- the Folder */
 
-/* Folder(services, models, regions, service_type, cell_type, enter, max_services, max_models):
+/* Folder(services, models, regions, service_type, cell_type, enter, max_services, max_models,
+ *        state):
  * folds lines straight from their bytes into one state's accumulators (aggregator/fold/fast.py
  * makes one per file: fast.folder). It is handed the state's dicts - services (name ->
  * ServiceAcc), models (tag -> occurrences), regions (name -> RegionSums) -, the classes of a
  * new service (service_type(region)) and of a new cell (cell_type()), `enter(start)`, which
- * makes the time bucket holding `start` the current one and returns (lo, hi, bucket), and the
- * two caps; nothing else of the state.
+ * makes the time bucket holding `start` the current one and returns (lo, hi, bucket), the
+ * two caps, and the state itself, whose totals it holds (below); nothing else of the state.
  *
- * fold(raw, lo, hi, bucket, period_lo, period_hi, dropped_energy, dropped_carbon) folds one
- * line as the reference does a runtime window (aggregator/fold/reference.py: _runtime with
+ * take(raw, period_lo, period_hi) folds one line as the reference does a runtime window
+ * (aggregator/fold/reference.py: _runtime with
  * _layout / _new_layout, _credit_raw or _credit_mixed, _upgrade_regions), or returns None
  * having changed nothing. Its entries are looked up by their bytes in the Folder's own hash
  * table of the services it has met (name, ServiceAcc, its tag set, its cell in the current
@@ -1921,7 +1922,19 @@ static int raw_line(Scan *s, Raw *w) {
  * - each kept entry's cell in the window's bucket is found or made, in entry order, and the
  *   entries are added to their service and cell, in order, with the same IEEE doubles;
  * - the region rows are added when every row is plain, else their bytes are returned for the
- *   reference's fold_regions.
+ *   reference's fold_regions;
+ * - the window's totals, as the reference's add_totals, add_window and add_window_counts add
+ *   them (fast.py's order: runtime_windows, energy, operational carbon, requests, windows,
+ *   first/last start, host energy, the terms no service carries as g / 1000.0, traces and root
+ *   spans, the stated energy at 0 g), each to its bucket's sums and to the totals the Folder
+ *   *holds*: from the first line it takes, the state's float totals are copied here (each must
+ *   be an exact float and each count an exact int, else the line is declined) and added to in
+ *   the reference's order, and the counts are summed apart; sync() writes them back (a float as
+ *   the running sum reached it, a count as the state's plus the sum, overflowed and
+ *   calibration_applied set when a line set them) and holds none until the next take. The
+ *   state's held fields must not be read or written between a take and a sync: the engine
+ *   syncs before every line it folds the long way and at the end of the file (fast.fold_raw
+ *   after every line). Nothing is shared between Folders.
  *
  * Declined (None): not a runtime window the checks pass (see raw_line: host rows, measured
  * ratios, backfill, an unclean figure, ...), outside the period, a name "_unattributed", empty
@@ -1929,16 +1942,14 @@ static int raw_line(Scan *s, Raw *w) {
  * set has room for, a name twice, a region needed but not read (escaped, or the region map not
  * in the entries' order). Returned:
  *
- *   (start, end or None, bucket, app_energy, app_carbon, requests, traces, embodied_g,
- *    database_g, messaging_g, root_spans or None, energy_without_carbon or None,
- *    methodology bytes or None (None too when they are the bytes returned last: noted already),
- *    rows bytes or None, hash, dropped entries, dropped_energy,
- *    dropped_carbon, flags)
+ *   (start, end or None, hash, extra)
  *
- * with dropped_energy/carbon the running totals given plus the dropped entries' figures (added
- * in entry order), flags FOLD_OVERFLOWED | FOLD_CALIBRATED. The Folder's table holds only
- * services the state holds (bounded by the service cap), its tag table only tags the tag set
- * holds. */
+ * with extra None, or (methodology bytes or None, rows bytes or None, derive) for Python
+ * (fast.finish): the methodology when its bytes are not the ones returned last (noted
+ * already), the region rows when not every row is plain (the reference's fold_regions; derive:
+ * the line states no energy at 0 g, so what the rows count is added, after a sync). The
+ * Folder's table holds only services the state holds (bounded by the service cap), its tag
+ * table only tags the tag set holds. */
 
 #define SLOT_NEW (-1)  /* ent_slot: a service to make */
 #define SLOT_DROP (-2) /* ent_slot: past the service cap */

@@ -4,13 +4,17 @@ front of it where the extension is built; ``ACCELERATED`` says whether it is.
 Two C paths, both held to the reference (``reference.py``) byte for byte
 (tests/aggregator/test_fold_accel*.py, test_fold_c_edges.py):
 
-- **from the bytes** (:func:`fold_raw`, the engine's first try for every line): a per-file C
-  ``Folder`` (:func:`folder`) scans the line, reading only what the fold needs and checking that
-  the rest is JSON orjson reads the same way, and folds a runtime window into the state's
-  services, cells, tags and regions - whatever its service set: the previous window's, another,
-  new services (made as the reference makes them), services past the cap (dropped into the
-  "(other)" row), a new time bucket. The window's totals are then added here by the reference's
-  own functions. No ``orjson.loads``.
+- **from the bytes** (the engine's first try for every line; :func:`fold_raw` line by line): a
+  per-file C ``Folder`` (:func:`folder`) scans the line, reading only what the fold needs and
+  checking that the rest is JSON orjson reads the same way, and folds a runtime window into the
+  state's services, cells, tags, regions and time bucket - whatever its service set: the
+  previous window's, another, new services (made as the reference makes them), services past
+  the cap (dropped into the "(other)" row), a new time bucket. The window's totals it adds, in
+  the order of the reference's add_totals / add_window / add_window_counts, to copies of the
+  state's totals it holds until ``sync`` writes them back (before any line folded the long way
+  and at the end of a file; tests/aggregator/test_fold_held_totals.py). No ``orjson.loads``,
+  and no Python per line but the engine's loop; a line's new methodology block or region rows
+  that are not all plain are left to :func:`finish`.
 - **from the loaded line** (``fold_plain``): a line the byte path declined but whose layout is
   the state's cached one is checked and summed in C on the dict.
 
@@ -151,5 +155,5 @@ if EXT is not None:
 else:
     fold_line = fold_line_reference
 
-__all__ = ["ACCELERATED", "BYTE_PATH", "FOLD_VERSION", "add_deltas", "finish", "fold_line", "fold_line_reference", "fold_raw", "folder",
-           "usable_layout"]
+__all__ = ["ACCELERATED", "BYTE_PATH", "FOLD_VERSION", "add_deltas", "finish", "fold_line", "fold_line_reference",
+           "fold_raw", "folder", "usable_layout"]

@@ -114,7 +114,7 @@ def process_window(state: AggregateState, w: Window, location: str, strict: bool
         note_methodology(state, w.methodology)
 
 
-# -- what every window adds (the C path calls these too) ----------------------------------
+# -- what every window adds (fold_plain's path calls these; the C Folder adds the same, in this order) --
 
 
 def add_totals(state: AggregateState, bucket: Bucket, energy: float, carbon_kg: float, requests: int) -> None:
