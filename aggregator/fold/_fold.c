@@ -2020,6 +2020,7 @@ typedef struct {
     u128 added[N_COUNTS];
     double cur_lo, cur_hi; /* the bucket take() folds into, [cur_lo, cur_hi) (from enter) */
     PyObject *cur_bucket;  /* NULL: none yet, or forgotten at a sync */
+    long long lookups, probes, max_probe; /* name lookups, slots stepped past their homes, the longest walk */
 } Folder;
 
 static inline uint64_t name_hash(const char *k, Py_ssize_t n) { /* FNV-1a */
@@ -2029,17 +2030,30 @@ static inline uint64_t name_hash(const char *k, Py_ssize_t n) { /* FNV-1a */
     return h;
 }
 
+/* The probe statistics (Folder.probes, .lookups, .max_probe): slots stepped past a lookup's
+ * home slot, in the name table and the line's duplicate check. */
+static inline void probed(Folder *f, Py_ssize_t steps) {
+    f->lookups++;
+    f->probes += steps;
+    if (steps > f->max_probe)
+        f->max_probe = steps;
+}
+
 static Py_ssize_t slot_find(Folder *f, const char *k, Py_ssize_t n, uint64_t h) {
     if (f->table_size == 0)
         return -1;
-    Py_ssize_t mask = f->table_size - 1;
-    for (Py_ssize_t i = (Py_ssize_t)(h & mask);; i = (i + 1) & mask) {
+    Py_ssize_t mask = f->table_size - 1, steps = 0;
+    for (Py_ssize_t i = (Py_ssize_t)(h & mask);; i = (i + 1) & mask, steps++) {
         Py_ssize_t v = f->table[i];
-        if (v == 0)
+        if (v == 0) {
+            probed(f, steps);
             return -1;
+        }
         Slot *sl = &f->slots[v - 1];
-        if (sl->hash == h && sl->len == n && memcmp(sl->key, k, n) == 0)
+        if (sl->hash == h && sl->len == n && memcmp(sl->key, k, n) == 0) {
+            probed(f, steps);
             return v - 1;
+        }
     }
 }
 
@@ -2226,14 +2240,17 @@ static int decide(Folder *f, const Raw *w, int *flags) {
         if (kl == 0 || kl > MAX_NAME_BYTES || ((size_t)kl == un_len && memcmp(k, UNATTRIBUTED_NAME, un_len) == 0))
             return 0; /* an unusable name or _unattributed: the reference decides */
         uint64_t h = ent_hash[i] = name_hash(k, kl);
-        for (Py_ssize_t j = (Py_ssize_t)(h & mask);; j = (j + 1) & mask) { /* a name twice: decline */
+        for (Py_ssize_t j = (Py_ssize_t)(h & mask), steps = 0;; j = (j + 1) & mask, steps++) { /* a name twice: decline */
             Py_ssize_t v = f->seen[j];
             if (v == 0) {
                 f->seen[j] = i + 1;
+                probed(f, steps);
                 break;
             }
-            if (ent_hash[v - 1] == h && ent_klen[v - 1] == kl && memcmp(ent_key[v - 1], k, kl) == 0)
+            if (ent_hash[v - 1] == h && ent_klen[v - 1] == kl && memcmp(ent_key[v - 1], k, kl) == 0) {
+                probed(f, steps);
                 return 0;
+            }
         }
         /* the tag: an empty one is no tag (accept_model(None)) */
         ent_tagi[i] = -1;
@@ -2737,6 +2754,10 @@ static PyMethodDef folder_methods[] = {
 static PyMemberDef folder_members[] = {
     {"folded", T_LONGLONG, offsetof(Folder, folded), READONLY, "lines folded from their bytes"},
     {"declined", T_LONGLONG, offsetof(Folder, declined), READONLY, "lines declined (folded the long way)"},
+    {"lookups", T_LONGLONG, offsetof(Folder, lookups), READONLY,
+     "names looked up in the name table and the line's duplicate check"},
+    {"probes", T_LONGLONG, offsetof(Folder, probes), READONLY, "slots those lookups stepped past their home slots"},
+    {"max_probe", T_LONGLONG, offsetof(Folder, max_probe), READONLY, "the longest such walk"},
     {NULL},
 };
 
