@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 14
+#define FOLD_VERSION 15
 /* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
  * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
  * values below are only what they are before that call. */
@@ -2023,12 +2023,54 @@ typedef struct {
     long long lookups, probes, max_probe; /* name lookups, slots stepped past their homes, the longest walk */
 } Folder;
 
-static inline uint64_t name_hash(const char *k, Py_ssize_t n) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)k[i]) * 1099511628211ULL;
-    return h;
+/* The name tables' hash: SipHash-1-3 (J.-P. Aumasson and D. J. Bernstein, "SipHash: a fast
+ * short-input PRF", INDOCRYPT 2012; 1 compression and 3 finalisation rounds, the variant
+ * CPython hashes str and bytes with since 3.11), keyed by NAME_KEY, 16 bytes of os.urandom
+ * drawn once per process at module init. An archive's author, who does not know the key,
+ * cannot choose names that share a home slot (until FOLD_VERSION 13 the hash was an unkeyed
+ * FNV-1a, and names chosen against it made every lookup walk them all: bench fold_collide).
+ * The key decides only where a name sits in a table, never what is folded: the reports are
+ * the same bytes under every key (tests/aggregator/test_fold_name_table.py). */
+static uint64_t NAME_KEY[2];
+
+#define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                 \
+    do {                                                                                         \
+        v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32);                            \
+        v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2;                                                 \
+        v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0;                                                 \
+        v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32);                            \
+    } while (0)
+
+static uint64_t siphash13(const uint64_t key[2], const char *k, Py_ssize_t n) {
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t v0 = key[0] ^ 0x736f6d6570736575ULL, v1 = key[1] ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = key[0] ^ 0x6c7967656e657261ULL, v3 = key[1] ^ 0x7465646279746573ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t m = 0;
+        for (int b = 7; b >= 0; b--) /* little-endian, whatever the machine */
+            m = m << 8 | p[i + b];
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t last = (uint64_t)n << 56;
+    for (int b = (int)(n - i) - 1; b >= 0; b--)
+        last |= (uint64_t)p[i + b] << (8 * b);
+    v3 ^= last;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
 }
+#undef SIPROUND
+#undef ROTL64
+
+static inline uint64_t name_hash(const char *k, Py_ssize_t n) { return siphash13(NAME_KEY, k, n); }
 
 /* The probe statistics (Folder.probes, .lookups, .max_probe): slots stepped past a lookup's
  * home slot, in the name table and the line's duplicate check. */
@@ -2040,8 +2082,10 @@ static inline void probed(Folder *f, Py_ssize_t steps) {
 }
 
 static Py_ssize_t slot_find(Folder *f, const char *k, Py_ssize_t n, uint64_t h) {
-    if (f->table_size == 0)
+    if (f->table_size == 0) {
+        probed(f, 0);
         return -1;
+    }
     Py_ssize_t mask = f->table_size - 1, steps = 0;
     for (Py_ssize_t i = (Py_ssize_t)(h & mask);; i = (i + 1) & mask, steps++) {
         Py_ssize_t v = f->table[i];
@@ -2852,6 +2896,34 @@ static PyObject *scan_value(PyObject *module, PyObject *arg) {
     return PyBool_FromLong(ok);
 }
 
+/* name_hash(data, key=None): the name tables' hash of data (bytes-like) under the process's
+ * key, or under `key` (16 bytes: k0, k1 little-endian, as the SipHash paper reads a key), for
+ * tests/aggregator/test_fold_name_table.py. */
+static PyObject *name_hash_py(PyObject *module, PyObject *args) {
+    Py_buffer data, key = {0};
+    if (!PyArg_ParseTuple(args, "y*|y*:name_hash", &data, &key))
+        return NULL;
+    uint64_t k[2] = {NAME_KEY[0], NAME_KEY[1]};
+    if (key.obj != NULL) {
+        if (key.len != 16) {
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&key);
+            PyErr_SetString(PyExc_ValueError, "name_hash: a key is 16 bytes");
+            return NULL;
+        }
+        const unsigned char *b = key.buf;
+        k[0] = k[1] = 0;
+        for (int i = 7; i >= 0; i--) {
+            k[0] = k[0] << 8 | b[i];
+            k[1] = k[1] << 8 | b[8 + i];
+        }
+        PyBuffer_Release(&key);
+    }
+    uint64_t h = siphash13(k, data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
 static PyObject *scan_number(PyObject *module, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
@@ -3099,6 +3171,9 @@ static PyMethodDef methods[] = {
      "          unattributed)\n\nThe contract's facts (see _fold.c); ValueError when the code is written for others."},
     {"scan_value", (PyCFunction)scan_value, METH_O,
      "scan_value(text) -> bool\n\nWhether text is one JSON value the byte scan skips (orjson must read it too)."},
+    {"name_hash", (PyCFunction)name_hash_py, METH_VARARGS,
+     "name_hash(data, key=None) -> int\n\nThe Folder's name-table hash (SipHash-1-3) of data under the process's key, or "
+     "under key (16 bytes)."},
     {"scan_number", (PyCFunction)scan_number, METH_O,
      "scan_number(text) -> float | int | None\n\nThe number the byte scan reads from a JSON number token (None: declined)."},
     {"fold_plain", (PyCFunction)(void (*)(void))fold_plain, METH_FASTCALL,
@@ -3140,6 +3215,18 @@ PyMODINIT_FUNC PyInit__fold(void) {
     for (int i = 0; i < N_COUNTS; i++)
         if ((COUNT_ATTR[i] = PyUnicode_InternFromString(COUNT_TEXT[i])) == NULL)
             return NULL;
+    /* the name tables' key: 16 bytes of os.urandom, once per process */
+    PyObject *os = PyImport_ImportModule("os"), *key = os ? PyObject_CallMethod(os, "urandom", "i", 16) : NULL;
+    Py_XDECREF(os);
+    if (key == NULL)
+        return NULL;
+    if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 16) {
+        Py_DECREF(key);
+        PyErr_SetString(PyExc_RuntimeError, "_fold: os.urandom(16) gave no 16 bytes");
+        return NULL;
+    }
+    memcpy(NAME_KEY, PyBytes_AS_STRING(key), sizeof NAME_KEY); /* raw random bits: their byte order is no matter */
+    Py_DECREF(key);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
