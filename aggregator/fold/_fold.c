@@ -726,8 +726,8 @@ static PyObject *window_end(PyObject *module, PyObject *rec) {
  *
  * Speed: strings are scanned 16 bytes at a time (SSE2), skipped values by one iterative loop
  * with a stack of container kinds, and numbers are read in one pass whose double is computed
- * by Clinger's fast path or Eisel-Lemire (exact, as orjson's and strtod's; strtod only for
- * what those cannot decide). tests/aggregator/test_fold_numbers.py holds both to orjson. */
+ * by Clinger's fast path or Eisel-Lemire (exact, as orjson's; exact_double, CPython's
+ * locale-independent correctly rounded reader, only for what those cannot decide). tests/aggregator/test_fold_numbers.py holds both to orjson. */
 
 typedef struct {
     const char *p, *end;
@@ -912,6 +912,24 @@ typedef struct {
 
 #define EXP_CAP 100000 /* an exponent past this is saturated (the value is 0 or past the range) */
 
+/* The correctly rounded double of a JSON number token (NUL-terminated) that the fast paths
+ * cannot decide: PyOS_string_to_double, CPython's own reader (David Gay's correctly rounded
+ * strtod in Python/dtoa.c where sys.float_repr_style is "short", as on every platform we
+ * build for), which is independent of the C locale: a host process that sets LC_NUMERIC to
+ * a comma-decimal locale changes nothing here, where the C library's strtod would read "1.5"
+ * as 1. It needs the GIL (the fold holds it throughout). Past the range it gives +-HUGE_VAL;
+ * should it fail (no memory), NAN, which no figure accepts: the line is declined and folded
+ * the long way, and counted so (Folder.declined). Nothing in this file calls a
+ * locale-sensitive C function (tests/aggregator/test_fold_locale.py). */
+static double exact_double(const char *buf) {
+    double d = PyOS_string_to_double(buf, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NAN;
+    }
+    return d;
+}
+
 /* The number at p: the byte after it, or NULL when it is not JSON or past the double range
  * (orjson refuses 1e400; it reads 1e-400 as 0.0). */
 static const char *number_end(const char *p, const char *end, Num *n) {
@@ -977,16 +995,16 @@ static const char *number_end(const char *p, const char *end, Num *n) {
     n->is_float = fl;
     n->many = many;
     n->digits = digits;
-    /* past the double range? value < 10^(digits + q); beyond 10^300 ask strtod */
+    /* past the double range? value < 10^(digits + q); beyond 10^300 ask exact_double */
     if (w != 0 && digits + q10 > 300) {
         char buf[400];
         if (n->len >= (Py_ssize_t)sizeof buf)
             return NULL;
         memcpy(buf, p, n->len);
         buf[n->len] = 0;
-        double d = strtod(buf, NULL);
+        double d = exact_double(buf);
         if (!(d > -HUGE_VAL && d < HUGE_VAL))
-            return NULL;
+            return NULL; /* past the range (or NAN: not read) */
     }
     return q;
 }
@@ -1134,7 +1152,7 @@ static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 
 /* w x 10^q correctly rounded (round half to even), w != 0 with at most 19 digits: 1 and *out,
  * or 0 when this cannot decide (out of the table, subnormal, an ambiguous product): the caller
- * then asks strtod. */
+ * then asks exact_double. */
 static int eisel_lemire(uint64_t w, int64_t q, double *out) {
     if (q >= -22 && q <= 22 && w <= (1ULL << 53)) { /* Clinger's fast path: exact operands */
         double d = (double)w;
@@ -1155,7 +1173,7 @@ static int eisel_lemire(uint64_t w, int64_t q, double *out) {
             hi++;
     }
     if (lo == UINT64_MAX)
-        return 0; /* cannot tell (fast_float's old guard, kept: strtod decides) */
+        return 0; /* cannot tell (fast_float's old guard, kept: exact_double decides) */
     int upper = (int)(hi >> 63);
     int shift = upper + 64 - 52 - 3;
     uint64_t mantissa = hi >> shift;
@@ -1189,7 +1207,7 @@ static double num_value(const Num *n) {
             return NAN; /* never a clean figure: declined */
         memcpy(buf, n->tok, n->len);
         buf[n->len] = 0;
-        return strtod(buf, NULL);
+        return exact_double(buf);
     }
     return n->neg ? -d : d;
 }
@@ -2934,10 +2952,12 @@ static PyObject *scan_number(PyObject *module, PyObject *arg) {
     PyBuffer_Release(&view);
     if (!ok)
         Py_RETURN_NONE;
-    if (!n.is_float && !n.many)
-        return n.neg ? PyLong_FromLongLong(-(long long)n.w) : PyLong_FromUnsignedLongLong(n.w);
+    if (!n.is_float && !n.many && !n.neg)
+        return PyLong_FromUnsignedLongLong(n.w); /* up to 19 digits: below 2^64 */
+    if (!n.is_float && !n.many && n.w <= (1ULL << 63)) /* down to -2^63, negated in unsigned arithmetic */
+        return PyLong_FromLongLong(n.w == (1ULL << 63) ? LLONG_MIN : -(long long)n.w);
     if (!n.is_float)
-        Py_RETURN_NONE; /* an int past 19 digits: never a count */
+        Py_RETURN_NONE; /* an int past 19 digits or below -2^63 (orjson reads a float): never a count */
     return PyFloat_FromDouble(num_value(&n));
 }
 

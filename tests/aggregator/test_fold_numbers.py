@@ -2,9 +2,12 @@
 and its skip, held to orjson, which reads every line the scan declines.
 
 - ``scan_number``: the double the scan reads from a number token (Clinger's fast path, then
-  Eisel-Lemire over a table of 128-bit powers of five, then strtod) must be the one orjson
-  reads, bit for bit, on every token: random doubles at every precision, random digit strings
-  with exponents across and past the table, exact and near halfway points between doubles.
+  Eisel-Lemire over a table of 128-bit powers of five, then CPython's PyOS_string_to_double)
+  must be the one orjson reads, bit for bit, on every token: random doubles at every
+  precision, random digit strings with exponents across and past the table, exact and near
+  halfway points between doubles. An int token is read exactly where orjson reads an int of
+  at most 19 digits (-2**63 .. 2**64 - 1), and declined (None) elsewhere: below -2**63 orjson
+  reads a float, and the scan once gave a wrapped int there.
 - ``scan_value``: the skip accepts a text only if orjson reads it (else a line the fold took
   from its bytes would be one the reference calls malformed), and accepts the JSON orjson
   writes (else the byte path would never run).
@@ -42,8 +45,12 @@ def _same(text: str) -> None:
     except orjson.JSONDecodeError:
         assert got is None, text
         return
-    if not any(c in text for c in ".eE"):  # an int token: never a figure (past 19 digits: declined)
-        assert got is None or (type(got) is int and got == want), text
+    if not any(c in text for c in ".eE"):  # an int token: never a figure
+        digits = len(text.lstrip("-"))
+        if type(want) is int and digits <= 19:  # read exactly, -2**63 included
+            assert type(got) is int and got == want, (text, got, want)
+        else:  # past 19 digits, or a float to orjson (below -2**63, above 2**64 - 1): declined
+            assert got is None, (text, got, want)
         return
     if got is None:  # declined: allowed only where the reader says it declines (never for these)
         pytest.fail(f"declined {text!r}")
@@ -123,6 +130,27 @@ def test_halfway_points_between_doubles_round_to_even_as_orjson_does():
                                   ".5", "-", "1e", "1e+", "--1", "+1", "1.5e-05", "0e999999", "1" * 309, "1" * 310])
 def test_edge_tokens_read_as_orjson_reads_them(text):
     _same(text)
+
+
+INT_EDGES = [str(v) for v in (-(2**63), -(2**63) - 1, -(2**63) + 1, -(2**63) - 2, -(10**19) + 1, -(10**19),
+                               -(2**64) + 1, -(2**64), 2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**19 - 1, 10**19, 0, -1)]
+
+
+@pytest.mark.parametrize("text", INT_EDGES)
+def test_int_tokens_at_the_64_bit_edges_read_as_orjson_reads_them_or_are_declined(text):
+    _same(text)
+
+
+def test_an_int_below_minus_two_to_the_63_is_declined_not_wrapped():
+    assert EXT.scan_number(b"-9223372036854775808") == -(2**63)
+    assert EXT.scan_number(b"-9223372036854775809") is None  # orjson: -9.223372036854776e18; once 2**63 - 1
+    assert EXT.scan_number(b"-9999999999999999999") is None  # once 8446744073709551617
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.integers(-(10**21), 10**21) | st.integers(-(2**64) - 2, 2**64 + 2))
+def test_any_int_token_reads_as_orjson_reads_it_or_is_declined(value):
+    _same(str(value))
 
 
 JSON = st.recursive(
