@@ -3,7 +3,7 @@
 The archive of the aggregate bench's ``1,000 services, changing`` scenario (the agent's own
 window bodies: each window a draw of about 1,000 services from 1,500), folded by the local
 engine twice: with the 1,500 names replaced by names whose old name-table hash (FNV-1a,
-``_fold.c`` up to FOLD_VERSION 13) shares its low 13 bits (``bench/collide.py``), and by the
+``_fold.c`` up to FOLD_VERSION 14) shares its low 13 bits (``bench/collide.py``), and by the
 same prefixes with a fixed tail (same lengths). With an unkeyed hash the first is a flood:
 every lookup walks the whole cluster. With the keyed hash both must cost the same.
 

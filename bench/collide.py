@@ -1,6 +1,6 @@
 """Service names chosen against the C Folder's old name-table hash (hash flooding, issue 18).
 
-Until FOLD_VERSION 14 the Folder (``aggregator/fold/_fold.c``) found a service by an
+Up to FOLD_VERSION 14 the Folder (``aggregator/fold/_fold.c``) found a service by an
 *unkeyed* hash of its name's bytes, 64-bit FNV-1a, in tables of open addressing by linear
 probing whose home slot is the hash's low bits. Anyone who writes an archive could then pick
 names that all share a home slot: each lookup walks past every name met before it, and a
@@ -31,7 +31,7 @@ BITS = 13
 
 
 def fnv1a(data: bytes) -> int:
-    """The old name hash (``_fold.c`` ``name_hash`` up to FOLD_VERSION 13)."""
+    """The old name hash (``_fold.c`` ``name_hash`` up to FOLD_VERSION 14)."""
     h = FNV_OFFSET
     for b in data:
         h = ((h ^ b) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF

@@ -2045,7 +2045,7 @@ typedef struct {
  * short-input PRF", INDOCRYPT 2012; 1 compression and 3 finalisation rounds, the variant
  * CPython hashes str and bytes with since 3.11), keyed by NAME_KEY, 16 bytes of os.urandom
  * drawn once per process at module init. An archive's author, who does not know the key,
- * cannot choose names that share a home slot (until FOLD_VERSION 13 the hash was an unkeyed
+ * cannot choose names that share a home slot (up to FOLD_VERSION 14 the hash was an unkeyed
  * FNV-1a, and names chosen against it made every lookup walk them all: bench fold_collide).
  * The key decides only where a name sits in a table, never what is folded: the reports are
  * the same bytes under every key (tests/aggregator/test_fold_name_table.py). */

@@ -1,7 +1,7 @@
 """The C Folder's name tables against hash flooding (``_fold.c``, "the name tables' hash").
 
 The Folder finds a line's services in a table of open addressing whose home slot is a hash of
-the name's bytes, and checks a line for a name twice in another. Up to FOLD_VERSION 13 that
+the name's bytes, and checks a line for a name twice in another. Up to FOLD_VERSION 14 that
 hash was FNV-1a, unkeyed: names chosen against it (``bench/collide.py``) all share a home
 slot, and each lookup walks every one met before it (bench fold_collide: 927 against 300
 us/line). Now it is SipHash-1-3 under a key drawn per process from os.urandom. Proven here,
