@@ -63,6 +63,7 @@ LINK_S = 0.5  # a worker looks for a new readings.json and writes its op totals 
 SWITCH_S = 1.0  # new readings are used from this long after they were published, in all workers
 STALE_AFTER_S = 10.0  # a readings.json older than this: the publisher is silent
 FIRST_READ_S = 10.0  # a worker waits at most this long at start for the first readings
+MAX_FILE_BYTES = 8 << 20  # a shared file over this is refused unread (a foreign/runaway writer)
 
 
 def sources_dir(archive_dir: Path, agent_id: str) -> Path:
@@ -71,6 +72,26 @@ def sources_dir(archive_dir: Path, agent_id: str) -> Path:
 
 def ops_file(directory: Path, index: int) -> Path:
     return directory / f"ops-w{index}.json"
+
+
+def _read_doc(path: Path) -> Any:
+    """A shared file's JSON, or ``ValueError`` saying why not: over ``MAX_FILE_BYTES`` (a
+    foreign or runaway writer), not UTF-8 JSON, or nested too deep for the parser."""
+    with path.open("rb") as f:
+        raw = f.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise ValueError(f"over {MAX_FILE_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def _count(n: Any) -> int:
+    """An op total: an int >= 0 (not a bool, a float or a string)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"op total {n!r} is not an integer >= 0")
+    return n
 
 
 def _replace(path: Path, doc: Mapping[str, Any]) -> None:
@@ -191,11 +212,14 @@ class SignalHub:
     def _collect_ops(self) -> None:
         for k in range(self.workers):
             try:
-                doc = json.loads(ops_file(self.dir, k).read_bytes())
-                pid, totals = int(doc["pid"]), {str(s): int(n) for s, n in doc["totals"].items()}
+                doc = _read_doc(ops_file(self.dir, k))
+                pid = doc["pid"]
+                if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+                    raise ValueError(f"pid {pid!r}")
+                totals = {str(s): _count(n) for s, n in doc["totals"].items()}
             except FileNotFoundError:
                 continue
-            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            except Exception as exc:  # any bad file (even one deep enough to recurse) is refused
                 if self.ops_unreadable % 60 == 0:  # the first, then every minute or so
                     log.warning("worker %d's I/O-op totals %s are unreadable (%s; %d so far): its "
                                 "ops since are counted once the file reads again", k,

@@ -367,3 +367,52 @@ def test_new_readings_take_effect_at_one_instant_in_every_worker(tmp_path, loopb
     assert used(w0) == 102.0 and w0.seq == 3
     assert upstream.requests == [ZONE_PATH, ZONE_PATH]
     hub.stop()
+
+
+@pytest.mark.parametrize("body", [
+    '{"pid": 5, "totals": {"checkout": Infinity}}',  # json.loads takes it; int() overflows
+    '{"pid": 5, "totals": {"checkout": 1e400}}',
+    '{"pid": 5, "totals": {"checkout": NaN}}',
+    '{"pid": 5, "totals": {"checkout": 2.5}}',
+    '{"pid": 5, "totals": {"checkout": "7"}}',
+    '{"pid": 5, "totals": {"checkout": true}}',
+    '{"pid": true, "totals": {"checkout": 1}}',
+    '{"pid": 5, "totals": [1]}',
+    '[' * 100_000 + ']' * 100_000,  # deep enough to recurse in the parser
+    '{"pid": 5, "totals": {"checkout": 1}, "pad": "' + 'x' * (9 << 20) + '"}',  # huge
+    '{"pid": 5, "tot',  # a partial write
+    '\xff\xfe',
+])
+def test_a_hostile_ops_file_is_refused_and_the_publisher_goes_on(tmp_path, body):
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 2)
+    hub.start()
+    try:
+        w1 = SharedSignals(directory, 1)
+        w1.ops.add({"checkout": 4})
+        w1.write_ops()
+        ops_file(directory, 0).write_bytes(body.encode("utf-8", "surrogateescape")
+                                           if body != '\xff\xfe' else b'\xff\xfe')
+        before = json.loads((directory / READINGS).read_bytes())["seq"]
+        hub.publish()  # never stopped by a bad file: the workers would go silent
+        doc = json.loads((directory / READINGS).read_bytes())
+        assert doc["seq"] == before + 1
+        assert hub.ops_unreadable == 1 and doc["ops_unreadable"] == 1
+        assert hub.manager.ops.totals() == {"checkout": 4}  # worker 1's, nothing of worker 0's
+    finally:
+        hub.stop()
+
+
+def test_negative_op_totals_cannot_inflate_the_count(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 1)
+    hub.start()
+    try:
+        ops_file(directory, 0).write_text('{"pid": 5, "totals": {"checkout": -1000}}')
+        hub.collect_ops()
+        ops_file(directory, 0).write_text('{"pid": 5, "totals": {"checkout": 3}}')
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 3}  # not 1,003
+        assert hub.ops_unreadable == 1
+    finally:
+        hub.stop()
