@@ -282,15 +282,24 @@ class AgentMetrics:
                                         "supervisor's [sources] readings went silent (over 10 s "
                                         "old); the last readings are kept and go stale",
                                         registry=r)
+        self.readings_refused = Counter("carbonspan_sources_readings_refused", "Versions of the "
+                                        "supervisor's readings.json this worker refused "
+                                        "(unreadable, malformed, not finite); the last readings "
+                                        "are kept", registry=r)
         self._silences_seen = 0
+        self._refused_seen = 0
 
-    def record_publisher(self, up: bool, age_s: float | None, silences: int) -> None:
+    def record_publisher(self, up: bool, age_s: float | None, silences: int,
+                         refused: int = 0) -> None:
         with self._lock:
             self.publisher_up.set(1.0 if up else 0.0)
             self.publisher_age.set(-1.0 if age_s is None else max(0.0, age_s))
             if silences > self._silences_seen:
                 self.publisher_silent.inc(silences - self._silences_seen)
                 self._silences_seen = silences
+            if refused > self._refused_seen:
+                self.readings_refused.inc(refused - self._refused_seen)
+                self._refused_seen = refused
 
     def signal_log_on(self, kinds: tuple[str, ...], reasons: tuple[str, ...]) -> None:
         """With ``[agent.signal_log]``: every series exists from the start (at 0)."""

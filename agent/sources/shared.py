@@ -42,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -115,17 +116,52 @@ def encode_signals(sig: Signals, host_until: Mapping[str, float]) -> dict[str, A
     }
 
 
+def _num(x: Any, what: str, low: float = 0.0) -> float:
+    """A finite number >= ``low`` (not a bool, a string or ``NaN``/``Infinity``)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise ValueError(f"{what} {x!r} is not a number")
+    v = float(x)  # an int past float's range raises OverflowError: refused as well
+    if not math.isfinite(v) or v < low:
+        raise ValueError(f"{what} {x!r} is not a finite number >= {low:g}")
+    return v
+
+
+def _row(v: Any, n: int, what: str) -> list[Any]:
+    if not isinstance(v, list) or len(v) != n:
+        raise ValueError(f"{what} {v!r} is not a list of {n}")
+    return v
+
+
+def _tag(x: Any, what: str) -> str:
+    if not isinstance(x, str):
+        raise ValueError(f"{what} tag {x!r} is not a string")
+    return x
+
+
 def decode_signals(doc: Mapping[str, Any]) -> tuple[Signals, dict[str, float]]:
-    """``(Signals, host watts' stale-after times)``; ``ValueError``/``TypeError`` for a bad doc."""
-    measured = {str(k): MeasuredRate(float(v[0]), str(v[1]), float(v[2]), float(v[3]))
-                for k, v in doc["measured"].items()}
-    live = {str(k): LiveIntensity(float(v[0]), str(v[1]), float(v[2]), bool(v[3]),
-                                  None if v[4] is None else float(v[4]))
-            for k, v in doc["live_intensity"].items()}
-    hosts = {str(h): (float(v[0]), str(v[1])) for h, v in doc["host_watts"].items()}
-    until = {str(h): float(v[2]) for h, v in doc["host_watts"].items() if v[2] is not None}
+    """``(Signals, host watts' stale-after times)``; ``ValueError`` (or ``TypeError``,
+    ``KeyError``, ...) for a bad doc: every value a finite number >= 0 (times finite), every
+    tag a string, every row its exact length, so no foreign or corrupt file is scored."""
+    measured, live, hosts, until = {}, {}, {}, {}
+    for k, v in doc["measured"].items():
+        v = _row(v, 4, f"measured[{k!r}]")
+        measured[str(k)] = MeasuredRate(_num(v[0], "kwh_per_op"), _tag(v[1], "measured"),
+                                        _num(v[2], "taken_at", -math.inf),
+                                        _num(v[3], "interval_s"))
+    for k, v in doc["live_intensity"].items():
+        v = _row(v, 5, f"live_intensity[{k!r}]")
+        if not isinstance(v[3], bool):
+            raise ValueError(f"estimated {v[3]!r} is not a bool")
+        live[str(k)] = LiveIntensity(_num(v[0], "gco2_kwh"), _tag(v[1], "live"),
+                                     _num(v[2], "taken_at", -math.inf), v[3],
+                                     None if v[4] is None else _num(v[4], "max_age_s"))
+    for h, v in doc["host_watts"].items():
+        v = _row(v, 3, f"host_watts[{h!r}]")
+        hosts[str(h)] = (_num(v[0], "watts"), _tag(v[1], "host_watts"))
+        if v[2] is not None:
+            until[str(h)] = _num(v[2], "stale_at", -math.inf)
     return (Signals(measured=measured, live_intensity=live, host_watts=hosts,
-                    max_signal_age_s=float(doc["max_signal_age_s"])), until)
+                    max_signal_age_s=_num(doc["max_signal_age_s"], "max_signal_age_s")), until)
 
 
 # -- the supervisor's side -------------------------------------------------------------------------
@@ -272,11 +308,13 @@ class SharedSignals:
         self._effective_at = 0.0
         self._health: dict[str, dict[str, Any]] = {}
         self._stamp: tuple[int, int, int] | None = None
+        self._refused: tuple[int, int, int] | None = None  # the file last refused, not re-read
         self._published_at: float | None = None
         self.seq = 0
         self.silent = False  # the publisher is silent (STALE_AFTER_S)
         self.silences = 0
-        self.unreadable = 0
+        self.unreadable = 0  # readings.json versions refused
+        self.ops_write_failures = 0
         self._counts_seen: dict[str, int] = {}
         self._ops_written: dict[str, int] | None = None
         self._lock = threading.Lock()
@@ -299,12 +337,20 @@ class SharedSignals:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        self.write_ops()
+        self._write_ops_once()
+
+    def _write_ops_once(self) -> None:
+        try:  # one failing must not stop the rest: a worker that cannot write its ops
+            self.write_ops()  # still reads the readings every other worker uses, and stops
+        except Exception as exc:
+            self.ops_write_failures += 1
+            log.warning("could not write this worker's I/O-op totals %s (%s; %d so far)",
+                        ops_file(self.dir, self.index), exc, self.ops_write_failures)
 
     def _run(self) -> None:
         while not self._stop.wait(LINK_S):
+            self._write_ops_once()
             try:
-                self.write_ops()
                 self.refresh()
             except Exception:
                 log.exception("the link to the supervisor's [sources] readings failed once")
@@ -320,29 +366,40 @@ class SharedSignals:
         new snapshot was taken."""
         path = self.dir / READINGS
         fresh = False
+        stamp = None
         try:
             st = path.stat()
             stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp:
-                doc = json.loads(path.read_bytes())
-                if doc.get("format") != FORMAT:
-                    raise ValueError(f"format {doc.get('format')!r}, not {FORMAT!r}")
+            if stamp != self._stamp and stamp != self._refused:
+                doc = _read_doc(path)
+                if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+                    raise ValueError(f"not a {FORMAT} document")
                 new = decode_signals(doc["signals"])
                 old = None if doc.get("previous") is None else decode_signals(doc["previous"])
+                seq = doc["seq"]
+                if isinstance(seq, bool) or not isinstance(seq, int):
+                    raise ValueError(f"seq {seq!r}")
+                health = {str(k): dict(v) for k, v in doc["health"].items()}
+                published = _num(doc["published_at"], "published_at", -math.inf)
+                effective = _num(doc.get("effective_at") or 0.0, "effective_at", -math.inf)
+                counts = doc.get("signal_log") or {}
+                if not all(isinstance(n, int) for n in counts.values()):
+                    raise ValueError("signal_log counts are not integers")
                 with self._lock:
                     self._new, self._old = new, old
-                    self._effective_at = float(doc.get("effective_at") or 0.0)
-                    self._health = {str(k): dict(v) for k, v in doc["health"].items()}
-                    self._published_at = float(doc["published_at"])
-                    self.seq = int(doc["seq"])
+                    self._effective_at = effective
+                    self._health = health
+                    self._published_at = published
+                    self.seq = seq
                 self._stamp = stamp
-                self._count_signal_log(doc.get("signal_log") or {})
+                self._count_signal_log(counts)
                 fresh = True
         except FileNotFoundError:
             pass
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        except Exception as exc:  # a bad file (any way it is bad) is refused, once per version
+            self._refused = stamp
             self.unreadable += 1
-            log.warning("the supervisor's [sources] readings %s are unreadable (%s); keeping "
+            log.warning("the supervisor's [sources] readings %s are refused (%s); keeping "
                         "the last ones", path, exc)
         self._judge()
         return fresh
@@ -361,7 +418,7 @@ class SharedSignals:
         if self.metrics is not None:
             self.metrics.record_publisher(
                 not silent, None if self._published_at is None else now - self._published_at,
-                self.silences)
+                self.silences, self.unreadable)
 
     def _count_signal_log(self, counts: Mapping[str, int]) -> None:
         if not self._signal_log or self.metrics is None:

@@ -416,3 +416,92 @@ def test_negative_op_totals_cannot_inflate_the_count(tmp_path):
         assert hub.ops_unreadable == 1
     finally:
         hub.stop()
+
+
+def _good_readings(directory, now: float, seq: int = 1) -> dict:
+    sig = Signals(measured={"checkout": MeasuredRate(2e-9, "scaphandre_rapl", now, 10.0)},
+                  live_intensity={"eu-west-3": LiveIntensity(55.0, "electricity_maps_api", now)},
+                  host_watts={"db": (120.0, "redfish_bmc")})
+    return {"format": "carbonspan-shared-signals/1", "seq": seq, "published_at": now,
+            "effective_at": now, "signals": encode_signals(sig, {"db": now + 90}),
+            "previous": None, "health": {}, "signal_log": {}}
+
+
+def _spoil(doc: dict, how: str) -> bytes:
+    sig = doc["signals"]
+    if how == "deep":
+        return b"[" * 100_000 + b"]" * 100_000
+    if how == "huge":
+        return json.dumps({**doc, "pad": "x" * (9 << 20)}).encode()
+    if how == "truncated":
+        return json.dumps(doc).encode()[:-7]
+    if how == "list":
+        return b"[1, 2]"
+    if how == "nan_rate":
+        sig["measured"]["checkout"][0] = float("nan")
+    elif how == "inf_intensity":
+        sig["live_intensity"]["eu-west-3"][0] = float("inf")
+    elif how == "negative_watts":
+        sig["host_watts"]["db"][0] = -5.0
+    elif how == "string_row":  # "1234"[0..3] would pass float()/str() one by one
+        sig["measured"]["checkout"] = "1234"
+    elif how == "int_past_float":
+        sig["live_intensity"]["eu-west-3"][0] = 10**400
+    elif how == "bool_rate":
+        sig["measured"]["checkout"][0] = True
+    elif how == "nan_published":
+        doc["published_at"] = float("nan")
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("how", ["deep", "huge", "truncated", "list", "nan_rate",
+                                 "inf_intensity", "negative_watts", "string_row",
+                                 "int_past_float", "bool_rate", "nan_published"])
+def test_a_hostile_readings_file_is_refused_visibly_and_the_last_readings_kept(tmp_path, how):
+    directory = sources_dir(tmp_path, "a")
+    directory.mkdir(parents=True)
+    now = 1_800_000_000.0
+    (directory / READINGS).write_text(json.dumps(_good_readings(directory, now)))
+    metrics = AgentMetrics()
+    metrics.publisher_on()
+    link = SharedSignals(directory, 0, metrics, clock=Clock(now + 1))
+    assert link.refresh()
+    good = link.current()
+    (directory / READINGS).write_bytes(_spoil(_good_readings(directory, now + 1, 2), how))
+    assert not link.refresh()  # never raises, whatever the file holds
+    assert not link.refresh()  # the same bad file is refused once, not every half second
+    assert link.unreadable == 1 and link.seq == 1 and link.current() == good
+    assert "carbonspan_sources_readings_refused_total 1.0" in metrics.exposition().decode()
+    (directory / READINGS).write_text(json.dumps(_good_readings(directory, now + 2, 3)))
+    assert link.refresh() and link.seq == 3
+
+
+def test_a_worker_starts_even_if_its_first_readings_are_hostile(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    directory.mkdir(parents=True)
+    (directory / READINGS).write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    link = SharedSignals(directory, 0)
+    link.start(first_read_s=0.2)  # a RecursionError out of here stopped the worker at start
+    try:
+        assert link.seq == 0 and link.unreadable == 1
+    finally:
+        link.stop()
+
+
+def test_a_worker_that_cannot_write_its_ops_still_reads_the_readings(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 1)
+    hub.start()
+    link = SharedSignals(directory, 0)
+    try:
+        link.ops.add({"checkout": 3})
+        # the temporary name is taken by a directory: every write of the ops file fails
+        ops_file(directory, 0).with_name(f"ops-w0.json.{os.getpid()}.tmp").mkdir()
+        link.start(first_read_s=5)
+        seq = link.seq
+        hub.publish()
+        wait_for(lambda: link.seq > seq, timeout=20, what="the worker reads the new readings")
+        assert link.ops_write_failures >= 1
+    finally:
+        link.stop()  # its last write fails too, with a warning: the worker still stops
+        hub.stop()
