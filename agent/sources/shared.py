@@ -22,9 +22,13 @@ beside it, then renamed):
   before them: every worker uses the old ones until that instant and the new ones from it, so
   two workers scoring at the same moment use the same reading.
 - ``ops-w<k>.json`` (worker k -> supervisor), rewritten every ``LINK_S`` while it changes: the
-  worker's running I/O-op totals per service and its pid. The supervisor adds each worker's
-  increase (a new pid counts from zero: a restarted worker's totals start again) into the
-  manager's op counter, so a meter's joules are divided by the ops of all workers.
+  worker's running I/O-op totals per service, its pid, a token of this life of it and the
+  supervisor's ``run`` (a token in ``readings.json``). The supervisor adds each worker's
+  increase (a new pid or life token, or totals that went back, count from zero: a restarted
+  worker's totals start again, even under a reused pid) into the manager's op counter, so a
+  meter's joules are divided by the ops of all workers. Totals of another ``run`` (a worker
+  of a killed supervisor, still stopping, writing into the next run's directory) are refused
+  and counted, and a worker refuses readings of a run other than the first it read.
 
 A worker's link thread reads ``readings.json`` on change; the scoring path never does I/O.
 When ``published_at`` is older than ``STALE_AFTER_S`` (the supervisor's publisher stopped), the
@@ -44,6 +48,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -178,7 +183,9 @@ class SignalHub:
         self._signals: dict[str, Any] | None = None  # the readings published, encoded
         self._previous: dict[str, Any] | None = None  # the ones before, until effective_at
         self._effective_at = 0.0
-        self._seen: dict[int, tuple[int, dict[str, int]]] = {}  # worker -> (pid, totals)
+        # worker -> ((pid, life), totals): a life is one SharedSignals (a new token at each start)
+        self._seen: dict[int, tuple[tuple[int, str | None], dict[str, int]]] = {}
+        self.run = secrets.token_hex(8)  # this supervisor's run: the workers echo it in their ops
         self._signal_log: dict[str, int] = {}  # "metric:label" -> count, for worker 0's /metrics
         self._count_lock = threading.Lock()
         self._stop = threading.Event()
@@ -253,6 +260,10 @@ class SignalHub:
                 if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
                     raise ValueError(f"pid {pid!r}")
                 totals = {str(s): _count(n) for s, n in doc["totals"].items()}
+                if doc.get("run") != self.run:  # a worker of a previous supervisor, still stopping
+                    raise ValueError(f"written for supervisor run {doc.get('run')!r}, this one is "
+                                     f"{self.run!r}")
+                life = (pid, str(doc.get("life")))
             except FileNotFoundError:
                 continue
             except Exception as exc:  # any bad file (even one deep enough to recurse) is refused
@@ -262,13 +273,13 @@ class SignalHub:
                                 ops_file(self.dir, k), exc, self.ops_unreadable + 1)
                 self.ops_unreadable += 1
                 continue
-            last_pid, last = self._seen.get(k, (pid, {}))
-            if last_pid != pid or any(n < last.get(s, 0) for s, n in totals.items()):
-                last = {}  # a new life of the worker (a new pid, or totals that went back)
+            last_life, last = self._seen.get(k, (life, {}))
+            if last_life != life or any(totals.get(s, -1) < n for s, n in last.items()):
+                last = {}  # a new life of the worker (a new pid or token, or totals went back)
             delta = {s: n - last.get(s, 0) for s, n in totals.items() if n > last.get(s, 0)}
             if delta:
                 self.manager.ops.add(delta)
-            self._seen[k] = (pid, totals)
+            self._seen[k] = (life, totals)
 
     def publish(self) -> None:
         self.collect_ops()
@@ -281,7 +292,7 @@ class SignalHub:
             self._seq += 1
             counts = dict(self._signal_log)
         _replace(self.dir / READINGS, {
-            "format": FORMAT, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
+            "format": FORMAT, "run": self.run, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
             "signals": signals, "previous": self._previous, "effective_at": self._effective_at,
             "health": self.manager.health(), "signal_log": counts,
             "ops_unreadable": self.ops_unreadable, "ops_totals": self.manager.ops.totals(),
@@ -317,6 +328,8 @@ class SharedSignals:
         self.ops_write_failures = 0
         self._counts_seen: dict[str, int] = {}
         self._ops_written: dict[str, int] | None = None
+        self.life = secrets.token_hex(8)  # this worker life's token in its ops (pids get reused)
+        self.run: str | None = None  # the supervisor run of the first readings read: pinned
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -358,7 +371,8 @@ class SharedSignals:
     def write_ops(self) -> None:
         totals = self.ops.totals()
         if totals != self._ops_written:
-            _replace(ops_file(self.dir, self.index), {"pid": os.getpid(), "totals": totals})
+            _replace(ops_file(self.dir, self.index), {"pid": os.getpid(), "life": self.life,
+                                                      "run": self.run, "totals": totals})
             self._ops_written = totals
 
     def refresh(self) -> bool:
@@ -376,6 +390,10 @@ class SharedSignals:
                     raise ValueError(f"not a {FORMAT} document")
                 new = decode_signals(doc["signals"])
                 old = None if doc.get("previous") is None else decode_signals(doc["previous"])
+                run = doc.get("run")
+                if not isinstance(run, str) or (self.run is not None and run != self.run):
+                    raise ValueError(f"published by supervisor run {run!r}, not this worker's "
+                                     f"{self.run!r} (a new supervisor: this worker is stopping)")
                 seq = doc["seq"]
                 if isinstance(seq, bool) or not isinstance(seq, int):
                     raise ValueError(f"seq {seq!r}")
@@ -386,6 +404,7 @@ class SharedSignals:
                 if not all(isinstance(n, int) for n in counts.values()):
                     raise ValueError("signal_log counts are not integers")
                 with self._lock:
+                    self.run = run
                     self._new, self._old = new, old
                     self._effective_at = effective
                     self._health = health

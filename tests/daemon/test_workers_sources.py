@@ -225,6 +225,7 @@ def test_every_workers_ops_reach_the_supervisors_counter(tmp_path):
     hub.start()
     try:
         w0, w1 = SharedSignals(directory, 0), SharedSignals(directory, 1)
+        assert w0.refresh() and w1.refresh()  # each takes the supervisor's run from its readings
         w0.ops.add({"checkout": 5})
         w1.ops.add({"checkout": 7, "cart": 2})
         w0.write_ops()
@@ -239,12 +240,14 @@ def test_every_workers_ops_reach_the_supervisors_counter(tmp_path):
         assert hub.manager.ops.totals() == {"checkout": 12, "cart": 3}
         # a restarted worker 1 (another pid) counts from zero again
         doc = json.loads(ops_file(directory, 1).read_bytes())
-        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1,
+        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1, "run": hub.run,
+                                                      "life": doc["life"],
                                                       "totals": {"cart": 4}}))
         hub.collect_ops()
         assert hub.manager.ops.totals() == {"checkout": 12, "cart": 7}
         # totals that go back (a pid reused by the next life) count from zero as well
-        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1,
+        ops_file(directory, 1).write_text(json.dumps({"pid": doc["pid"] + 1, "run": hub.run,
+                                                      "life": doc["life"],
                                                       "totals": {"cart": 1}}))
         hub.collect_ops()
         assert hub.manager.ops.totals() == {"checkout": 12, "cart": 8}
@@ -295,7 +298,7 @@ def test_a_silent_publishers_sources_show_not_ok_and_stale(tmp_path):
     sig = Signals(live_intensity={"eu-west-3": LiveIntensity(55.0, "electricity_maps_api", now)},
                   host_watts={"db": (120.0, "redfish_bmc")})
     (directory / READINGS).write_text(json.dumps({
-        "format": "carbonspan-shared-signals/1", "seq": 3, "published_at": now,
+        "format": "carbonspan-shared-signals/1", "run": "r1", "seq": 3, "published_at": now,
         "signals": encode_signals(sig, {"db": now + 90}), "health": health, "signal_log": {}}))
     clock = Clock(now + 1)
     link = SharedSignals(directory, 0, clock=clock)
@@ -370,17 +373,17 @@ def test_new_readings_take_effect_at_one_instant_in_every_worker(tmp_path, loopb
 
 
 @pytest.mark.parametrize("body", [
-    '{"pid": 5, "totals": {"checkout": Infinity}}',  # json.loads takes it; int() overflows
-    '{"pid": 5, "totals": {"checkout": 1e400}}',
-    '{"pid": 5, "totals": {"checkout": NaN}}',
-    '{"pid": 5, "totals": {"checkout": 2.5}}',
-    '{"pid": 5, "totals": {"checkout": "7"}}',
-    '{"pid": 5, "totals": {"checkout": true}}',
-    '{"pid": true, "totals": {"checkout": 1}}',
-    '{"pid": 5, "totals": [1]}',
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": Infinity}}',  # json.loads takes it; int() overflows
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": 1e400}}',
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": NaN}}',
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": 2.5}}',
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": "7"}}',
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": true}}',
+    '{"pid": true, "run": "RUN", "totals": {"checkout": 1}}',
+    '{"pid": 5, "run": "RUN", "totals": [1]}',
     '[' * 100_000 + ']' * 100_000,  # deep enough to recurse in the parser
-    '{"pid": 5, "totals": {"checkout": 1}, "pad": "' + 'x' * (9 << 20) + '"}',  # huge
-    '{"pid": 5, "tot',  # a partial write
+    '{"pid": 5, "run": "RUN", "totals": {"checkout": 1}, "pad": "' + 'x' * (9 << 20) + '"}',  # huge
+    '{"pid": 5, "run": "RUN", "tot',  # a partial write
     '\xff\xfe',
 ])
 def test_a_hostile_ops_file_is_refused_and_the_publisher_goes_on(tmp_path, body):
@@ -389,10 +392,11 @@ def test_a_hostile_ops_file_is_refused_and_the_publisher_goes_on(tmp_path, body)
     hub.start()
     try:
         w1 = SharedSignals(directory, 1)
+        assert w1.refresh()
         w1.ops.add({"checkout": 4})
         w1.write_ops()
-        ops_file(directory, 0).write_bytes(body.encode("utf-8", "surrogateescape")
-                                           if body != '\xff\xfe' else b'\xff\xfe')
+        ops_file(directory, 0).write_bytes(body.replace("RUN", hub.run).encode()
+                                           if body != "\xff\xfe" else b"\xff\xfe")
         before = json.loads((directory / READINGS).read_bytes())["seq"]
         hub.publish()  # never stopped by a bad file: the workers would go silent
         doc = json.loads((directory / READINGS).read_bytes())
@@ -408,10 +412,10 @@ def test_negative_op_totals_cannot_inflate_the_count(tmp_path):
     hub = SignalHub(SourceManager.from_config({}), directory, 1)
     hub.start()
     try:
-        ops_file(directory, 0).write_text('{"pid": 5, "totals": {"checkout": -1000}}')
-        hub.collect_ops()
-        ops_file(directory, 0).write_text('{"pid": 5, "totals": {"checkout": 3}}')
-        hub.collect_ops()
+        for n in (-1000, 3):
+            ops_file(directory, 0).write_text(json.dumps(
+                {"pid": 5, "run": hub.run, "totals": {"checkout": n}}))
+            hub.collect_ops()
         assert hub.manager.ops.totals() == {"checkout": 3}  # not 1,003
         assert hub.ops_unreadable == 1
     finally:
@@ -422,7 +426,8 @@ def _good_readings(directory, now: float, seq: int = 1) -> dict:
     sig = Signals(measured={"checkout": MeasuredRate(2e-9, "scaphandre_rapl", now, 10.0)},
                   live_intensity={"eu-west-3": LiveIntensity(55.0, "electricity_maps_api", now)},
                   host_watts={"db": (120.0, "redfish_bmc")})
-    return {"format": "carbonspan-shared-signals/1", "seq": seq, "published_at": now,
+    return {"format": "carbonspan-shared-signals/1", "run": "r1", "seq": seq,
+            "published_at": now,
             "effective_at": now, "signals": encode_signals(sig, {"db": now + 90}),
             "previous": None, "health": {}, "signal_log": {}}
 
@@ -505,3 +510,60 @@ def test_a_worker_that_cannot_write_its_ops_still_reads_the_readings(tmp_path):
     finally:
         link.stop()  # its last write fails too, with a warning: the worker still stops
         hub.stop()
+
+
+def test_a_reused_pid_with_a_new_life_counts_from_zero(tmp_path):
+    """Pids get reused: a new life (a new token) of worker 0 under the same pid, whose totals
+    have not gone back in any service it still has, counts from zero all the same."""
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 1)
+    hub.start()
+    try:
+        def write(life: str, totals: dict) -> None:
+            ops_file(directory, 0).write_text(json.dumps(
+                {"pid": 4242, "run": hub.run, "life": life, "totals": totals}))
+
+        write("one", {"checkout": 10, "cart": 5})
+        hub.collect_ops()
+        write("two", {"checkout": 12})  # 12 ops of the new life, not 2
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 22, "cart": 5}
+        write("two", {"checkout": 13, "cart": 1})
+        hub.collect_ops()
+        assert hub.manager.ops.totals() == {"checkout": 23, "cart": 6}
+    finally:
+        hub.stop()
+
+
+def test_a_worker_of_a_previous_supervisor_neither_counts_nor_reads_in_the_next(tmp_path):
+    """The supervisor is killed; its worker, still stopping, writes its last op totals after
+    the next supervisor took the directory: they are refused (counted), not added as a new
+    worker's ops, and that worker refuses the next supervisor's readings."""
+    directory = sources_dir(tmp_path, "a")
+    first = SignalHub(SourceManager.from_config({}), directory, 1)
+    first.start()
+    old = SharedSignals(directory, 0)
+    assert old.refresh() and old.run == first.run
+    old.ops.add({"checkout": 1000})
+    old.write_ops()
+    first.collect_ops()
+    assert first.manager.ops.totals() == {"checkout": 1000}
+    first.stop()  # (its lock goes with it, as with a kill -9)
+
+    second = SignalHub(SourceManager.from_config({}), directory, 1)
+    second.start()
+    try:
+        assert not old.refresh() and old.unreadable == 1 and old.run == first.run
+        old.ops.add({"checkout": 1})
+        old.write_ops()  # the old worker's last write, in the new run's directory
+        second.collect_ops()
+        assert second.manager.ops.totals() == {}
+        assert second.ops_unreadable == 1
+        new = SharedSignals(directory, 0)  # the new run's worker 0
+        assert new.refresh() and new.run == second.run
+        new.ops.add({"checkout": 3})
+        new.write_ops()
+        second.collect_ops()
+        assert second.manager.ops.totals() == {"checkout": 3}
+    finally:
+        second.stop()
