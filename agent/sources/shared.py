@@ -282,21 +282,32 @@ class SignalHub:
             self._seen[k] = (life, totals)
 
     def publish(self) -> None:
+        """Replace ``readings.json``. The new state (readings, the ones before, effective_at)
+        is kept only once the file is written: a failed write (a full disk) publishes nothing,
+        so the next write still gives the workers a full ``SWITCH_S`` to see the change."""
         self.collect_ops()
         now = self._clock()
         signals = encode_signals(self.manager.current(), self.manager.host_watts_until())
+        previous, effective_at = self._previous, self._effective_at
         if signals != self._signals:  # new readings: every worker switches at effective_at
-            self._previous, self._signals = self._signals, signals
-            self._effective_at = now if self._previous is None else now + SWITCH_S
+            previous = self._signals
+            effective_at = now if previous is None else now + SWITCH_S
+        elif effective_at > now + SWITCH_S:  # the clock went back past the switch
+            log.warning("the clock went back %.0f s: the [sources] readings published last take "
+                        "effect in %.0f s, not at the old instant", effective_at - SWITCH_S - now,
+                        SWITCH_S)
+            effective_at = now + SWITCH_S
         with self._count_lock:
-            self._seq += 1
+            seq = self._seq + 1
             counts = dict(self._signal_log)
         _replace(self.dir / READINGS, {
-            "format": FORMAT, "run": self.run, "seq": self._seq, "published_at": now, "publisher_pid": os.getpid(),
-            "signals": signals, "previous": self._previous, "effective_at": self._effective_at,
-            "health": self.manager.health(), "signal_log": counts,
+            "format": FORMAT, "run": self.run, "seq": seq, "published_at": now,
+            "publisher_pid": os.getpid(), "signals": signals, "previous": previous,
+            "effective_at": effective_at, "health": self.manager.health(), "signal_log": counts,
             "ops_unreadable": self.ops_unreadable, "ops_totals": self.manager.ops.totals(),
         })
+        self._seq, self._signals, self._previous, self._effective_at = (seq, signals, previous,
+                                                                        effective_at)
 
 
 # -- a worker's side ---------------------------------------------------------------------------------

@@ -567,3 +567,75 @@ def test_a_worker_of_a_previous_supervisor_neither_counts_nor_reads_in_the_next(
         assert second.manager.ops.totals() == {"checkout": 3}
     finally:
         second.stop()
+
+
+def _two_readings_hub(tmp_path, loopback_http, monkeypatch, clock):
+    """A hub on a real manager of a loopback Electricity Maps (101 on the first poll, 102 on
+    the next) and two workers' links on its directory."""
+    from agent.config import GreenConfig
+
+    monkeypatch.setenv("TEST_EM_KEY", "key")
+    upstream = Upstream()
+    table = {"electricity_maps": {"base_url": loopback_http(upstream.answer),
+                                  "api_key_env": "TEST_EM_KEY", "regions": ["eu-west-3"]}}
+    manager = SourceManager.from_config(table, GreenConfig())
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(manager, directory, 2, clock=clock)
+    hub.open()
+    return hub, SharedSignals(directory, 0, clock=clock), SharedSignals(directory, 1, clock=clock)
+
+
+def _used(link: SharedSignals) -> float:
+    return link.current().live_intensity["eu-west-3"].gco2_kwh
+
+
+def test_a_failed_publish_leaves_the_switch_to_the_next_one(tmp_path, loopback_http,
+                                                           monkeypatch):
+    """A write that fails (the disk) must not move the switch: the readings it would have
+    carried take effect SWITCH_S after the write that succeeds, not at once."""
+    from agent.sources.shared import SWITCH_S
+
+    clock = Clock(1_800_000_000.0)
+    hub, w0, w1 = _two_readings_hub(tmp_path, loopback_http, monkeypatch, clock)
+    try:
+        hub.manager.poll_all()
+        hub.publish()
+        assert w0.refresh() and w1.refresh() and _used(w0) == _used(w1) == 101.0
+        hub.manager.poll_all()  # 102 now
+        blocker = hub.dir / f"{READINGS}.{os.getpid()}.tmp"
+        blocker.mkdir()  # the next write fails
+        clock.t += 1
+        with pytest.raises(OSError):
+            hub.publish()
+        blocker.rmdir()
+        clock.t += 5
+        hub.publish()  # the first write with 102 in it
+        assert w0.refresh()
+        assert _used(w0) == 101.0  # not yet: worker 1 has not seen the file
+        assert _used(w1) == 101.0
+        clock.t += SWITCH_S / 2
+        assert w1.refresh()
+        clock.t += SWITCH_S / 2
+        assert _used(w0) == _used(w1) == 102.0
+    finally:
+        hub.stop()
+
+
+def test_a_clock_stepped_back_does_not_hold_the_old_readings(tmp_path, loopback_http, monkeypatch):
+    from agent.sources.shared import SWITCH_S
+
+    clock = Clock(1_800_000_000.0)
+    hub, w0, _ = _two_readings_hub(tmp_path, loopback_http, monkeypatch, clock)
+    try:
+        hub.manager.poll_all()
+        hub.publish()
+        hub.manager.poll_all()
+        clock.t += 5
+        hub.publish()  # 102 from t + 6
+        clock.t -= 3600  # NTP steps the clock back an hour
+        hub.publish()  # a heartbeat: same readings
+        assert w0.refresh()
+        clock.t += SWITCH_S
+        assert _used(w0) == 102.0  # not 101 for another hour
+    finally:
+        hub.stop()
