@@ -286,11 +286,16 @@ class AgentMetrics:
                                         "supervisor's readings.json this worker refused "
                                         "(unreadable, malformed, not finite); the last readings "
                                         "are kept", registry=r)
+        self.switch_late = Counter("carbonspan_sources_switch_late", "Times this worker read the "
+                                   "supervisor's [sources] readings after they took effect (its "
+                                   "reader stalled over 1 s): it scored with the readings before "
+                                   "meanwhile", registry=r)
         self._silences_seen = 0
         self._refused_seen = 0
+        self._late_seen = 0
 
     def record_publisher(self, up: bool, age_s: float | None, silences: int,
-                         refused: int = 0) -> None:
+                         refused: int = 0, late: int = 0) -> None:
         with self._lock:
             self.publisher_up.set(1.0 if up else 0.0)
             self.publisher_age.set(-1.0 if age_s is None else max(0.0, age_s))
@@ -300,6 +305,9 @@ class AgentMetrics:
             if refused > self._refused_seen:
                 self.readings_refused.inc(refused - self._refused_seen)
                 self._refused_seen = refused
+            if late > self._late_seen:
+                self.switch_late.inc(late - self._late_seen)
+                self._late_seen = late
 
     def signal_log_on(self, kinds: tuple[str, ...], reasons: tuple[str, ...]) -> None:
         """With ``[agent.signal_log]``: every series exists from the start (at 0)."""

@@ -337,6 +337,7 @@ class SharedSignals:
         self.silences = 0
         self.unreadable = 0  # readings.json versions refused
         self.ops_write_failures = 0
+        self.late = 0  # files read after the switch they carried (scored with older readings)
         self._counts_seen: dict[str, int] = {}
         self._ops_written: dict[str, int] | None = None
         self.life = secrets.token_hex(8)  # this worker life's token in its ops (pids get reused)
@@ -414,6 +415,7 @@ class SharedSignals:
                 counts = doc.get("signal_log") or {}
                 if not all(isinstance(n, int) for n in counts.values()):
                     raise ValueError("signal_log counts are not integers")
+                self._judge_switch(new, old, effective, seq)
                 with self._lock:
                     self.run = run
                     self._new, self._old = new, old
@@ -434,6 +436,24 @@ class SharedSignals:
         self._judge()
         return fresh
 
+    def _judge_switch(self, new: tuple[Signals, dict[str, float]],
+                      old: tuple[Signals, dict[str, float]] | None, effective: float,
+                      seq: int) -> None:
+        """A worker that reads a file later than ``SWITCH_S`` after it was published (its link
+        thread stalled) has scored with readings the other workers no longer used: say so."""
+        if self.seq == 0:
+            return
+        now = self._clock()
+        should = new if old is None or now >= effective else old
+        with self._lock:
+            had = self._new if self._old is None or now >= self._effective_at else self._old
+        if had[0] != should[0]:
+            self.late += 1
+            log.warning("this worker read the supervisor's [sources] readings late (seq %d -> %d, "
+                        "%s after the switch the other workers made): it scored with the readings "
+                        "before meanwhile", self.seq, seq,
+                        f"{now - effective:.1f} s" if should is new else "over a second")
+
     def _judge(self) -> None:
         now = self._clock()
         silent = self._published_at is None or now - self._published_at > STALE_AFTER_S
@@ -448,7 +468,7 @@ class SharedSignals:
         if self.metrics is not None:
             self.metrics.record_publisher(
                 not silent, None if self._published_at is None else now - self._published_at,
-                self.silences, self.unreadable)
+                self.silences, self.unreadable, self.late)
 
     def _count_signal_log(self, counts: Mapping[str, int]) -> None:
         if not self._signal_log or self.metrics is None:

@@ -639,3 +639,34 @@ def test_a_clock_stepped_back_does_not_hold_the_old_readings(tmp_path, loopback_
         assert _used(w0) == 102.0  # not 101 for another hour
     finally:
         hub.stop()
+
+
+def test_a_worker_whose_reader_lags_past_the_switch_says_so(tmp_path, loopback_http, monkeypatch,
+                                                             caplog):
+    from agent.sources.shared import SWITCH_S
+
+    clock = Clock(1_800_000_000.0)
+    hub, w0, w1 = _two_readings_hub(tmp_path, loopback_http, monkeypatch, clock)
+    metrics = AgentMetrics()
+    metrics.publisher_on()
+    w1.metrics = metrics
+    try:
+        hub.manager.poll_all()
+        hub.publish()
+        assert w0.refresh() and w1.refresh()
+        hub.manager.poll_all()
+        clock.t += 5
+        hub.publish()  # 102 from t + 6
+        assert w0.refresh()
+        clock.t += SWITCH_S + 2.5  # worker 1's reader stalls past the switch
+        assert _used(w0) == 102.0 and _used(w1) == 101.0  # the divergence it must not hide
+        with caplog.at_level(logging.WARNING, logger="carbonspan.sources"):
+            assert w1.refresh()
+        assert w1.late == 1 and w0.late == 0
+        assert "read the supervisor's [sources] readings late (seq 1 -> 2, 2.5 s" in caplog.text
+        assert "carbonspan_sources_switch_late_total 1.0" in metrics.exposition().decode()
+        clock.t += 1
+        hub.publish()  # a heartbeat, read in time: nothing more
+        assert w1.refresh() and w1.late == 1
+    finally:
+        hub.stop()
