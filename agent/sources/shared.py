@@ -49,6 +49,7 @@ import logging
 import math
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -81,14 +82,26 @@ def ops_file(directory: Path, index: int) -> Path:
 
 
 def _read_doc(path: Path) -> Any:
-    """A shared file's JSON, or ``ValueError`` saying why not: over ``MAX_FILE_BYTES`` (a
-    foreign or runaway writer), not UTF-8 JSON, or nested too deep for the parser."""
-    with path.open("rb") as f:
-        raw = f.read(MAX_FILE_BYTES + 1)
-    if len(raw) > MAX_FILE_BYTES:
+    """A shared file's JSON, or ``ValueError`` saying why not: not a regular file (a FIFO would
+    block the reader for good; a symlink is not ours), over ``MAX_FILE_BYTES`` (a foreign or
+    runaway writer), not UTF-8 JSON, or nested too deep for the parser."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > MAX_FILE_BYTES:
         raise ValueError(f"over {MAX_FILE_BYTES} bytes")
     try:
-        return json.loads(raw)
+        return json.loads(b"".join(chunks))
     except RecursionError:
         raise ValueError("nested too deep") from None
 
@@ -104,7 +117,11 @@ def _replace(path: Path, doc: Mapping[str, Any]) -> None:
     """Write ``doc`` beside ``path`` and rename it over ``path`` (readers see all or nothing).
     No fsync: the file is rebuilt from the sources after any restart."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+    tmp.unlink(missing_ok=True)  # a failed write's leftover, or a symlink planted there
+    # O_EXCL | O_NOFOLLOW: never written through a link to another file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(json.dumps(doc, separators=(",", ":")).encode())
     os.replace(tmp, path)
 
 

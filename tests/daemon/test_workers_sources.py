@@ -670,3 +670,35 @@ def test_a_worker_whose_reader_lags_past_the_switch_says_so(tmp_path, loopback_h
         assert w1.refresh() and w1.late == 1
     finally:
         hub.stop()
+
+
+def test_a_fifo_or_a_symlink_in_the_directory_neither_blocks_nor_is_followed(tmp_path):
+    """A foreign process puts a FIFO where worker 0's ops file goes (opening it for reading
+    would wait for a writer, for good), a symlink for readings.json, and a symlink at the
+    publisher's temporary name towards a file of its choosing."""
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(SourceManager.from_config({}), directory, 1)
+    hub.start()
+    try:
+        os.mkfifo(ops_file(directory, 0))
+        done = threading.Thread(target=hub.collect_ops, daemon=True)
+        done.start()
+        done.join(20)
+        assert not done.is_alive(), "the publisher blocked on a FIFO"
+        assert hub.ops_unreadable == 1
+
+        victim = tmp_path / "victim"
+        victim.write_text("keep me")
+        (directory / f"{READINGS}.{os.getpid()}.tmp").symlink_to(victim)
+        hub.publish()  # written beside readings.json, not through the link
+        assert victim.read_text() == "keep me"
+        assert json.loads((directory / READINGS).read_bytes())["run"] == hub.run
+
+        good = directory / "elsewhere.json"
+        good.write_bytes((directory / READINGS).read_bytes())
+        (directory / READINGS).unlink()
+        (directory / READINGS).symlink_to(good)
+        link = SharedSignals(directory, 0)
+        assert not link.refresh() and link.unreadable == 1
+    finally:
+        hub.stop()
