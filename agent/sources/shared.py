@@ -473,7 +473,9 @@ class SharedSignals:
 
     def _judge(self) -> None:
         now = self._clock()
-        silent = self._published_at is None or now - self._published_at > STALE_AFTER_S
+        # either way: readings "published" 10 s in the future (the clock stepped back since)
+        # are no sign of life; a live publisher rewrites them on the stepped clock within 1 s
+        silent = self._published_at is None or abs(now - self._published_at) > STALE_AFTER_S
         if silent and not self.silent and self._published_at is not None:
             self.silences += 1
             log.warning("the supervisor has published no [sources] readings for %.0f s (%s): "

@@ -702,3 +702,17 @@ def test_a_fifo_or_a_symlink_in_the_directory_neither_blocks_nor_is_followed(tmp
         assert not link.refresh() and link.unreadable == 1
     finally:
         hub.stop()
+
+
+def test_a_dead_publisher_is_seen_even_if_the_clock_stepped_back(tmp_path):
+    directory = sources_dir(tmp_path, "a")
+    clock = Clock(1_800_000_000.0)
+    hub = SignalHub(SourceManager.from_config({}), directory, 1, clock=clock)
+    hub.open()
+    hub.publish()
+    link = SharedSignals(directory, 0, clock=clock)
+    assert link.refresh() and not link.silent
+    hub.stop()  # the supervisor dies; then NTP steps the clock back an hour
+    clock.t -= 3600
+    link.refresh()
+    assert link.silent and link.silences == 1  # not hidden for the hour it takes to catch up
