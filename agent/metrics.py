@@ -290,9 +290,21 @@ class AgentMetrics:
                                    "supervisor's [sources] readings after they took effect (its "
                                    "reader stalled over 1 s): it scored with the readings before "
                                    "meanwhile", registry=r)
+        self.ops_refused = Counter("carbonspan_sources_ops_refused", "Workers' ops-w<k>.json "
+                                   "files the supervisor refused (unreadable, malformed, another "
+                                   "run's), shown by worker 0; their ops count once the file "
+                                   "reads again", registry=r)
+        self._ops_refused_seen = 0
         self._silences_seen = 0
         self._refused_seen = 0
         self._late_seen = 0
+
+    def record_ops_refused(self, total: int) -> None:
+        """The supervisor's running count of refused ops files (readings.json)."""
+        with self._lock:
+            if total > self._ops_refused_seen:
+                self.ops_refused.inc(total - self._ops_refused_seen)
+            self._ops_refused_seen = total
 
     def record_publisher(self, up: bool, age_s: float | None, silences: int,
                          refused: int = 0, late: int = 0) -> None:

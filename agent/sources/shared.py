@@ -430,6 +430,9 @@ class SharedSignals:
                 published = _num(doc["published_at"], "published_at", -math.inf)
                 effective = _num(doc.get("effective_at") or 0.0, "effective_at", -math.inf)
                 counts = doc.get("signal_log") or {}
+                ops_refused = doc.get("ops_unreadable", 0)
+                if isinstance(ops_refused, bool) or not isinstance(ops_refused, int):
+                    raise ValueError(f"ops_unreadable {ops_refused!r}")
                 if not all(isinstance(n, int) for n in counts.values()):
                     raise ValueError("signal_log counts are not integers")
                 self._judge_switch(new, old, effective, seq)
@@ -442,6 +445,8 @@ class SharedSignals:
                     self.seq = seq
                 self._stamp = stamp
                 self._count_signal_log(counts)
+                if self.index == 0 and self.metrics is not None:  # one worker shows them
+                    self.metrics.record_ops_refused(ops_refused)
                 fresh = True
         except FileNotFoundError:
             pass

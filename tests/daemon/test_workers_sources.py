@@ -403,6 +403,10 @@ def test_a_hostile_ops_file_is_refused_and_the_publisher_goes_on(tmp_path, body)
         assert doc["seq"] == before + 1
         assert hub.ops_unreadable == 1 and doc["ops_unreadable"] == 1
         assert hub.manager.ops.totals() == {"checkout": 4}  # worker 1's, nothing of worker 0's
+        metrics = AgentMetrics()  # worker 0's /metrics shows the supervisor's refusals
+        metrics.publisher_on()
+        assert SharedSignals(directory, 0, metrics).refresh()
+        assert "carbonspan_sources_ops_refused_total 1.0" in metrics.exposition().decode()
     finally:
         hub.stop()
 
