@@ -720,3 +720,59 @@ def test_a_dead_publisher_is_seen_even_if_the_clock_stepped_back(tmp_path):
     clock.t -= 3600
     link.refresh()
     assert link.silent and link.silences == 1  # not hidden for the hour it takes to catch up
+
+
+def test_after_the_supervisors_death_the_next_run_counts_only_its_own_workers_ops(
+        start_agent, loopback_http, tmp_path):
+    """Real processes: kill -9 the supervisor (its workers drain and exit), start again on the
+    same archive dir: the new run has a new ``run`` token, its workers take it, and the op
+    counter holds only the new workers' ops (none of the previous run's totals)."""
+    upstream = Upstream()
+    base = loopback_http(upstream.answer)
+    root = tmp_path / "archives"
+    shared = root / ".test-agent.sources"
+    env = {"TEST_EM_KEY": "key"}
+
+    def run_once(first: int) -> tuple[str, dict]:
+        agent = start_agent("--workers", "2", config=config(base, tmp_path / "s.jsonl"),
+                            env=env, root=root)
+        answered: set[str] = set()
+        for i in range(200):
+            answered.add(post(agent, first + i).split()[0])
+            if len(answered) == 2 and i >= 3:
+                break
+        assert answered == {"0/2", "1/2"}
+
+        def summed():
+            doc = json.loads((shared / READINGS).read_bytes())
+            files = [json.loads(p.read_bytes()) for p in (ops_file(shared, 0), ops_file(shared, 1))
+                     if p.exists()]
+            ok = (len(files) == 2 and all(f["run"] == doc["run"] for f in files)
+                  and all(f["totals"].get("checkout", 0) > 0 for f in files)
+                  and doc["ops_totals"].get("checkout")
+                  == sum(f["totals"]["checkout"] for f in files))
+            return (doc["run"], doc) if ok else None
+
+        got = wait_for(summed, timeout=30, what="the supervisor sums this run's workers' ops")
+        return agent, got
+
+    def archived_ops() -> int:
+        return sum(row["io_ops"] for chain in ("test-agent-w0", "test-agent-w1")
+                   for _, rec in read_records(root / chain)
+                   for row in rec["report"]["green_summary"]["regions"])
+
+    agent, (run1, _) = run_once(1)
+    pids = [int(m) for m in re.findall(r"worker \d+/\d+ \(pid (\d+)\) ready", agent.stdout_text())]
+    agent.kill9()
+    wait_for(lambda: all(not os.path.exists(f"/proc/{p}") or "zombie" in
+                         open(f"/proc/{p}/status").read().lower() for p in pids),
+             timeout=30, what="the first run's workers to exit")
+    first = archived_ops()  # they drained: every op of the first run is archived
+    assert first > 0
+    agent2, (run2, doc) = run_once(1000)
+    assert run2 != run1 and doc["ops_unreadable"] == 0
+    assert agent2.stop() == 0
+    final = [json.loads(ops_file(shared, k).read_bytes()) for k in (0, 1)]
+    assert all(f["run"] == run2 for f in final)
+    # the second run's workers' totals are exactly what it archived, none of the first run's
+    assert sum(f["totals"]["checkout"] for f in final) == archived_ops() - first
