@@ -209,7 +209,8 @@ class SignalHub:
         self._thread: threading.Thread | None = None
         self._lock_fd: int | None = None
         self.recorder: Any | None = None  # [agent.signal_log]: stopped after the pollers
-        self.ops_unreadable = 0  # ops files that could not be read (each one is retried)
+        self.ops_unreadable = 0  # versions of ops files refused (each counted once)
+        self._ops_refused: dict[int, tuple[int, int, int] | None] = {}  # worker -> refused stamp
 
     def open(self) -> None:
         """Take the directory (one supervisor per agent id and archive dir), clear old files."""
@@ -271,7 +272,12 @@ class SignalHub:
 
     def _collect_ops(self) -> None:
         for k in range(self.workers):
+            stamp = None
             try:
+                st = os.stat(ops_file(self.dir, k), follow_symlinks=False)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if stamp == self._ops_refused.get(k):
+                    continue  # the file refused already, unchanged: counted once
                 doc = _read_doc(ops_file(self.dir, k))
                 pid = doc["pid"]
                 if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
@@ -284,7 +290,8 @@ class SignalHub:
             except FileNotFoundError:
                 continue
             except Exception as exc:  # any bad file (even one deep enough to recurse) is refused
-                if self.ops_unreadable % 60 == 0:  # the first, then every minute or so
+                self._ops_refused[k] = stamp
+                if self.ops_unreadable % 60 == 0:  # the first, then one per 60 versions
                     log.warning("worker %d's I/O-op totals %s are unreadable (%s; %d so far): its "
                                 "ops since are counted once the file reads again", k,
                                 ops_file(self.dir, k), exc, self.ops_unreadable + 1)

@@ -399,8 +399,9 @@ def test_a_hostile_ops_file_is_refused_and_the_publisher_goes_on(tmp_path, body)
                                            if body != "\xff\xfe" else b"\xff\xfe")
         before = json.loads((directory / READINGS).read_bytes())["seq"]
         hub.publish()  # never stopped by a bad file: the workers would go silent
+        hub.publish()  # the same bad file again: refused, not counted twice
         doc = json.loads((directory / READINGS).read_bytes())
-        assert doc["seq"] == before + 1
+        assert doc["seq"] == before + 2
         assert hub.ops_unreadable == 1 and doc["ops_unreadable"] == 1
         assert hub.manager.ops.totals() == {"checkout": 4}  # worker 1's, nothing of worker 0's
         metrics = AgentMetrics()  # worker 0's /metrics shows the supervisor's refusals
