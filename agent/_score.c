@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCORE_VERSION 3
+#define SCORE_VERSION 4
 #define ANNUAL_COLUMN 288
 #define ROW (ANNUAL_COLUMN + 1)
 enum { KIND_ANNUAL, KIND_HOURLY, KIND_MONTHLY_HOURLY, KIND_REAL_TIME };
@@ -817,6 +817,20 @@ done:
     return id;
 }
 
+enum { OV_OPS, OV_MEASURED, OV_SPANS, OV_REQUESTS, OV_ENDPOINT, N_BOUNDS };
+
+/* *total += |v|; 1 when that would pass int64 (INT64_MIN has no |v|). */
+static inline int bound_add(int64_t *total, int64_t v) {
+    if (v == INT64_MIN) return 1;
+    return __builtin_add_overflow(*total, v < 0 ? -v : v, total);
+}
+
+/* *most = max(*most, |v|), v a sum the checked add let in (never INT64_MIN). */
+static inline void bound_max(int64_t *most, int64_t v) {
+    int64_t m = v < 0 ? -v : v;
+    if (m > *most) *most = m;
+}
+
 typedef struct {
     PyObject_HEAD
     Names svc, reg;                  /* the window's services and regions */
@@ -834,6 +848,10 @@ typedef struct {
     int64_t *cell_svc, *cell_reg, *ops, *measured, *spans;
     double *energy, *carbon;
     int8_t *etag, *ltag;
+    /* per count (OV_*): the largest |sum| the window holds; an add() whose own total of |v|
+     * could take it past int64 is declined (returns None, nothing changed) and the caller goes
+     * on with the reference, whose ints are unbounded */
+    int64_t bound[N_BOUNDS];
 } Acc;
 
 static int grow_to(void **p, int64_t old_cap, int64_t cap, size_t size) {
@@ -982,7 +1000,10 @@ static const Py_ssize_t PART_ITEMSIZE[N_PARTS] = {1, 1, 8, 8, 8, 8, 8, 8, 8, 1, 
  *             carbon f64, ops i64, measured_ops i64, span_count i64, etag i8, ltag i8,
  *             requests i64, TO_UNKNOWN i8)
  *   caps: (MAX_SERVICES, MAX_REGIONS, MAX_ENDPOINTS)
- *   names: (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT) */
+ *   names: (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT)
+ * or None, nothing changed, when a sum could pass int64 (the window's largest sum of a count
+ * plus this partial's total of it would, or an endpoint count is past it): the reference's ints are unbounded, so the caller goes on
+ * with it (agent.carbon.partial.WindowAccumulator, fallback "count_overflow"). */
 static PyObject *acc_add(Acc *a, PyObject *args) {
     PyObject *services, *sreg_list, *regions, *endpoints, *bufs, *other_svc, *unknown, *other_ep;
     long long max_svc, max_reg, max_ep;
@@ -1018,6 +1039,8 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
     const double *o_energy = view[P_ENERGY].buf, *o_carbon = view[P_CARBON].buf;
     Py_ssize_t ns = PyList_GET_SIZE(services), nr = PyList_GET_SIZE(regions), nc = len[P_CELL_SVC];
     Py_ssize_t n_tags = len[P_TO_UNKNOWN];
+    int64_t nb[N_BOUNDS] = {0};  /* this add's total of |v| per count */
+    int over = 0;
     /* check everything before changing anything */
     if (len[P_REGION_KIND] != nr || len[P_REGION_EST] != nr || len[P_REQUESTS] != ns ||
         PyList_GET_SIZE(sreg_list) != ns) {
@@ -1057,8 +1080,22 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
                 goto done;
             }
             if (!PyLong_Check(n)) { PyErr_SetString(PyExc_TypeError, "add(): an endpoint count is not an int"); goto done; }
-            if (PyLong_AsLongLong(n) == -1 && PyErr_Occurred()) goto done;
+            int big;
+            long long cnt = PyLong_AsLongLongAndOverflow(n, &big);
+            if (cnt == -1 && PyErr_Occurred()) goto done;
+            over |= big || bound_add(&nb[OV_ENDPOINT], cnt);
         }
+    }
+    if (over) goto decline;
+    /* the checked add: every sum this add makes stays within int64, or nothing is added */
+    for (Py_ssize_t i = 0; i < nc; i++)
+        if (bound_add(&nb[OV_OPS], o_ops[i]) || bound_add(&nb[OV_MEASURED], o_meas[i]) ||
+            bound_add(&nb[OV_SPANS], o_spans[i])) goto decline;
+    for (Py_ssize_t j = 0; j < ns; j++)
+        if (bound_add(&nb[OV_REQUESTS], o_req[j])) goto decline;
+    for (int f = 0; f < N_BOUNDS; f++) {  /* no sum can then pass the largest one + this total */
+        int64_t top;
+        if (__builtin_add_overflow(a->bound[f], nb[f], &top)) goto decline;
     }
     size_t ms = (size_t)(ns ? ns : 1), mr = (size_t)(nr ? nr : 1);
     s_map = malloc(ms * 8); r_map = malloc(mr * 8); renamed = calloc(ms, 1); folded = calloc(mr, 1);
@@ -1103,6 +1140,9 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         a->ops[cell] += o_ops[i];
         a->measured[cell] += o_meas[i];
         a->spans[cell] += o_spans[i];
+        bound_max(&a->bound[OV_OPS], a->ops[cell]);
+        bound_max(&a->bound[OV_MEASURED], a->measured[cell]);
+        bound_max(&a->bound[OV_SPANS], a->spans[cell]);
         int8_t et = f ? to_unknown[o_etag[i]] : o_etag[i], lt = f ? 0 : o_ltag[i];
         if (et > a->etag[cell]) a->etag[cell] = et;
         if (lt > a->ltag[cell]) a->ltag[cell] = lt;
@@ -1113,7 +1153,10 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         if (o_kind[j] > a->kind[r]) a->kind[r] = o_kind[j];
         if (o_est[j]) a->est[r] = 1;
     }
-    for (Py_ssize_t j = 0; j < ns; j++) a->requests[s_map[j]] += o_req[j];
+    for (Py_ssize_t j = 0; j < ns; j++) {
+        a->requests[s_map[j]] += o_req[j];
+        bound_max(&a->bound[OV_REQUESTS], a->requests[s_map[j]]);
+    }
     for (Py_ssize_t j = 0, next = before_svc; j < ns; j++)  /* a new row takes its first service's region */
         if (s_map[j] == next) a->service_region[next++] = r_map[o_sreg[j]];
     /* endpoints: those of services folded into "(other)" go with them; past the cap, new keys
@@ -1156,8 +1199,12 @@ static PyObject *acc_add(Acc *a, PyObject *args) {
         }
         if (slot < 0 && (slot = acc_ep_slot(a, svc, name, 1)) < 0) goto done;
         a->ep_count[slot] += cnt;
+        bound_max(&a->bound[OV_ENDPOINT], a->ep_count[slot]);
     }
     out = Py_BuildValue("(LLL)", svc_over, reg_over, ep_over);
+    goto done;
+decline:
+    out = Py_NewRef(Py_None);
 done:
     for (int p = 0; p < got; p++) PyBuffer_Release(&view[p]);
     free(s_map); free(r_map); free(renamed); free(folded); free(o_sreg);
@@ -1228,7 +1275,8 @@ static PyGetSetDef acc_getset[] = {
 static PyMethodDef acc_methods[] = {
     {"add", (PyCFunction)acc_add, METH_VARARGS,
      "add(services, service_region, regions, endpoints, buffers, caps, names) -> (service_overflow,\n"
-     "region_overflow, endpoint_overflow): merge one partial in, as WindowPartial.merge does"},
+     "region_overflow, endpoint_overflow): merge one partial in, as WindowPartial.merge does;\n"
+     "None (nothing changed) when a count's sum could pass int64"},
     {"snapshot", (PyCFunction)acc_snapshot, METH_NOARGS,
      "the window's lists, per-region/per-service arrays, sorted cells and endpoints (copies)"},
     {NULL, NULL, 0, NULL},

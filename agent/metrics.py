@@ -231,27 +231,29 @@ class AgentMetrics:
             ["status"], registry=r,
         )
         from agent import score_fast
+        from agent.carbon.ext import FALLBACK_REASONS
 
         status = scorer_status(score_fast.STATUS)
         self.scorer_c.labels(status).set(1.0 if score_fast.FAST_SCORER else 0.0)
         self.scorer_fallbacks = Counter(
             "carbonspan_scorer_fallbacks",
             "Batches the C scoring pass declined and the numpy reference scored (same answers, "
-            "slower), by reason: column, calibration, clock, table",
+            "slower), by reason: column, calibration, clock, table, count_overflow (the window's "
+            "C accumulator declined a batch whose counts could pass int64)",
             ["reason"], registry=r,
         )
         for reason in FALLBACK_REASONS:
             self.scorer_fallbacks.labels(reason)
         # the process's fallbacks so far (score_fast counts for the process): this registry
         # counts from its own start
-        self._fallbacks_seen = _fallback_counts(score_fast.fallbacks())
+        self._fallbacks_seen = score_fast.fallbacks()
         self._lock = threading.Lock()
 
     def _sync_scorer(self) -> None:
         """Add the C pass's fallbacks since the last scrape to the counter."""
         from agent import score_fast
 
-        now = _fallback_counts(score_fast.fallbacks())
+        now = score_fast.fallbacks()
         with self._lock:
             for reason, n in now.items():
                 seen = self._fallbacks_seen.get(reason, 0)
@@ -421,27 +423,6 @@ class AgentMetrics:
     def exposition(self) -> bytes:
         self._sync_scorer()
         return generate_latest(self.registry)
-
-
-#: the bounded reasons of ``carbonspan_scorer_fallbacks_total``, from score_fast's own words
-#: (which name a batch's length, so they are no label themselves)
-FALLBACK_REASONS = ("column", "calibration", "clock", "table")
-_FALLBACK_PREFIX = (("column ", "column"), ("a calibration", "calibration"),
-                    ("the clock", "clock"), ("an id outside", "table"))
-
-
-def fallback_reason(text: str) -> str:
-    """The label of one of ``agent.score_fast.fallbacks()``'s reasons (``table`` for any other:
-    the C pass turned the batch down)."""
-    return next((label for prefix, label in _FALLBACK_PREFIX if text.startswith(prefix)), "table")
-
-
-def _fallback_counts(fallbacks: Mapping[str, int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for text, n in fallbacks.items():
-        label = fallback_reason(text)
-        out[label] = out.get(label, 0) + n
-    return out
 
 
 def scorer_status(status: str) -> str:

@@ -12,20 +12,22 @@ built (no C compiler: the reference scores, same answers, slower) or is a stale 
 ``SCORE_VERSION`` differs from ``agent.carbon.ext``'s (refused, with a warning). ``score`` returns None
 for a batch the C pass does not take (a column of another dtype, an id outside its string
 table, an op class with no weight: hand-built batches, never a decoder's), and the caller
-scores it with the reference; each such fallback is counted by reason (``fallbacks()``) and
-logged once per reason.
+scores it with the reference; each such fallback is counted under one of a fixed set of
+reasons (``agent.carbon.ext.FALLBACK_REASONS``; ``fallbacks()``), the first of each logged
+with its detail.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from agent.carbon import ext as _ext
 from agent.carbon.ext import SCORE_VERSION  # noqa: F401 - re-exported: the version this pass expects
+from agent.carbon.ext import fallback as _fallback
+from agent.carbon.ext import fallbacks as fallbacks
 from agent.carbon.model import (
     ENERGY_PER_IO_OP_KWH,
     HTTP_EDGES,
@@ -67,19 +69,6 @@ _NONE = {np.dtype(np.int64): np.zeros(0, np.int64), np.dtype(np.uint8): np.zeros
 _E_OP = {c: ENERGY_PER_IO_OP_KWH * op_weight_table(c) for c in (False, True)}
 _E_HTTP = ENERGY_PER_IO_OP_KWH * HTTP_WEIGHT_BY_BUCKET
 _PROXY = np.ascontiguousarray(PROXY_CODES.ravel())
-_FALLBACKS: Counter[str] = Counter()
-
-
-def fallbacks() -> dict[str, int]:
-    """Batches the C pass handed to the reference since start, by reason."""
-    return dict(_FALLBACKS)
-
-
-def _fallback(reason: str) -> None:
-    if not _FALLBACKS[reason]:
-        log.warning("scoring a batch with the numpy reference (the C pass does not take it: %s)",
-                    reason)
-    _FALLBACKS[reason] += 1
 
 
 def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
@@ -92,7 +81,7 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
     for name, dtype in _COLUMNS:
         col = getattr(batch, name)
         if not isinstance(col, np.ndarray) or col.dtype != dtype or col.shape != (n,):
-            _fallback(f"column {name} is not {np.dtype(dtype).name}[{n}]")
+            _fallback("column", f"column {name} is not {np.dtype(dtype).name}[{n}]")
             return None
         cols.append(np.ascontiguousarray(col))
     cfg = ctx.config
@@ -100,7 +89,7 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
     plan = _plan(names, ctx)
     cal, calibrated = _calibration(keys, cfg.calibration)
     if cal is None:
-        _fallback("a calibration factor is not a number")
+        _fallback("calibration", "a calibration factor is not a number")
         return None
     rate, mcode = _NONE[np.dtype(np.float64)], _NONE[np.dtype(np.int8)]
     mstale = metered = _NONE[np.dtype(np.uint8)]
@@ -117,12 +106,12 @@ def score(batch: SpanBatch, ctx: ScoringContext) -> WindowPartial | None:
         HTTP_EDGES, _PROXY, ep_of_table, ep_cut,
     )  # fmt: skip
     if ctx.now_ns is not None and type(ctx.now_ns) is not int:
-        _fallback("the clock is not an int of ns")
+        _fallback("clock", "the clock is not an int of ns")
         return None
     out = _score.score(buffers, keys, names, eps if type(eps) is list else list(eps),
                        len(batch.endpoints), ctx.now_ns)
     if out is None:
-        _fallback("an id outside its table, an unknown op class or a clock past int64")
+        _fallback("table", "an id outside its table, an unknown op class or a clock past int64")
         return None
     return _partial(batch, out, plan.estimated, counters)
 

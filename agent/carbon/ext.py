@@ -11,12 +11,14 @@ for it (as ``aggregator/fold/ext.py`` does for the fold).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from types import ModuleType
 
 log = logging.getLogger("carbonspan.score")
 
 #: What ``_score.c`` computes; bumped with it (its SCORE_VERSION must match).
-SCORE_VERSION = 3
+SCORE_VERSION = 4
 
 
 def load() -> tuple[ModuleType | None, str]:
@@ -38,4 +40,34 @@ def load() -> tuple[ModuleType | None, str]:
 
 EXT, STATUS = load()
 
-__all__ = ["EXT", "SCORE_VERSION", "STATUS", "load"]
+#: Why the C pass handed work to the reference, each a label of
+#: ``carbonspan_scorer_fallbacks_total{reason}`` (a fixed set: the detail, which may name a
+#: batch's length, goes to the log): ``column`` (a span column of another dtype), ``calibration``
+#: (a factor that is not a number), ``clock`` (not an int of ns), ``table`` (an id outside its
+#: string table, an unknown op class, a clock past int64), ``count_overflow`` (the window's C
+#: accumulator declined a batch whose counts could take a sum past int64: the reference, whose
+#: ints are unbounded, holds that window from then on).
+FALLBACK_REASONS = ("column", "calibration", "clock", "table", "count_overflow")
+_FALLBACKS: Counter[str] = Counter()
+_FALLBACKS_LOCK = threading.Lock()
+
+
+def fallback(reason: str, detail: str) -> None:
+    """Count one hand-over to the reference under ``reason`` (one of ``FALLBACK_REASONS``);
+    the first of each reason is logged as a warning with its ``detail``, later ones at debug."""
+    if reason not in FALLBACK_REASONS:
+        raise ValueError(f"{reason!r} is not one of {FALLBACK_REASONS}")
+    with _FALLBACKS_LOCK:
+        first = not _FALLBACKS[reason]
+        _FALLBACKS[reason] += 1
+    (log.warning if first else log.debug)(
+        "the numpy reference does work the C pass declined (%s: %s)", reason, detail)
+
+
+def fallbacks() -> dict[str, int]:
+    """Hand-overs to the reference since start, by reason (the reasons that occurred)."""
+    with _FALLBACKS_LOCK:
+        return dict(_FALLBACKS)
+
+
+__all__ = ["EXT", "FALLBACK_REASONS", "SCORE_VERSION", "STATUS", "fallback", "fallbacks", "load"]

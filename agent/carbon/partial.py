@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 
 from agent.carbon import ext as _ext
+from agent.carbon.ext import fallback
 from agent.carbon.tagcodes import CODE, TAGS, TO_UNKNOWN
 
 #: names in a window's per-service maps, "(other)" included (the aggregator's cap): past
@@ -380,7 +381,9 @@ class WindowAccumulator:
     order, so ``snapshot()`` is ``same_as`` (bit-identical) the fold
     ``start.merge(p1).merge(p2)...``: tests/scoring/test_invariants.py holds it, and the
     reference, to that. Counters and trace ids are kept here (a few keys; numpy). Without the
-    C extension (or with a stale build) the reference does the work.
+    C extension (or with a stale build) the reference does the work, and it does the rest of a
+    window whose counts could pass int64 (the C sums are int64, the reference's endpoint counts
+    unbounded Python ints): ``add`` hands it over, counted as the fallback ``count_overflow``.
     """
 
     def __init__(self, start: WindowPartial | None = None) -> None:
@@ -419,7 +422,7 @@ class WindowAccumulator:
         i64, i8 = np.int64, np.int8
         services, regions, endpoints = other.services, other.regions, other.endpoints
         service_region = other.service_region
-        moved, folded, over = self._c.add(
+        res = self._c.add(
             services if type(services) is list else list(services),
             service_region if type(service_region) is list else list(service_region),
             regions if type(regions) is list else list(regions),
@@ -432,6 +435,10 @@ class WindowAccumulator:
             (MAX_SERVICES, MAX_REGIONS, MAX_ENDPOINTS),
             (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT),
         )  # fmt: skip
+        if res is None:  # a count's sum could pass int64: the reference's ints are unbounded
+            self._to_reference(other)
+            return
+        moved, folded, over = res
         counters = self.counters  # after add(), which changes nothing when it refuses a partial
         for k, v in other.counters.items():
             bump(counters, k, v)
@@ -445,6 +452,18 @@ class WindowAccumulator:
             self._pending, self._pending_n = [], 0
         self.spans += other.spans
         self.root_spans += other.root_spans
+
+    def _to_reference(self, other: WindowPartial) -> None:
+        """The C accumulator declined ``other`` (nothing of it added): its window so far goes to
+        the reference (an empty one plus the snapshot is the same window: every name, cell and
+        endpoint key below its cap, in the same order, each float added once to 0.0), which
+        then takes ``other`` and every later add of this window. Counted and logged
+        (``count_overflow``)."""
+        fallback("count_overflow", f"a batch of {other.spans} spans would take a count of a "
+                 f"window of {self.spans} spans past int64; the window goes on in the reference")
+        ref = WindowAccumulatorReference(self.snapshot())
+        self._c, self._ref = None, ref
+        self.add(other)
 
     def snapshot(self) -> WindowPartial:
         """The window so far as a ``WindowPartial`` (cells sorted by (service, region)); O(window),

@@ -137,24 +137,31 @@ def _scrape(m: AgentMetrics) -> dict[tuple[str, tuple], float]:
 def test_the_scorer_and_its_fallbacks_are_on_metrics() -> None:
     """``carbonspan_scorer_c{status}`` says whether the C pass scores; every batch it declines
     (handed to the numpy reference) counts in ``carbonspan_scorer_fallbacks_total{reason}``,
-    from this registry's start, with a bounded reason (score_fast's words name a length)."""
+    from this registry's start, under a reason of a fixed set (the detail, which names a
+    batch's length, is the log's)."""
     from agent import score_fast
+    from agent.carbon.ext import FALLBACK_REASONS
 
-    score_fast._fallback("column service_id is not int32[3]")  # before: not this registry's
+    assert FALLBACK_REASONS == ("column", "calibration", "clock", "table", "count_overflow")
+    score_fast._fallback("column", "column service_id is not int32[3]")  # before this registry
     m = AgentMetrics()
     first = _scrape(m)
     assert first[("carbonspan_scorer_c", (("status", "c"),))] == 1.0
-    for reason in ("column", "calibration", "clock", "table"):
+    for reason in FALLBACK_REASONS:
         assert first[("carbonspan_scorer_fallbacks_total", (("reason", reason),))] == 0.0
-    score_fast._fallback("column service_id is not int32[3]")
-    score_fast._fallback("column start_ns is not int64[9]")
-    score_fast._fallback("an id outside its table, an unknown op class or a clock past int64")
-    score_fast._fallback("the clock is not an int of ns")
+    score_fast._fallback("column", "column service_id is not int32[3]")
+    score_fast._fallback("column", "column start_ns is not int64[9]")
+    score_fast._fallback("table", "an id outside its table, an unknown op class or a clock past int64")
+    score_fast._fallback("clock", "the clock is not an int of ns")
+    score_fast._fallback("count_overflow", "a batch of 3 spans would take a count past int64")
     after = _scrape(m)
     fallbacks = {k[1][0][1]: v for k, v in after.items()
                  if k[0] == "carbonspan_scorer_fallbacks_total"}
-    assert fallbacks == {"column": 2.0, "calibration": 0.0, "clock": 1.0, "table": 1.0}
+    assert fallbacks == {"column": 2.0, "calibration": 0.0, "clock": 1.0, "table": 1.0,
+                         "count_overflow": 1.0}
     assert _scrape(m) == after  # a scrape alone adds nothing
+    with pytest.raises(ValueError):
+        score_fast._fallback("column service_id is not int32[3]", "a detail is no reason")
 
 
 def test_a_scorer_that_is_not_built_or_stale_shows_zero(monkeypatch) -> None:

@@ -514,3 +514,92 @@ def test_the_c_accumulator_compares_names_as_python_does(h, caps) -> None:  # no
         assert list(a.counters.items()) == list(b.counters.items())
     finally:
         partial_mod.MAX_SERVICES, partial_mod.MAX_REGIONS, partial_mod.MAX_ENDPOINTS = saved
+
+
+def _huge(h, n: int):  # noqa: ANN001, ANN202 - a harness; a WindowPartial
+    """A scored 3-span batch of one service, one region and one endpoint whose every count
+    (its cell's ops, measured ops and spans, its requests, its endpoint's ops) is ``n``: what
+    a window near int64 receives."""
+    import numpy as np
+
+    p = score_batch(h.build_batch([{"service": s, "region": "eu-west-3", "op": "select",
+                                    "endpoint": "SELECT cart", "start": T0, "entry": True}
+                                   for s in ("a", "a", "a")]), h.context({}))
+    for name in ("ops", "measured_ops", "span_count"):
+        setattr(p, name, np.full(p.cell_svc.size, n, np.int64))
+    p.requests = np.full(len(p.services), n, np.int64)
+    p.endpoints = dict.fromkeys(p.endpoints, n)
+    return p
+
+
+def test_the_c_accumulator_declines_a_sum_past_int64_and_the_reference_goes_on(h) -> None:  # noqa: ANN001
+    """Counts near 2^63: the C sums are int64, the reference's endpoint counts Python ints. An
+    add whose sums could pass int64 is declined by the C accumulator with nothing changed; the
+    window then goes on in the reference (a visible fallback, ``count_overflow``), which gives
+    what the reference alone gives, 2^63 included; sums that reach 2^63 - 1 exactly stay in C."""
+    from agent import _score
+    from agent.carbon import ext
+
+    assert ext.EXT is _score  # this tests the C path
+    half = 2**62
+    before = ext.fallbacks().get("count_overflow", 0)
+    acc, ref = WindowAccumulator(), WindowAccumulatorReference()
+    for p in (_huge(h, half), _huge(h, half - 1)):  # 2^63 - 1: the largest int64, still in C
+        acc.add(p)
+        ref.add(p)
+    assert acc._c is not None and ext.fallbacks().get("count_overflow", 0) == before
+    assert acc.snapshot().same_as(ref.snapshot(), rel=0.0)
+    assert set(acc.endpoints.values()) == {2**63 - 1}
+    acc.add(_huge(h, 1))  # one more: past int64
+    ref.add(_huge(h, 1))
+    assert acc._c is None, "the window went on in the reference"
+    assert ext.fallbacks()["count_overflow"] == before + 1
+    a, b = acc.snapshot(), ref.snapshot()
+    assert a.same_as(b, rel=0.0)
+    assert list(a.endpoints.items()) == list(b.endpoints.items())
+    assert list(a.counters.items()) == list(b.counters.items())
+    assert set(a.endpoints.values()) == {2**63}  # unbounded, as the reference keeps them
+    acc.add(_huge(h, 5))  # later adds of the window: the reference's, no new fallback
+    ref.add(_huge(h, 5))
+    assert acc.snapshot().same_as(ref.snapshot(), rel=0.0)
+    assert ext.fallbacks()["count_overflow"] == before + 1
+
+
+@pytest.mark.parametrize("n", [2**63 - 1, -(2**63), 2**64])
+def test_the_c_add_changes_nothing_when_it_declines(h, n) -> None:  # noqa: ANN001
+    """``_score.Accumulator.add`` returns None and leaves its window as it was when one add's
+    counts could pass int64: 2^63 - 1 onto a window that holds 3 (which an empty window takes),
+    -2^63 (no magnitude in int64) or an endpoint count past int64 altogether."""
+    import numpy as np
+
+    from agent import _score
+    from agent.carbon.partial import (
+        MAX_ENDPOINTS,
+        MAX_REGIONS,
+        MAX_SERVICES,
+        OTHER_ENDPOINT,
+        OTHER_SERVICE,
+        UNKNOWN,
+    )
+    from agent.carbon.tagcodes import TO_UNKNOWN
+
+    acc = WindowAccumulator()
+    acc.add(_huge(h, 3))
+    snap = acc.snapshot()
+    p = _huge(h, 1 if n == 2**64 else n)
+    if n == 2**64:
+        p.endpoints = dict.fromkeys(p.endpoints, n)
+
+    def raw_add(c):  # noqa: ANN001, ANN202 - an agent._score.Accumulator
+        i64 = np.int64
+        return c.add(list(p.services), list(p.service_region), list(p.regions), dict(p.endpoints),
+                     (p.region_kind.astype(np.int8), p.region_estimated, p.cell_svc.astype(i64),
+                      p.cell_reg.astype(i64), p.energy, p.carbon, p.ops, p.measured_ops,
+                      p.span_count, p.etag, p.ltag, p.requests.astype(i64), TO_UNKNOWN),
+                     (MAX_SERVICES, MAX_REGIONS, MAX_ENDPOINTS), (OTHER_SERVICE, UNKNOWN, OTHER_ENDPOINT))
+
+    assert acc._c is not None
+    assert raw_add(acc._c) is None
+    assert acc.snapshot().same_as(snap, rel=0.0)
+    assert list(acc.snapshot().endpoints.items()) == list(snap.endpoints.items())
+    assert (raw_add(_score.Accumulator()) is None) == (n != 2**63 - 1)

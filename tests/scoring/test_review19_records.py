@@ -173,25 +173,33 @@ def _has_nan(p: WindowPartial) -> bool:  # NaN/inf are written as null: not a re
 
 @pytest.mark.skipif(not _built(), reason="agent._score is not built")
 def test_a_refused_partial_changes_nothing_even_after_its_names():
-    """add() checks everything before changing anything: a partial whose endpoint count is past
-    int64 (or whose service's region is out of its table) leaves the window as it was, its
-    services and regions not interned."""
+    """add() checks everything before changing anything: a partial whose service's region is
+    out of its table leaves the window as it was, its services and regions not interned; one
+    whose endpoint count is past int64 is declined by the C accumulator (nothing changed,
+    tests/scoring/test_invariants.py) and taken by the reference, whose ints are unbounded."""
+    def bad(endpoint_ops: int, service_region: int) -> WindowPartial:
+        return WindowPartial(
+            services=["new-svc"], service_region=[service_region], regions=["eu-west-3"],
+            region_kind=np.zeros(1, np.int8), region_estimated=np.zeros(1, np.bool_),
+            cell_svc=np.zeros(1, np.int64), cell_reg=np.zeros(1, np.int64), energy=np.ones(1),
+            carbon=np.ones(1), ops=np.ones(1, np.int64), measured_ops=np.zeros(1, np.int64),
+            span_count=np.ones(1, np.int64), etag=np.zeros(1, np.int8), ltag=np.zeros(1, np.int8),
+            requests=np.ones(1, np.int64), endpoints={("new-svc", "GET /"): endpoint_ops},
+        )  # fmt: skip
+
     acc = WindowAccumulator()
-    ok = WindowPartial.empty()
-    acc.add(ok)
+    acc.add(WindowPartial.empty())
     before = acc.snapshot().to_bytes()
-    bad = WindowPartial(
-        services=["new-svc"], service_region=[0], regions=["eu-west-3"],
-        region_kind=np.zeros(1, np.int8), region_estimated=np.zeros(1, np.bool_),
-        cell_svc=np.zeros(1, np.int64), cell_reg=np.zeros(1, np.int64), energy=np.ones(1),
-        carbon=np.ones(1), ops=np.ones(1, np.int64), measured_ops=np.zeros(1, np.int64),
-        span_count=np.ones(1, np.int64), etag=np.zeros(1, np.int8), ltag=np.zeros(1, np.int8),
-        requests=np.ones(1, np.int64), endpoints={("new-svc", "GET /"): 2**64},
-    )  # fmt: skip
-    with pytest.raises((OverflowError, ValueError)):
-        acc.add(bad)
+    with pytest.raises((OverflowError, ValueError, IndexError)):
+        acc.add(bad(2, 3))  # its service's region is outside its region table
     assert acc.snapshot().to_bytes() == before
     assert acc.services == [] and acc.regions == []
+    ref = WindowAccumulatorReference()
+    for p in (WindowPartial.empty(), bad(2**64, 0)):
+        acc.add(p)
+        ref.add(p)
+    assert acc.snapshot().same_as(ref.snapshot(), rel=0.0)
+    assert acc.endpoints == {("new-svc", "GET /"): 2**64}
 
 
 # ------------------------------------------------------------------ two threads, one window
