@@ -14,6 +14,7 @@ from bench.bench_ingest import (
     _proto_bodies,
     _trace_ids,
     ceiling,
+    own_ratio,
     run,
     shaped,
     window_cardinality,
@@ -125,10 +126,18 @@ def test_the_sdk_shape_refuses_what_it_cannot_patch_consistently() -> None:
 
 
 def test_the_cardinality_summary_names_both_shapes_and_the_ceiling() -> None:
+    """Each shape's raw ratio (the target's figure, said met or missed), the trivial handler's
+    on the same bytes, and the agent's own: (agent - trivial) at 10,000 over the same at 10."""
     text = window_cardinality({("fan-in", 10): 1.6, ("fan-in", 10_000): 3.2,
-                               ("sdk", 10): 1.5, ("sdk", 10_000): 1.65}, 0.5, 0.9)
-    assert "SDK shape" in text and "fan-in" in text and "1.10 x" in text and "2.00 x" in text
-    assert "1.80 x" in text
+                               ("sdk", 10): 1.5, ("sdk", 10_000): 1.65},
+                              {("fan-in", 10): 0.5, ("fan-in", 10_000): 0.9,
+                               ("sdk", 10): 0.5, ("sdk", 10_000): 0.55})
+    assert "SDK shape" in text and "fan-in" in text
+    assert "= 1.10 x (meets the 20 % target)" in text and "= 2.00 x (misses the 20 % target)" in text
+    assert "0.50 -> 0.90 s = 1.80 x" in text and "0.50 -> 0.55 s = 1.10 x" in text
+    assert "1.10 -> 2.30 s = 2.09 x" in text  # fan-in: (3.2 - 0.9) / (1.6 - 0.5)
+    assert "1.00 -> 1.10 s = 1.10 x" in text  # sdk: (1.65 - 0.55) / (1.5 - 0.5)
+    assert own_ratio(1.6, 3.2, 0.5, 0.9) == pytest.approx(2.3 / 1.1)
 
 
 def test_a_short_sdk_shape_run_archives_windows_of_its_services() -> None:
