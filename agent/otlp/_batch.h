@@ -45,7 +45,8 @@ typedef struct { const uint8_t *p; Py_ssize_t n; } Str;
 typedef struct { int kind; Str s; int64_t i; } Val;
 
 typedef struct { Py_hash_t hash; Py_ssize_t id; } Slot;  /* id -1: empty */
-typedef struct { Slot *slots; size_t mask; Str *items; Py_ssize_t count, cap; } Table;
+/* items[i] and its SipHash hashes[i] (Python's str hash of it when it is ASCII) */
+typedef struct { Slot *slots; size_t mask; Str *items; Py_hash_t *hashes; Py_ssize_t count, cap; } Table;
 
 typedef struct {
     Py_ssize_t n, cap;
@@ -86,20 +87,23 @@ static int table_init(Table *t) {
     t->slots = PyMem_RawMalloc(64 * sizeof(Slot));
     t->cap = 32;
     t->items = PyMem_RawMalloc(32 * sizeof(Str));
+    t->hashes = PyMem_RawMalloc(32 * sizeof(Py_hash_t));
     t->count = 0;
-    if (!t->slots || !t->items) return -1;
+    if (!t->slots || !t->items || !t->hashes) return -1;
     for (size_t i = 0; i <= t->mask; i++) t->slots[i].id = -1;
     return 0;
 }
 
-static void table_free(Table *t) { PyMem_RawFree(t->slots); PyMem_RawFree(t->items); }
+static void table_free(Table *t) { PyMem_RawFree(t->slots); PyMem_RawFree(t->items); PyMem_RawFree(t->hashes); }
 
 static int table_grow(Table *t) {
     size_t cap = (t->mask + 1) * 2;
     Slot *slots = PyMem_RawMalloc(cap * sizeof(Slot));
     Str *items = PyMem_RawRealloc(t->items, (size_t)t->cap * 2 * sizeof(Str));
-    if (items) { t->items = items; t->cap *= 2; }
-    if (!slots || !items) { PyMem_RawFree(slots); return -1; }
+    if (items) t->items = items;
+    Py_hash_t *hashes = items ? PyMem_RawRealloc(t->hashes, (size_t)t->cap * 2 * sizeof(Py_hash_t)) : NULL;
+    if (hashes) { t->hashes = hashes; t->cap *= 2; }
+    if (!slots || !items || !hashes) { PyMem_RawFree(slots); return -1; }
     for (size_t i = 0; i < cap; i++) slots[i].id = -1;
     for (size_t i = 0; i <= t->mask; i++) {
         if (t->slots[i].id < 0) continue;
@@ -141,6 +145,7 @@ static Py_ssize_t intern(Dec *d, Table *t, Str s) {
     t->slots[j].hash = h;
     t->slots[j].id = t->count;
     t->items[t->count] = s;
+    t->hashes[t->count] = h;
     return t->count++;
 }
 
@@ -399,6 +404,13 @@ static PyObject *table_list(Table *t, const char *what, PyObject *error) {
             }
             return NULL;
         }
+#ifndef Py_GIL_DISABLED
+        /* An ASCII str's hash is SipHash of its bytes, the very hash interning computed:
+         * stored now, so that the scorer's and the window's lookups of ~500 services a fan-in
+         * request do not compute it again (tests/otlp: hash() equals a fresh copy's). */
+        if (PyUnicode_IS_ASCII(s) && ((PyASCIIObject *)s)->hash == -1 && t->hashes[i] != -1)
+            ((PyASCIIObject *)s)->hash = t->hashes[i];
+#endif
         PyList_SET_ITEM(list, i, s);
     }
     return list;

@@ -322,3 +322,28 @@ def test_every_key_value_layout_agrees(service, region, statement, assert_same):
                 + field(9, 2, system) + field(9, 2, db_kv) + field(9, 2, noise_kv))
         data = field(1, 2, field(1, 2, resource) + field(2, 2, field(2, 2, span)))
         assert_same(decode_protobuf_fast(data), decode_protobuf_reference(data))
+
+
+def test_the_c_decoders_strings_hash_as_python_hashes_them(workload) -> None:
+    """The C decoders store each ASCII name's hash, the SipHash interning computed, in the str
+    (so that scoring and the window's lookups do not compute it again): every service, region
+    and endpoint name of a fan-in request, in protobuf and in OTLP/JSON, hashes as a fresh
+    copy of itself does, ASCII and not, a short table and a long one."""
+    from google.protobuf.json_format import MessageToDict as to_dict
+
+    from agent.otlp.jsonfast import decode_json_fast
+
+    for services in (None, 10_000):
+        req = workload.make_request(512, seed=3, services=services)
+        req.resource_spans[0].resource.attributes[0].value.string_value = "sérvice-ünïcødé"
+        body = req.SerializeToString()
+        batches = [decode_protobuf_fast(body),
+                   decode_json_fast(orjson.dumps(to_dict(req, use_integers_for_enums=True)))]
+        assert decode_protobuf_fast(body).services == decode_protobuf_reference(body).services
+        for batch in batches:
+            assert batch is not None
+            names = [*batch.services, *batch.regions, *batch.endpoints]
+            assert len(batch.services) > (8 if services else 1)
+            for name in names:
+                assert hash(name) == hash(name.encode("utf-8", "surrogatepass").decode(
+                    "utf-8", "surrogatepass")), name
