@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from aggregator.caveats import temporal, warnings, without_carbon
 from aggregator.compare import Previous, comparison
@@ -21,7 +22,7 @@ from aggregator.market import MarketFactors
 from aggregator.read import Period
 from aggregator.scope2 import methodology_block, scope2
 from aggregator.series import build_series
-from schema.canonical import canonical_json
+from schema.canonical import MAX_INT, canonical_json
 from schema.constants import ENERGY_PER_IO_OP_KWH, SCI_FORMULA
 from schema.report import (
     SCI_HIGH_FACTOR,
@@ -39,6 +40,7 @@ from schema.report import (
     Methodology,
     PerRequest,
     RegionTotal,
+    ReportWarning,
     content_hash,
 )
 from schema.report import Period as PeriodModel
@@ -239,10 +241,41 @@ def build_report(state: AggregateState, period: Period, organisation: str = "",
         warnings=warnings(aggregate, methodology),
         integrity=_integrity(state),
     )
+    saturated: list[str] = []
+    _saturate(report, "", saturated)
+    if saturated:
+        report.warnings.append(ReportWarning(code="count_saturated", message=(
+            f"{len(saturated)} count(s) of this report exceed {MAX_INT:,} (2^64 - 1, the largest integer "
+            f"its JSON holds) and are written as {MAX_INT:,}: {', '.join(saturated[:8])}"
+            f"{', ...' if len(saturated) > 8 else ''}; the sanitiser passes at most 2^53 per value, so "
+            "only an archive of forged or broken lines sums this far: check the agents that wrote it")))
     if previous is not None:
         report.comparison = comparison(report, previous)
     report.integrity.content_hash = content_hash(report.model_dump(mode="json"))
     return report
+
+
+def _saturate(node: BaseModel, path: str, out: list[str]) -> None:
+    """Write every integer of the report past :data:`~schema.canonical.MAX_INT` (a sum of
+    archive counts: requests, I/O operations, traces) as ``MAX_INT``, its path added to ``out``,
+    so that a forged archive cannot make the report unwritable (the fold's sums stay exact)."""
+    for name in type(node).model_fields:
+        value = getattr(node, name)
+        where = f"{path}.{name}" if path else name
+        if type(value) is int:
+            if value > MAX_INT:
+                setattr(node, name, MAX_INT)
+                out.append(where)
+        elif isinstance(value, BaseModel):
+            _saturate(value, where, out)
+        elif type(value) is list:
+            for i, item in enumerate(value):
+                if type(item) is int:
+                    if item > MAX_INT:
+                        value[i] = MAX_INT
+                        out.append(f"{where}[{i}]")
+                elif isinstance(item, BaseModel):
+                    _saturate(item, f"{where}[{i}]", out)
 
 
 def report_bytes(report: DisclosureReport) -> bytes:

@@ -22,6 +22,8 @@ _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 #: Deepest nesting canonical JSON holds: orjson.dumps refuses a 255th level.
 MAX_DEPTH = 254
+#: The largest integer canonical JSON holds: orjson.dumps writes integers up to 2**64 - 1.
+MAX_INT = 2**64 - 1
 
 
 def _check_finite(obj: Any, path: str = "$", depth: int = 0) -> None:

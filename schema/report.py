@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 #: 1.2: aggregate.series (the period over time);
 #: 1.3: the share from backfilled chains (aggregate.backfill, applications[].backfill);
 #: 1.4: the period's per-request figures with their SCI band (aggregate.per_request) and the
-#: files with one-sided windows (inputs.one_sided_files, inputs.files[].one_sided_windows).
-REPORT_SCHEMA_VERSION = "1.4"
+#: files with one-sided windows (inputs.one_sided_files, inputs.files[].one_sided_windows);
+#: 1.5: a count past 2^64 - 1 written as 2^64 - 1 with the warning count_saturated.
+REPORT_SCHEMA_VERSION = "1.5"
 #: The SCI uncertainty band of a carbon figure (the window line's co2.total low / high): x0.5 .. x2.
 SCI_LOW_FACTOR = 0.5
 SCI_HIGH_FACTOR = 2.0
@@ -163,7 +164,7 @@ class ReportWarning(_Model):
     """Something a reader must know before trusting the figures."""
 
     code: Literal["no_data", "partial_period", "energy_without_carbon", "traces_exceed_root_spans",
-                  "one_sided_windows"]
+                  "one_sided_windows", "count_saturated"]
     message: str
 
 

@@ -19,6 +19,7 @@ PINNED = {
     # aggregate.per_request (the period's per-request figures, SCI band), inputs.one_sided_files
     # and inputs.files[].one_sided_windows
     "1.4": "sha256:799bdeea3ef69474d99398fdc1333a0934a89428f0054dfa41d8553b615bb169",
+    "1.5": "sha256:97277f6b6c35b293e51280cbb16d885bd7953afd2bf077c324f7f27b0f18a77b",  # warning count_saturated
 }
 
 
