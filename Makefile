@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agen
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m carbonspan.buildcheck
 	touch $(STAMP)
 
 venv: $(STAMP)

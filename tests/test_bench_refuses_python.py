@@ -41,10 +41,34 @@ def test_one_bench_module_refuses_too(tmp_path: Path) -> None:
 def test_measuring_the_fallback_on_purpose_warns(tmp_path: Path) -> None:
     done = _run(tmp_path, ["-m", "bench", "no_such_bench"], allow=True)
     assert done.returncode == 0, done
-    assert "WARNING: measuring the pure-Python path of aggregate-fold" in done.stderr
+    warning = next(x for x in done.stderr.splitlines() if "WARNING: measuring the pure-Python path" in x)
+    assert "aggregate-fold" in warning
 
 
 def test_with_every_accelerator_built_nothing_is_refused() -> None:
     from bench import python_fallbacks
 
     assert python_fallbacks() == []  # the test environment builds them all (make venv)
+
+
+def test_the_build_check_stops_make_venv_on_a_missing_accelerator(tmp_path: Path) -> None:
+    """``make venv`` runs ``python -m carbonspan.buildcheck`` after pip: a C extension that failed to
+    compile (setup.py marks them optional) or a stale build stops it, naming which."""
+    (tmp_path / "sitecustomize.py").write_text(NO_FOLD)
+    env = {k: v for k, v in os.environ.items() if k != "CARBONSPAN_ALLOW_PYTHON"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
+    done = subprocess.run([sys.executable, "-m", "carbonspan.buildcheck"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "aggregate-fold" in done.stderr and "-v" in done.stderr, done
+    env["CARBONSPAN_ALLOW_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, "-m", "carbonspan.buildcheck"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "WARNING" in done.stderr, done
+    ok = subprocess.run([sys.executable, "-m", "carbonspan.buildcheck"], cwd=REPO,
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stderr == "", ok
+
+
+def test_make_venv_runs_the_build_check() -> None:
+    recipe = (REPO / "Makefile").read_text().split("$(STAMP):", 1)[1].split("\nvenv:", 1)[0]
+    assert "-m carbonspan.buildcheck" in recipe and recipe.index("buildcheck") < recipe.index("touch")
