@@ -12,17 +12,21 @@ sources with different intervals read the same counter without interfering.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 
 class OpCounter:
     """Thread-safe running totals of I/O ops per lowercased service name."""
 
-    __slots__ = ("_lock", "_totals")
+    __slots__ = ("_lock", "_totals", "before_read")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._totals: dict[str, int] = {}
+        # called before each read of the totals: with --workers N the supervisor's counter
+        # takes in the workers' latest op totals there (agent/sources/shared.py), so a power
+        # source's poll pairs its joules with ops as recent as the workers have written
+        self.before_read: Callable[[], None] | None = None
 
     def add(self, per_service_io_ops: Mapping[str, int]) -> None:
         """Count one scored batch's I/O ops. Non-positive or non-integer counts are ignored."""
@@ -42,6 +46,8 @@ class OpCounter:
 
     def totals(self) -> dict[str, int]:
         """A copy of the running totals."""
+        if self.before_read is not None:
+            self.before_read()
         with self._lock:
             return dict(self._totals)
 

@@ -234,6 +234,7 @@ class SignalHub:
         """Open the directory, start the sources (their first polls, as a single agent's), and
         publish the first readings before any worker starts."""
         self.open()
+        self.manager.ops.before_read = self._collect_before_read  # a power poll's ops are fresh
         self.manager.start()
         self.publish()
         self._thread = threading.Thread(target=self._run, name="carbonspan-sources-hub",
@@ -264,6 +265,12 @@ class SignalHub:
                 self.publish()
             except Exception:  # the workers see the silence; this says why
                 log.exception("could not publish the [sources] readings to the workers")
+
+    def _collect_before_read(self) -> None:
+        try:
+            self.collect_ops()
+        except Exception:  # never fails the power source's poll; its ops come on the next one
+            log.exception("could not take in the workers' I/O-op totals before a power poll")
 
     def collect_ops(self) -> None:
         """Add every worker's I/O ops since the last look to the manager's op counter."""

@@ -777,3 +777,29 @@ def test_after_the_supervisors_death_the_next_run_counts_only_its_own_workers_op
     assert all(f["run"] == run2 for f in final)
     # the second run's workers' totals are exactly what it archived, none of the first run's
     assert sum(f["totals"]["checkout"] for f in final) == archived_ops() - first
+
+
+def test_a_power_poll_takes_in_the_workers_latest_ops(tmp_path, loopback_http):
+    """The supervisor's power source pairs its joules with the ops the workers wrote just
+    before the poll, not only with those the last publish (up to a second before) collected."""
+    expo = (b'# TYPE scaph_process_power_consumption_microwatts gauge\n'
+            b'scaph_process_power_consumption_microwatts{pid="1",exe="checkout",'
+            b'cmdline="/usr/bin/checkout"} 12000000\n')
+    url = loopback_http(lambda path, _h: (200, "text/plain; version=0.0.4", expo)) + "/metrics"
+    table = {"scaphandre": [{"url": url, "interval_s": 3600,
+                             "services": {"checkout": {"exe": "^checkout$"}}}]}
+    manager = SourceManager.from_config(table)
+    directory = sources_dir(tmp_path, "a")
+    hub = SignalHub(manager, directory, 1)
+    hub.start()  # the first poll: no interval yet
+    try:
+        link = SharedSignals(directory, 0)
+        assert link.refresh()
+        link.ops.add({"checkout": 100})
+        link.write_ops()  # no publish since: only the poll itself can take these in
+        manager.poll_all()
+        rate = manager.current().measured.get("checkout")
+        assert rate is not None and rate.tag == "scaphandre_rapl", manager.current().measured
+        assert manager.ops.totals() == {"checkout": 100}
+    finally:
+        hub.stop()
