@@ -268,13 +268,16 @@ def _saturate(node: BaseModel, path: str, out: list[str]) -> None:
                 out.append(where)
         elif isinstance(value, BaseModel):
             _saturate(value, where, out)
-        elif type(value) is list:
-            for i, item in enumerate(value):
-                if type(item) is int:
-                    if item > MAX_INT:
-                        value[i] = MAX_INT
-                        out.append(f"{where}[{i}]")
-                elif isinstance(item, BaseModel):
+        elif type(value) is list and value:  # a list holds one type (the model's)
+            kind = type(value[0])
+            if kind is int:
+                if max(value) > MAX_INT:  # in C: a series' requests per bucket are many
+                    for i, item in enumerate(value):
+                        if item > MAX_INT:
+                            value[i] = MAX_INT
+                            out.append(f"{where}[{i}]")
+            elif issubclass(kind, BaseModel):
+                for i, item in enumerate(value):
                     _saturate(item, f"{where}[{i}]", out)
 
 

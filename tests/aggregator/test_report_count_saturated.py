@@ -28,12 +28,12 @@ from tests.aggregator.test_fold_hostile_bytes import HOURS, T0
 NAMES = [f"s{i:04d}" for i in range(2048)]
 
 
-def _forged(seq: int, requests: int) -> bytes:
+def _forged(seq: int, requests: int, names: list[str] = NAMES) -> bytes:
     start = times.format_datetime(T0)
     gs = {"energy_kwh": 0.002048, "co2": {"operational_gco2": 2.048e-3, "total": {"mid": 2.048e-3}},
-          "per_service_energy_kwh": dict.fromkeys(NAMES, 1e-6), "per_service_carbon_kgco2eq": dict.fromkeys(NAMES, 1e-9),
-          "per_service_requests": dict.fromkeys(NAMES, requests), "per_service_region": dict.fromkeys(NAMES, "pl"),
-          "per_service_energy_model": dict.fromkeys(NAMES, "io_proxy_v3")}
+          "per_service_energy_kwh": dict.fromkeys(names, 1e-6), "per_service_carbon_kgco2eq": dict.fromkeys(names, 1e-9),
+          "per_service_requests": dict.fromkeys(names, requests), "per_service_region": dict.fromkeys(names, "pl"),
+          "per_service_energy_model": dict.fromkeys(names, "io_proxy_v3")}
     body = {"window": {"start": start, "end": start, "traces": 1, "root_spans": 1}, "green_summary": gs}
     return orjson.dumps(seal(None, seq, start, BODY_KEY, body))
 
@@ -55,6 +55,18 @@ def test_a_request_total_past_2_64_is_written_saturated_and_warned():
     (warning,) = [w for w in report["warnings"] if w["code"] == "count_saturated"]
     assert "aggregate.total_requests" in warning["message"] and "2^64 - 1" in warning["message"]
     assert _report(lines, fold=fold_line_reference)[1] == data  # the C fold and the reference alike
+
+
+def test_one_services_count_past_2_64_is_saturated_in_every_place_it_is_written():
+    lines = [_forged(i, 2**53, ["a"]) for i in range(2049)]  # 2,049 windows of one service
+    state, data = _report(lines)
+    assert state.services["a"].requests == 2049 * 2**53
+    report = orjson.loads(data)
+    assert report["applications"][0]["requests"] == MAX_INT
+    assert report["aggregate"]["series"]["services"][0]["requests"][0] == MAX_INT
+    (warning,) = [w for w in report["warnings"] if w["code"] == "count_saturated"]
+    assert "applications[0].requests" in warning["message"]
+    assert "aggregate.series.services[0].requests[0]" in warning["message"]
 
 
 def test_counts_that_fit_are_not_touched_and_not_warned():
