@@ -2,10 +2,11 @@
 
 ``agent.otlp._wire`` is the fast OTLP protobuf decoder, ``agent.otlp._jsonwalk`` the fast
 OTLP/JSON one, ``agent._score`` the scorer's per-span pass and ``aggregator.fold._fold`` the
-fold's accelerator. Both are optional so that a machine without a C compiler still
+fold's accelerator. All are optional so that a machine without a C compiler still
 installs carbonspan (``agent.otlp`` then falls back to the reference decoder, the aggregator to
-its reference fold); ``tests/otlp`` and ``tests/aggregator`` assert that they are built, so
-CI never runs slowly unnoticed.
+its reference fold); ``make venv`` stops if one did not build (``carbonspan.buildcheck``), and
+``tests/otlp`` and ``tests/aggregator`` assert that they are built, so CI never runs slowly
+unnoticed.
 """
 
 from setuptools import Extension, setup
@@ -36,11 +37,12 @@ setup(
             extra_compile_args=[*FLAGS, "-ffp-contract=off"],
             optional=True,
         ),
-        # gnu11: unsigned __int128 for exact counts; no -ffast-math: the sums must be IEEE exact
+        # gnu11: unsigned __int128 for exact counts; no -ffast-math and no fused multiply-add
+        # (gnu11 lets GCC contract a*b+c into one rounding): the sums must be the reference's
         Extension(
             "aggregator.fold._fold",
             sources=["aggregator/fold/_fold.c"],
-            extra_compile_args=[*FLAGS[:1], "-std=gnu11", *FLAGS[2:]],
+            extra_compile_args=[*FLAGS[:1], "-std=gnu11", *FLAGS[2:], "-ffp-contract=off"],
             optional=True,
         ),
     ]
