@@ -61,9 +61,15 @@ def _generate(args: argparse.Namespace) -> int:
         fh.write(signer.encode() + "\n")
     vkey = signer.verifier.encode()
     args.out.with_name(args.out.name + ".pub").write_text(vkey + "\n", encoding="ascii")
-    table = "witnesses" if args.witness else "agents"
     print(vkey)
-    print(f"# pin it in keys.toml:  [{table}]  \"{args.name}\" = \"{vkey}\"", file=sys.stderr)
+    entry = f"\"{args.name}\" = \"{vkey}\""
+    if args.witness:
+        print(f"# pin it in keys.toml:  [witnesses]  {entry}", file=sys.stderr)
+    else:  # the same key type signs checkpoints and reports: which table is the key's use
+        print(f"# pin it in keys.toml:  [agents]  {entry}   (an agent's key: its name is the agent id)",
+              file=sys.stderr)
+        print(f"#                   or  [signers]  {entry}   (a report signer's, for 'aggregate --sign')",
+              file=sys.stderr)
     return 0
 
 
