@@ -166,6 +166,8 @@ def decide_gate(
         why = f"no R-ec evaluation of {name} recorded in {log.path}"
         if n_synth:
             why = f"only synthetic R-ec evaluations of {name} ({n_synth}); synthetic evaluations never gate"
+        why += (f"; to license it, record a win on a real trace (not 'policy sample'): "
+                f"carbonspan policy evaluate {name} --trace TRACE.json --record")
         return _fallback(name, why, None)
     latest = same[-1]
     verdict = latest.event.get("verdict") or {}

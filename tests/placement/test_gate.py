@@ -39,6 +39,8 @@ def test_unmeasured_carbon_aware_runs_carbon_simple(audit_log):
     assert rep["cluster"] == "roomy"  # carbon-simple's headroom tie-break, not carbon-aware's cost
     assert (pp["requested"], pp["effective"], pp["action"]) == ("carbon-aware", "carbon-simple", "replaced")
     assert rep["reason"].startswith("[placement policy: carbon-aware -> carbon-simple: no R-ec evaluation")
+    # and says what would license it, as a command to run
+    assert "carbonspan policy evaluate carbon-aware --trace TRACE.json --record" in rep["reason"]
     assert pp["evidence"] is None
 
 
@@ -48,6 +50,7 @@ def test_only_synthetic_evaluations_never_gate(audit_log, spatial_win_doc):
     res = resolve("carbon-aware", audit_log=audit_log, now=NOW)
     assert (res.effective, res.action) == ("carbon-simple", "replaced")
     assert "only synthetic" in res.reason
+    assert "record a win on a real trace" in res.reason
 
 
 def test_candidate_won_and_current_runs_as_requested(audit_log, spatial_win_doc):
