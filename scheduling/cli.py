@@ -11,6 +11,9 @@ import orjson
 
 EPILOG = """\
 examples:
+  # from a checkout, ready to run (~10 s): OpenDC's surf_week on 277 SURF hosts in NL and in BE,
+  # Mem against Timeshift with every task deferrable
+  carbonspan simulate run scheduling/data/opendc/quickstart/experiment.json --out results/
   carbonspan simulate run experiment.json --out results/
   carbonspan simulate run experiment.json --json --compat opendc
   carbonspan simulate run experiment.json --engine dask --scheduler tcp://127.0.0.1:8786
