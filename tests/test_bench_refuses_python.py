@@ -40,7 +40,7 @@ def test_one_bench_module_refuses_too(tmp_path: Path) -> None:
 
 def test_measuring_the_fallback_on_purpose_warns(tmp_path: Path) -> None:
     done = _run(tmp_path, ["-m", "bench", "no_such_bench"], allow=True)
-    assert done.returncode == 0, done
+    assert done.returncode == 2 and "no benchmark named no_such_bench" in done.stderr, done  # went on
     warning = next(x for x in done.stderr.splitlines() if "WARNING: measuring the pure-Python path" in x)
     assert "aggregate-fold" in warning
 
@@ -72,3 +72,18 @@ def test_the_build_check_stops_make_venv_on_a_missing_accelerator(tmp_path: Path
 def test_make_venv_runs_the_build_check() -> None:
     recipe = (REPO / "Makefile").read_text().split("$(STAMP):", 1)[1].split("\nvenv:", 1)[0]
     assert "-m carbonspan.buildcheck" in recipe and recipe.index("buildcheck") < recipe.index("touch")
+
+
+def test_python_m_bench_refuses_what_it_cannot_run_and_runs_nothing() -> None:
+    """An unknown name or a module's own option (``python -m bench ingest --help`` once ran the
+    whole ingest bench, unlocked, for five minutes) is refused before anything is measured."""
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+    helped = run("--help")
+    assert helped.returncode == 0 and "ingest" in helped.stdout and "example:" in helped.stdout
+    for args, says in ((("nosuch",), "no benchmark named nosuch"),
+                       (("ingest", "--http-json"), "python -m bench.bench_ingest --http-json")):
+        done = run(*args)
+        assert done.returncode == 2 and says in done.stderr, done
+        assert "===" not in done.stdout
