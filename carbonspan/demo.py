@@ -41,7 +41,7 @@ from typing import Any
 
 EPILOG = """\
 example:
-  carbonspan demo                  # about 10 s of traffic, then the tables
+  carbonspan demo                  # 8 s of traffic (the default), then the tables
   carbonspan demo --seconds 20 --keep demo-archives
 """
 
@@ -404,3 +404,8 @@ def _print_breakdown(console: Any, report: Any, traces: int, root_spans: int) ->
                   escape("[[green.hosts]] of kind messaging (none in the demo)"))
     table.add_row("total", fmt_kg(report.aggregate.total_carbon_kgco2eq), "the headline figure")
     console.print(table)
+    serving = sum(1 for a in report.applications if a.requests)
+    console.print(f"requests: the {report.aggregate.total_requests:,} requests of the summary (the R of "
+                  f"SCI per request) are each service's SERVER and CONSUMER spans, so a shop request "
+                  f"counts once per service it reaches ({serving} services here); the {root_spans:,} "
+                  "root spans are the shop requests", soft_wrap=True)

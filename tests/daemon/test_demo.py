@@ -43,6 +43,13 @@ def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) ->
     # straddle depends on the machine's load (1.28 x was seen at load 8), so no tighter bound holds.
     shop = int(re.search(r"workload: (\d+) shop requests", text).group(1))
     assert shop > 0
+    # the summary's request count (SCI's R) is per service, not per shop request: it says so
+    summed = sum(sum(r["green_summary"].get("per_service_requests", {}).values()) for r in reports)
+    roots = sum(r["window"].get("root_spans", 0) for r in reports)
+    assert summed > shop
+    assert (f"requests: the {summed:,} requests of the summary (the R of SCI per request) are each "
+            f"service's SERVER and CONSUMER spans") in text
+    assert f"the {roots:,} root spans are the shop requests" in text
     if len(reports) == 1:
         assert traces == shop
     else:
