@@ -91,6 +91,7 @@ def handle(args: argparse.Namespace) -> int:
         findings.extend(verify_report(files, report, previous))
     findings.extend(signed[0])
     heads = {s.agent: s for s in signed[1]}
+    checked = signed[2]  # what the signed inputs proved, said on an OK (a finding says otherwise)
     for chain in chains:
         print(f"chain {chain.agent}: {chain.records} records, last {chain.last_hash or '-'}")
         if chain.agent in heads:
@@ -99,6 +100,8 @@ def handle(args: argparse.Namespace) -> int:
     if not findings:
         extra = " and the report re-derives to the same content hash" if report is not None else ""
         print(f"OK: {len(files)} files, every chain and window invariant holds{extra}")
+        for line in checked:
+            print(f"  {line}")
         if unsigned:
             print(f"note: unsigned archive(s) {', '.join(unsigned)}: no signed checkpoints, so "
                   "the chain proves integrity only relative to a head you trust by other means")
@@ -112,8 +115,10 @@ def handle(args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
-def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list] | int:
-    """The signed-head checks (aggregator.verify_signed) and the attestation; 2 on bad input."""
+def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list, list[str]] | int:
+    """The signed-head checks (aggregator.verify_signed) and the attestation; 2 on bad input.
+    The third item says what the witness logs and the attestation were checked for, printed
+    under an OK so that a clean result names everything it covered."""
     from aggregator.verify_signed import verify_signatures
     from schema.trust import Trust, TrustError
 
@@ -137,6 +142,8 @@ def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list] | 
         print(f"carbonspan verify: error: --witness-log {missing[0]}: no such file", file=sys.stderr)
         return 2
     findings, summaries = verify_signatures(files, trust, args.witness_log)
+    checked = [f"witness log {p}: an intact chain, every record cosigned by a pinned witness and "
+               "consistent with the archive" for p in args.witness_log]
     if args.attestation is not None and trust is not None:
         import orjson
 
@@ -148,5 +155,12 @@ def signed_checks(args: argparse.Namespace, files: list) -> tuple[list, list] | 
             print(f"carbonspan verify: error: cannot read --attestation {args.attestation}: {exc}",
                   file=sys.stderr)
             return 2
-        findings.extend(verify_attestation(envelope, args.report.read_bytes(), trust, summaries))
-    return findings, summaries
+        found = verify_attestation(envelope, args.report.read_bytes(), trust, summaries)
+        findings.extend(found)
+        if not found:
+            from schema.dsse import open_envelope
+
+            who = open_envelope(envelope, list(trust.signers.values()))[1].name
+            checked.append(f"attestation {args.attestation}: signed by {who} (pinned in [signers]) "
+                           "over this report's SHA-256; every head it names is in the archive")
+    return findings, summaries, checked

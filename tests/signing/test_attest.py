@@ -59,6 +59,11 @@ def test_a_signed_report_verifies_and_names_the_witnessed_heads(signed_archive, 
                     str(tmp_path / "report.json.intoto.json"), "--trust", str(s.witnessed),
                     "--witness-log", str(s.witness_log))
     assert code == 0, out
+    # the OK names what the signed inputs were checked for, not only the chains and the report
+    assert (f"  attestation {tmp_path / 'report.json.intoto.json'}: signed by reporting (pinned in "
+            "[signers]) over this report's SHA-256; every head it names is in the archive") in out
+    assert (f"  witness log {s.witness_log}: an intact chain, every record cosigned by a pinned "
+            "witness and consistent with the archive") in out
 
 
 def test_a_report_regenerated_from_a_forgery_fails_however_it_is_signed(signed_archive, tmp_path, tools) -> None:
