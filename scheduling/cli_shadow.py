@@ -218,7 +218,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if args.job not in contracts:
             return _fail(f"--job {args.job!r}: no such contract in {args.contracts} ({', '.join(sorted(contracts))})")
         at = to_ms(args.at, "--at")
-        d = decide(contracts[args.job], at, read_signal_log(args.signal), None, load_guards(args.guards))
+        sig, guards = read_signal_log(args.signal), load_guards(args.guards)
+        d = decide(contracts[args.job], at, sig, None, guards)
     except (ContractError, SignalError, OSError, ValueError) as exc:
         return _fail(str(exc))
     doc = d.to_json()
@@ -228,4 +229,23 @@ def cmd_decide(args: argparse.Namespace) -> int:
     print(f"{doc['job']}: start {doc['start']} in {doc['region']} ({doc['action']}); "
           f"layer {doc['layer']}, reason {doc['reason']}; deferral {doc['deferral_minutes']:.0f} min, "
           f"slack {doc['deadline_slack_minutes']} min")
+    if doc["reason"] == "signal_stale":
+        print(f"  {_stale_why(doc['signal'], sig, args.signal, guards.stale_minutes)}")
     return 0
+
+
+def _stale_why(info: dict[str, Any], sig: Any, path: Path, stale_minutes: float) -> str:
+    """What signal_stale means for this decision: no observation of the region at all (and
+    what the log holds instead), or the latest one too old."""
+    region = info.get("region")
+    if info.get("status") == "missing":
+        observed = sorted(r for r, rows in sig.observed.items() if rows.start.size)
+        forecast = sorted(r for r, rows in sig.forecasts.items() if rows.start.size)
+        holds = (f"observations of {', '.join(observed) or 'no region'}"
+                 f"{'; forecasts of ' + ', '.join(forecast) if forecast else ''}")
+        return (f"signal_stale: {path} holds no observed intensity of {region} ({holds}); the decision "
+                "needs an observation of the region it runs in (shadow signals --region, or the "
+                "agent's [agent.signal_log])")
+    return (f"signal_stale: the latest observation of {region} ended {info.get('interval_end')}, "
+            f"{info.get('staleness_minutes', 0.0):.0f} min before the decision, at least the guards' "
+            f"stale_minutes {stale_minutes:g}")

@@ -85,6 +85,26 @@ def test_shadow_decide_prints_the_layer_and_reason(day) -> None:
     assert r.returncode == 2 and "no such contract" in r.stderr
 
 
+def test_shadow_decide_says_why_the_signal_is_stale(day) -> None:
+    """signal_stale is said with its cause: no observation of the job's region (naming what the
+    log holds instead), or the latest one too old."""
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    elsewhere = [{**r, "region": "r9"} for r in rows(t0, 4, None)]
+    other = write_jsonl(day["dir"] / "r9.jsonl", elsewhere)
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "reindex", "--at", "2026-03-01T01:00:00Z",
+            "--signal", str(other))
+    assert r.returncode == 0 and "reason signal_stale" in r.stdout, r.stderr
+    assert (f"signal_stale: {other} holds no observed intensity of r1 (observations of r9); the decision "
+            "needs an observation of the region it runs in") in r.stdout
+    # observations of r1 that end an hour and a half before the decision (stale_minutes 60 by default)
+    old = write_jsonl(day["dir"] / "old.jsonl", rows(t0, 1, None))
+    r = cli("shadow", "decide", "--contracts", str(day["c"]), "--job", "reindex", "--at", "2026-03-01T02:30:00Z",
+            "--signal", str(old))
+    assert r.returncode == 0 and "reason signal_stale" in r.stdout, r.stderr
+    assert ("signal_stale: the latest observation of r1 ended 2026-03-01T01:00:00Z, 90 min before the "
+            "decision, at least the guards' stale_minutes 60") in r.stdout
+
+
 def test_shadow_run_and_report_on_a_real_process(day) -> None:
     log = day["dir"] / "shadow.log"
     r = cli("shadow", "run", "--contracts", str(day["c"]), "--runs", str(day["runs"]), "--signal", str(day["s"]),
