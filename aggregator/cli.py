@@ -178,6 +178,7 @@ def handle(args: argparse.Namespace) -> int:
             args.html.write_text(render_html(report, generated_at()), encoding="utf-8")
         if args.csv is not None:
             write_csv(report, args.csv)
+        signed = None
         if signer is not None:
             from aggregator.attest import write_attestation
 
@@ -190,7 +191,8 @@ def handle(args: argparse.Namespace) -> int:
         print("the JSON report was not written: pass --out FILE (or --out - for standard output)",
               file=sys.stderr)
     if not args.verify:
-        print(cli_output.verify_line(args.paths, None if to_stdout else args.out, args.compare), file=sys.stderr)
+        print(cli_output.verify_line(args.paths, None if to_stdout else args.out, args.compare, signed),
+              file=sys.stderr)
         return 0
     ok, lines = cli_output.verified(files, args.paths)
     print("\n".join(lines), file=sys.stderr)

@@ -53,14 +53,18 @@ def emit(report: DisclosureReport, data: bytes, fmt: str, console: Console) -> N
             console.width = narrow
 
 
-def verify_line(paths: list[str], out: Path | None, previous: Path | None) -> str:
+def verify_line(paths: list[str], out: Path | None, previous: Path | None,
+                attestation: Path | None = None) -> str:
     """The one line saying this run did not check the archives' hash chains, with the command
-    that does (quoted for a POSIX shell) and the flag that does it in the same run."""
+    that does (quoted for a POSIX shell) and the flag that does it in the same run; for a signed
+    report the command checks its attestation too, against the auditor's pinned keys."""
     words = ["carbonspan", "verify", *paths]
     if out is not None:
         words += ["--report", str(out)]
         if previous is not None:
             words += ["--previous", str(previous)]
+        if attestation is not None:
+            words += ["--trust", "keys.toml", "--attestation", str(attestation)]
     return ("the archives' hash chains were not verified by this run: "
             + " ".join(shlex.quote(w) for w in words) + " (or aggregate --verify)")
 

@@ -109,3 +109,22 @@ def test_sign_needs_out_and_a_readable_key(signed_archive, tmp_path) -> None:
     assert run("aggregate", str(s.root), "--from", start, "--to", end, "--out",
                str(tmp_path / "r.json"), "--sign", str(tmp_path / "bad.key"))[0] == 2
     assert not (tmp_path / "r.json").exists()  # refused before reading the archives
+
+
+def test_a_signed_report_is_told_the_verify_command_that_checks_its_attestation(signed_archive, tmp_path) -> None:
+    s = signed_archive
+    start, end = period(s.root)
+    report = tmp_path / "report.json"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["aggregate", str(s.root), "--from", start, "--to", end, "--out", str(report),
+                     "--sign", str(s.keys / "reporting.key")])
+    assert code == 0, err.getvalue()
+    att = tmp_path / "report.json.intoto.json"
+    line = next(t for t in err.getvalue().splitlines() if "were not verified by this run" in t)
+    assert (f"carbonspan verify {s.root} --report {report} --trust keys.toml --attestation {att} "
+            "(or aggregate --verify)") in line
+    # the command as printed, with the auditor's keys.toml, verifies
+    code, out = run("verify", str(s.root), "--report", str(report), "--trust", str(s.witnessed),
+                    "--attestation", str(att))
+    assert code == 0, out
