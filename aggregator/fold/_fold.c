@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 15
+#define FOLD_VERSION 16
 /* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
  * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
  * values below are only what they are before that call. */
@@ -1911,6 +1911,98 @@ static int raw_line(Scan *s, Raw *w) {
     return (seen & 1) && s->p == s->end;
 }
 
+/* ---------------------------------------------------------------------- service slots */
+
+/* Where a service class (aggregator.fold.sums.ServiceAcc: a ServiceSums subclass) keeps its
+ * Python fields region, models and measured: the offsets of the __slots__ CPython made for
+ * them, which the Folder and the merge read and write directly, as those slots' member
+ * descriptors do, instead of by an attribute lookup each (an object of another class goes by
+ * the attribute). A new service is made by make_acc, as ServiceAcc.__init__ makes one. */
+typedef struct { PyTypeObject *type; Py_ssize_t region, models, measured; } AccSlots;
+
+static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_MEASURED_ATTR, *S_SERVICES_ATTR, *S_UNKNOWN_STR, *ZERO_FLOAT;
+
+#define SLOT_AT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+static int slot_offset(PyTypeObject *t, PyObject *name, Py_ssize_t *off) {
+    PyObject *d = _PyType_Lookup(t, name); /* borrowed; what the attribute lookup finds first */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type))
+        return 0;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset < (Py_ssize_t)sizeof(Sums)
+        || m->offset + (Py_ssize_t)sizeof(PyObject *) > t->tp_basicsize)
+        return 0;
+    *off = m->offset;
+    return 1;
+}
+
+/* 1 and *o filled when `t` is a ServiceSums subclass keeping region, models and measured in
+ * __slots__ with the usual attribute lookup; else 0 (no error set). */
+static int acc_slots(PyObject *t, AccSlots *o) {
+    PyTypeObject *type = (PyTypeObject *)t;
+    if (!PyType_Check(t) || !PyType_IsSubtype(type, &ServiceSumsType) || type->tp_getattro != PyObject_GenericGetAttr
+        || type->tp_setattro != PyObject_GenericSetAttr || !slot_offset(type, S_REGION_ATTR, &o->region)
+        || !slot_offset(type, S_MODELS_ATTR, &o->models) || !slot_offset(type, S_MEASURED_ATTR, &o->measured))
+        return 0;
+    o->type = type;
+    return 1;
+}
+
+/* acc's field (a new reference; NULL with an error): from its slot when acc is of o's class
+ * and the slot is set, else by the attribute (which raises for an unset one). */
+static inline PyObject *acc_get(const AccSlots *o, PyObject *acc, Py_ssize_t off, PyObject *name) {
+    if (Py_IS_TYPE(acc, o->type) && SLOT_AT(acc, off) != NULL)
+        return Py_NewRef(SLOT_AT(acc, off));
+    return PyObject_GetAttr(acc, name);
+}
+
+static inline int acc_set(const AccSlots *o, PyObject *acc, Py_ssize_t off, PyObject *name, PyObject *v) {
+    if (Py_IS_TYPE(acc, o->type)) {
+        Py_XSETREF(SLOT_AT(acc, off), Py_NewRef(v));
+        return 0;
+    }
+    return PyObject_SetAttr(acc, name, v);
+}
+
+/* Leave `obj` to reference counting alone (see new_service): only for objects whose fields
+ * cannot refer back to them. */
+static inline void untrack(PyObject *obj) {
+    if (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj))
+        PyObject_GC_UnTrack(obj);
+}
+
+/* A new service of o's class as ServiceAcc(region) makes it: zero sums, `region`, a new empty
+ * `models` dict, `measured` 0.0; untracked (see new_service). A new reference, NULL on error. */
+static PyObject *make_acc(const AccSlots *o, PyObject *region) {
+    PyObject *obj = o->type->tp_alloc(o->type, 0), *models = obj ? PyDict_New() : NULL;
+    if (models == NULL) {
+        Py_XDECREF(obj);
+        return NULL;
+    }
+    Py_XSETREF(SLOT_AT(obj, o->region), Py_NewRef(region));
+    Py_XSETREF(SLOT_AT(obj, o->models), models);
+    Py_XSETREF(SLOT_AT(obj, o->measured), Py_NewRef(ZERO_FLOAT));
+    untrack(obj);
+    return obj;
+}
+
+/* Is `t` a cell class: a ServiceSums subclass adding no field, __init__ or __new__ (Cell)? */
+static int cell_class(PyObject *t) {
+    PyTypeObject *type = (PyTypeObject *)t;
+    return PyType_Check(t) && PyType_IsSubtype(type, &ServiceSumsType) && type->tp_basicsize == (Py_ssize_t)sizeof(Sums)
+           && type->tp_dictoffset == 0 && type->tp_init == ServiceSumsType.tp_init && type->tp_new == PyType_GenericNew;
+}
+
+/* A new cell of the cell class `t` (zero sums), untracked: it holds no reference but its
+ * class's, so no cycle can pass through it. */
+static PyObject *make_cell(PyObject *t) {
+    PyTypeObject *type = (PyTypeObject *)t;
+    PyObject *obj = type->tp_alloc(type, 0);
+    if (obj != NULL)
+        untrack(obj);
+    return obj;
+}
+
 /* ---------------------------------------------------------------------- the Folder */
 
 /* Folder(services, models, regions, service_type, cell_type, enter, max_services, max_models,
@@ -1918,7 +2010,8 @@ static int raw_line(Scan *s, Raw *w) {
  * folds lines straight from their bytes into one state's accumulators (aggregator/fold/fast.py
  * makes one per file: fast.folder). It is handed the state's dicts - services (name ->
  * ServiceAcc), models (tag -> occurrences), regions (name -> RegionSums) -, the classes of a
- * new service (service_type(region)) and of a new cell (cell_type()), `enter(start)`, which
+ * new service (service_type: made as new_service makes it) and of a new cell (cell_type: as
+ * new_cell makes it), `enter(start)`, which
  * makes the time bucket holding `start` the current one and returns (lo, hi, bucket), the
  * two caps, and the state itself, whose totals it holds (below); nothing else of the state.
  *
@@ -1931,7 +2024,7 @@ static int raw_line(Scan *s, Raw *w) {
  * first (phase A: the scan, then every entry's service, tag and region decided); only a line
  * that passes them all changes anything (phase B), in the reference's order:
  *
- * - a service the state does not hold is made (service_type(region), region from the line's
+ * - a service the state does not hold is made (new_service(service_type, region), region from the line's
  *   per_service_region, clean, else "unknown") while the state has room, else its entry is
  *   dropped (dropped_services, dropped_energy/carbon, the bucket's dropped sums: the "(other)"
  *   row) and the state has overflowed; a service whose region is "unknown" takes the line's;
@@ -1975,7 +2068,6 @@ static int raw_line(Scan *s, Raw *w) {
 #define FOLD_CALIBRATED 2
 #define MAX_TAGS 256   /* distinct tags the Folder keeps (the tag cap is 64) */
 
-static PyObject *S_REGION_ATTR, *S_MODELS_ATTR, *S_SERVICES_ATTR, *S_UNKNOWN_STR;
 
 /* The state's totals a Folder holds (AggregateState's fields: the float sums and extremes, and
  * the counts); the terms' are "<term>_kg" for the terms configure() checked. */
@@ -1992,7 +2084,7 @@ static char UNATTRIBUTED_NAME[64] = "_unattributed", CAL_SUFFIX[16] = "+cal"; /*
 static Py_ssize_t MAX_NAME_BYTES = 256, MAX_TAG_BYTES = 64; /* aggregator.sanitize (schema.constants) */
 
 typedef struct {
-    char *key;          /* the name's bytes (owned) */
+    const char *key;    /* the name's bytes: its str's UTF-8 (held by `name`; no copy) */
     Py_ssize_t len;
     uint64_t hash;
     PyObject *name;     /* str */
@@ -2016,8 +2108,12 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *services, *models, *regions, *service_type, *cell_type, *enter;
+    AccSlots acc;       /* where service_type keeps region, models, measured */
     Py_ssize_t max_services, max_models;
     Slot *slots;
+    /* the region names met (decoded once per Folder: each new service's region is one) */
+    struct { char key[64]; Py_ssize_t len; PyObject *str; } region_str[32];
+    int nregion_str;
     Py_ssize_t nslots, slots_cap;
     Py_ssize_t *table;  /* open addressing: slot index + 1 (0: empty) */
     Py_ssize_t table_size;
@@ -2153,16 +2249,21 @@ static Py_ssize_t slot_add(Folder *f, const char *k, Py_ssize_t n, uint64_t h, P
         f->table = t;
         f->table_size = size;
     }
-    PyObject *models = PyObject_GetAttr(acc, S_MODELS_ATTR), *region = models ? PyObject_GetAttr(acc, S_REGION_ATTR) : NULL;
-    char *key = region ? PyMem_Malloc(n ? n : 1) : NULL;
+    PyObject *models = acc_get(&f->acc, acc, f->acc.models, S_MODELS_ATTR);
+    PyObject *region = models ? acc_get(&f->acc, acc, f->acc.region, S_REGION_ATTR) : NULL;
+    /* a key is never escaped (raw_line declines those), so the str's UTF-8 - its own bytes for
+     * an ASCII name, made once and kept by the str otherwise - is the key's bytes */
+    Py_ssize_t utf8_len_ = -1;
+    const char *key = region ? PyUnicode_AsUTF8AndSize(name, &utf8_len_) : NULL;
+    if (key != NULL && (utf8_len_ != n || memcmp(key, k, n) != 0)) {
+        PyErr_SetString(PyExc_SystemError, "Folder: a service's name is not its key's bytes");
+        key = NULL;
+    }
     if (key == NULL) {
         Py_XDECREF(models);
         Py_XDECREF(region);
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
         return -1;
     }
-    memcpy(key, k, n);
     Slot *sl = &f->slots[f->nslots];
     sl->key = key;
     sl->len = n;
@@ -2173,10 +2274,9 @@ static Py_ssize_t slot_add(Folder *f, const char *k, Py_ssize_t n, uint64_t h, P
     sl->cell = NULL;
     sl->gen = 0;
     sl->tag = -1;
-    sl->region_known = PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+    sl->region_known = region != S_UNKNOWN_STR && PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
     Py_DECREF(region);
     if (PyErr_Occurred()) {
-        PyMem_Free(key);
         Py_DECREF(sl->name);
         Py_DECREF(sl->acc);
         Py_DECREF(models);
@@ -2220,7 +2320,6 @@ static inline int clean_region(Py_ssize_t len) { return len > 0 && len <= MAX_NA
 static void folder_dealloc(Folder *f) {
     for (Py_ssize_t i = 0; i < f->nslots; i++) {
         Slot *sl = &f->slots[i];
-        PyMem_Free(sl->key);
         Py_XDECREF(sl->name);
         Py_XDECREF(sl->acc);
         Py_XDECREF(sl->models);
@@ -2230,6 +2329,8 @@ static void folder_dealloc(Folder *f) {
         PyMem_Free(f->tags[i].text);
         Py_XDECREF(f->tags[i].bare);
     }
+    for (int i = 0; i < f->nregion_str; i++)
+        Py_XDECREF(f->region_str[i].str);
     PyMem_Free(f->slots);
     PyMem_Free(f->table);
     PyMem_Free(f->seen);
@@ -2254,9 +2355,16 @@ static PyObject *folder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTuple(args, "O!O!O!OOOnnO:Folder", &PyDict_Type, &services, &PyDict_Type, &models, &PyDict_Type,
                           &regions, &service_type, &cell_type, &enter, &max_services, &max_models, &state))
         return NULL;
+    AccSlots acc;
+    if (!acc_slots(service_type, &acc) || !cell_class(cell_type)) {
+        PyErr_SetString(PyExc_TypeError, "Folder: service_type must be a ServiceSums subclass keeping region, models "
+                        "and measured in __slots__, cell_type one adding no field, __init__ or __new__");
+        return NULL;
+    }
     Folder *f = (Folder *)type->tp_alloc(type, 0);
     if (f == NULL)
         return NULL;
+    f->acc = acc;
     f->services = Py_NewRef(services);
     f->models = Py_NewRef(models);
     f->regions = Py_NewRef(regions);
@@ -2370,10 +2478,10 @@ static int decide(Folder *f, const Raw *w, int *flags) {
         /* the region, where it is needed: a new service's, or one still "unknown" */
         int needed = sl == SLOT_NEW;
         if (sl >= 0 && !f->slots[sl].region_known) {
-            PyObject *region = PyObject_GetAttr(f->slots[sl].acc, S_REGION_ATTR);
+            PyObject *region = acc_get(&f->acc, f->slots[sl].acc, f->acc.region, S_REGION_ATTR);
             if (region == NULL)
                 return -1;
-            int known = PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+            int known = region != S_UNKNOWN_STR && PyUnicode_Check(region) && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
             Py_DECREF(region);
             if (PyErr_Occurred())
                 return -1;
@@ -2394,12 +2502,23 @@ static void drop_names(Entries *E, Py_ssize_t n) {
 }
 
 /* The line's region for entry i as the reference reads it: clean_name(region_map.get(name))
- * or "unknown" (a new reference). */
-static PyObject *entry_region(const Raw *w, Py_ssize_t i) {
+ * or "unknown" (a new reference; a region name the Folder met before is the same str). */
+static PyObject *entry_region(Folder *f, const Raw *w, Py_ssize_t i) {
     Entries *E = w->e;
-    if (w->region_map == REGIONS_POSITIONAL && ent_rlen[i] >= 0 && clean_region(ent_rlen[i]))
-        return PyUnicode_DecodeUTF8(ent_reg[i], ent_rlen[i], NULL);
-    return Py_NewRef(S_UNKNOWN_STR);
+    if (!(w->region_map == REGIONS_POSITIONAL && ent_rlen[i] >= 0 && clean_region(ent_rlen[i])))
+        return Py_NewRef(S_UNKNOWN_STR);
+    const char *k = ent_reg[i];
+    Py_ssize_t n = ent_rlen[i];
+    for (int j = 0; j < f->nregion_str; j++)
+        if (f->region_str[j].len == n && memcmp(f->region_str[j].key, k, n) == 0)
+            return Py_NewRef(f->region_str[j].str);
+    PyObject *str = PyUnicode_DecodeUTF8(k, n, NULL);
+    if (str != NULL && f->nregion_str < 32 && n <= 64) {
+        memcpy(f->region_str[f->nregion_str].key, k, n);
+        f->region_str[f->nregion_str].len = n;
+        f->region_str[f->nregion_str++].str = Py_NewRef(str);
+    }
+    return str;
 }
 
 /* Phase B: the additions, in the reference's order. -1 on error (only). */
@@ -2446,16 +2565,11 @@ static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long lon
         if (sl == SLOT_DROP)
             continue;
         if (sl == SLOT_NEW) {
-            PyObject *region = entry_region(w, i);
-            PyObject *acc = region ? PyObject_CallOneArg(f->service_type, region) : NULL;
+            PyObject *region = entry_region(f, w, i);
+            PyObject *acc = region ? make_acc(&f->acc, region) : NULL;
             Py_XDECREF(region);
             if (acc == NULL)
                 return -1;
-            if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
-                Py_DECREF(acc);
-                PyErr_SetString(PyExc_TypeError, "Folder: service_type does not make a ServiceSums");
-                return -1;
-            }
             int rc = PyDict_SetItem(f->services, ent_name[i], acc);
             sl = rc < 0 ? -1 : slot_add(f, ent_key[i], ent_klen[i], ent_hash[i], ent_name[i], acc);
             Py_DECREF(acc);
@@ -2475,9 +2589,9 @@ static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long lon
             s->tag = t;
         }
         if (!s->region_known) { /* first known region wins */
-            PyObject *region = entry_region(w, i);
-            int rc = region ? PyObject_SetAttr(s->acc, S_REGION_ATTR, region) : -1;
-            s->region_known = rc == 0 && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
+            PyObject *region = entry_region(f, w, i);
+            int rc = region ? acc_set(&f->acc, s->acc, f->acc.region, S_REGION_ATTR, region) : -1;
+            s->region_known = rc == 0 && region != S_UNKNOWN_STR && PyUnicode_Compare(region, S_UNKNOWN_STR) != 0;
             Py_XDECREF(region);
             if (rc < 0)
                 return -1;
@@ -2494,12 +2608,10 @@ static int apply(Folder *f, const Raw *w, PyObject *bucket, int *flags, long lon
         if (cell != NULL) {
             Py_INCREF(cell);
         } else {
-            if (PyErr_Occurred() || (cell = PyObject_CallNoArgs(f->cell_type)) == NULL)
+            if (PyErr_Occurred() || (cell = make_cell(f->cell_type)) == NULL)
                 return -1;
-            if (!PyObject_TypeCheck(cell, &ServiceSumsType) || PyDict_SetItem(f->bucket_cells, s->name, cell) < 0) {
+            if (PyDict_SetItem(f->bucket_cells, s->name, cell) < 0) {
                 Py_DECREF(cell);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "Folder: cell_type does not make a ServiceSums");
                 return -1;
             }
         }
@@ -2968,20 +3080,24 @@ static PyObject *scan_number(PyObject *module, PyObject *arg) {
  * `left` holds fewer than `max_services`, else its windows, energy and carbon are added to
  * `dropped` = (windows, energy, carbon), returned updated; a kept one takes the right one's
  * sums, its region while its own is "unknown", its measured energy and the tags `models` holds. */
-static PyObject *S_MEASURED_ATTR;
+/* The tag merge_one looked up in the tag set last, and whether the set holds it (a file's
+ * services share a few tag strs, so one lookup a tag, not one a service; `models` does not
+ * change during a merge_services). */
+typedef struct { PyObject *tag; int has; } LastTag;
 
-static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
-    PyObject *region = PyObject_GetAttr(mine, S_REGION_ATTR);
+static int merge_one(const AccSlots *o, PyObject *mine, PyObject *acc, PyObject *models, LastTag *last) {
+    PyObject *region = acc_get(o, mine, o->region, S_REGION_ATTR);
     if (region == NULL)
         return -1;
-    int unknown = PyUnicode_Check(region) ? PyUnicode_Compare(region, S_UNKNOWN_STR) == 0
-                                          : PyObject_RichCompareBool(region, S_UNKNOWN_STR, Py_EQ);
+    int unknown = region == S_UNKNOWN_STR ? 1
+                  : PyUnicode_Check(region) ? PyUnicode_Compare(region, S_UNKNOWN_STR) == 0
+                                            : PyObject_RichCompareBool(region, S_UNKNOWN_STR, Py_EQ);
     Py_DECREF(region);
     if (unknown < 0 || PyErr_Occurred())
         return -1;
     if (unknown) {
-        PyObject *theirs = PyObject_GetAttr(acc, S_REGION_ATTR);
-        int rc = theirs ? PyObject_SetAttr(mine, S_REGION_ATTR, theirs) : -1;
+        PyObject *theirs = acc_get(o, acc, o->region, S_REGION_ATTR);
+        int rc = theirs ? acc_set(o, mine, o->region, S_REGION_ATTR, theirs) : -1;
         Py_XDECREF(theirs);
         if (rc < 0)
             return -1;
@@ -2990,13 +3106,16 @@ static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
     if (done == NULL)
         return -1;
     Py_DECREF(done);
-    PyObject *a = PyObject_GetAttr(mine, S_MEASURED_ATTR), *b = a ? PyObject_GetAttr(acc, S_MEASURED_ATTR) : NULL;
-    PyObject *sum = b ? PyNumber_InPlaceAdd(a, b) : NULL;
-    int rc = sum ? PyObject_SetAttr(mine, S_MEASURED_ATTR, sum) : -1;
+    PyObject *a = acc_get(o, mine, o->measured, S_MEASURED_ATTR), *b = a ? acc_get(o, acc, o->measured, S_MEASURED_ATTR) : NULL;
+    PyObject *sum = NULL;
+    if (b != NULL) /* self.measured += other.measured: for two floats, float_add's new float */
+        sum = PyFloat_CheckExact(a) && PyFloat_CheckExact(b) ? PyFloat_FromDouble(PyFloat_AS_DOUBLE(a) + PyFloat_AS_DOUBLE(b))
+                                                             : PyNumber_InPlaceAdd(a, b);
+    int rc = sum ? acc_set(o, mine, o->measured, S_MEASURED_ATTR, sum) : -1;
     Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(sum);
     if (rc < 0)
         return -1;
-    PyObject *tags = PyObject_GetAttr(acc, S_MODELS_ATTR);
+    PyObject *tags = acc_get(o, acc, o->models, S_MODELS_ATTR);
     if (tags == NULL)
         return -1;
     if (!PyDict_Check(tags)) {
@@ -3006,7 +3125,7 @@ static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
     }
     rc = 0;
     if (PyDict_GET_SIZE(tags)) {
-        PyObject *own = PyObject_GetAttr(mine, S_MODELS_ATTR), *tag, *ignored;
+        PyObject *own = acc_get(o, mine, o->models, S_MODELS_ATTR), *tag, *ignored;
         Py_ssize_t pos = 0;
         if (own == NULL || !PyDict_Check(own)) {
             if (own != NULL)
@@ -3014,7 +3133,16 @@ static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
             rc = -1;
         }
         while (rc == 0 && PyDict_Next(tags, &pos, &tag, &ignored)) {
-            int has = PyDict_Contains(models, tag);
+            int has;
+            if (tag == last->tag) {
+                has = last->has;
+            } else {
+                has = PyDict_Contains(models, tag);
+                if (has >= 0 && PyUnicode_CheckExact(tag)) {
+                    Py_XSETREF(last->tag, Py_NewRef(tag));
+                    last->has = has;
+                }
+            }
             if (has < 0 || (has && PyDict_SetItem(own, tag, Py_None) < 0))
                 rc = -1;
         }
@@ -3026,13 +3154,15 @@ static int merge_one(PyObject *mine, PyObject *acc, PyObject *models) {
 
 static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
+    AccSlots o;
     if (nargs != 6 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_Check(args[2])
-        || !PyLong_Check(args[3]) || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 3) {
+        || !PyLong_Check(args[3]) || !acc_slots(args[4], &o) || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 3) {
         PyErr_SetString(PyExc_TypeError, "merge_services(left: dict, right: dict, models: dict, max_services: int, "
-                        "make, dropped: (windows, energy, carbon))");
+                        "service_type: a ServiceSums subclass keeping region, models and measured in __slots__, "
+                        "dropped: (windows, energy, carbon))");
         return NULL;
     }
-    PyObject *left = args[0], *right = args[1], *models = args[2], *make = args[4];
+    PyObject *left = args[0], *right = args[1], *models = args[2];
     Py_ssize_t cap = PyLong_AsSsize_t(args[3]);
     if (cap == -1 && PyErr_Occurred())
         return NULL;
@@ -3041,6 +3171,7 @@ static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t
     PyObject *name, *acc;
     Py_ssize_t pos = 0;
     int rc = 0;
+    LastTag last = {NULL, 0};
     while (rc == 0 && PyDict_Next(right, &pos, &name, &acc)) {
         if (!PyObject_TypeCheck(acc, &ServiceSumsType)) {
             PyErr_SetString(PyExc_TypeError, "merge_services: a service is not a ServiceSums");
@@ -3067,17 +3198,11 @@ static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t
                 Py_SETREF(d_windows, w2); Py_SETREF(d_energy, e2); Py_SETREF(d_carbon, c2);
                 continue;
             }
-            PyObject *region = PyObject_GetAttr(acc, S_REGION_ATTR);
-            PyObject *made = region ? PyObject_CallOneArg(make, region) : NULL;
+            PyObject *region = acc_get(&o, acc, o.region, S_REGION_ATTR);
+            PyObject *made = region ? make_acc(&o, region) : NULL;
             Py_XDECREF(region);
-            if (made == NULL) {
-                rc = -1;
-                break;
-            }
-            if (!PyObject_TypeCheck(made, &ServiceSumsType) || PyDict_SetItem(left, name, made) < 0) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "merge_services: make does not make a ServiceSums");
-                Py_DECREF(made);
+            if (made == NULL || PyDict_SetItem(left, name, made) < 0) {
+                Py_XDECREF(made);
                 rc = -1;
                 break;
             }
@@ -3085,49 +3210,61 @@ static PyObject *merge_services(PyObject *mod, PyObject *const *args, Py_ssize_t
             mine = made;
         }
         Py_INCREF(mine);
-        rc = merge_one(mine, acc, models);
+        rc = merge_one(&o, mine, acc, models, &last);
         Py_DECREF(mine);
     }
+    Py_XDECREF(last.tag);
     PyObject *out = rc == 0 ? PyTuple_Pack(3, d_windows, d_energy, d_carbon) : NULL;
     Py_DECREF(d_windows); Py_DECREF(d_energy); Py_DECREF(d_carbon);
     return out;
 }
 
-/* new_service(type, region): a `type` (a subclass of ServiceSums with Python slots `region`,
- * `models` and `measured`) as `type(region)` makes it by aggregator.fold.sums.ServiceAcc's
- * __init__ - zero sums, `region`, a new empty `models` dict, `measured` 0.0 - without running
- * Python code (tests/aggregator/test_fold_accel_merge.py holds the two to the same fields). */
-static PyObject *ZERO_FLOAT;
-
+/* new_service(type, region): a `type` (a subclass of ServiceSums keeping `region`, `models`
+ * and `measured` in __slots__: aggregator.fold.sums.ServiceAcc) as `type(region)` makes it by
+ * ServiceAcc's __init__ - zero sums, `region`, a new empty `models` dict, `measured` 0.0 -
+ * without running Python code (tests/aggregator/test_fold_accel_merge.py holds the two to the
+ * same fields); the Folder and merge_services make theirs the same way (make_acc).
+ *
+ * It is made untracked by the cyclic garbage collector, as CPython leaves a dict or tuple of
+ * only atomic values: what it holds (a str region, a dict of str tag -> None, a float) can
+ * never refer back to it, so no cycle can pass through it, and the collector need not visit
+ * the thousands of services each file's state makes (in small files of ~1,000 changing
+ * services about a seventh of the fold went to collections visiting them). It is freed by its
+ * reference count as before; gc.is_tracked says False (test_fold_accel_merge.py). */
 static PyObject *new_service(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
-    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &ServiceSumsType)) {
-        PyErr_SetString(PyExc_TypeError, "new_service(type: a ServiceSums subclass, region)");
+    AccSlots o;
+    if (nargs != 2 || !acc_slots(args[0], &o)) {
+        PyErr_SetString(PyExc_TypeError, "new_service(type: a ServiceSums subclass keeping region, models and measured "
+                        "in __slots__, region)");
         return NULL;
     }
-    PyTypeObject *type = (PyTypeObject *)args[0];
-    PyObject *obj = type->tp_alloc(type, 0), *models = obj ? PyDict_New() : NULL;
-    if (models == NULL || PyObject_SetAttr(obj, S_REGION_ATTR, args[1]) < 0
-        || PyObject_SetAttr(obj, S_MODELS_ATTR, models) < 0 || PyObject_SetAttr(obj, S_MEASURED_ATTR, ZERO_FLOAT) < 0) {
-        Py_XDECREF(models);
-        Py_XDECREF(obj);
-        return NULL;
-    }
-    Py_DECREF(models);
-    return obj;
+    return make_acc(&o, args[1]);
 }
 
-/* merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after
- * another state's, exactly as aggregator.fold.sums.merge_cells_py does (its oracle): each of
- * `theirs` (name -> cell, in order) whose name `kept` holds or is `unattributed` is added to
- * `cells`' cell of that name (made by `make()` when absent); any other goes to the bucket's
- * dropped energy and carbon. */
+/* new_cell(type): a `type` (a ServiceSums subclass adding no field, __init__ or __new__:
+ * aggregator.fold.sums.Cell) as `type()` makes it - zero sums - untracked by the cyclic
+ * collector (make_cell); the Folder and merge_cells make theirs so. */
+static PyObject *new_cell(PyObject *mod, PyObject *type) {
+    (void)mod;
+    if (!cell_class(type)) {
+        PyErr_SetString(PyExc_TypeError, "new_cell(type: a ServiceSums subclass adding no field, __init__ or __new__)");
+        return NULL;
+    }
+    return make_cell(type);
+}
+
+/* merge_cells(bucket, cells, theirs, kept, unattributed, cell_type): a bucket's cells merged
+ * after another state's, exactly as aggregator.fold.sums.merge_cells_py does (its oracle): each
+ * of `theirs` (name -> cell, in order) whose name `kept` holds or is `unattributed` is added to
+ * `cells`' cell of that name (made as new_cell(cell_type) makes it when absent); any other goes
+ * to the bucket's dropped energy and carbon. */
 static PyObject *merge_cells(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     (void)mod;
     if (nargs != 6 || !PyObject_TypeCheck(args[0], &BucketSumsType) || !PyDict_Check(args[1])
-        || !PyDict_Check(args[2]) || !PyDict_Check(args[3])) {
+        || !PyDict_Check(args[2]) || !PyDict_Check(args[3]) || !cell_class(args[5])) {
         PyErr_SetString(PyExc_TypeError, "merge_cells(bucket: BucketSums, cells: dict, theirs: dict, kept: dict, "
-                        "unattributed: str, make)");
+                        "unattributed: str, cell_type: a ServiceSums subclass adding no field)");
         return NULL;
     }
     BucketSumsObj *bucket = (BucketSumsObj *)args[0];
@@ -3151,11 +3288,9 @@ static PyObject *merge_cells(PyObject *mod, PyObject *const *args, Py_ssize_t na
         }
         PyObject *own = PyDict_GetItemWithError(cells, name);  /* borrowed */
         if (own == NULL) {
-            if (PyErr_Occurred() || (own = PyObject_CallNoArgs(make)) == NULL)
+            if (PyErr_Occurred() || (own = make_cell(make)) == NULL)
                 return NULL;
-            if (!PyObject_TypeCheck(own, &ServiceSumsType) || PyDict_SetItem(cells, name, own) < 0) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "merge_cells: make does not make a ServiceSums");
+            if (PyDict_SetItem(cells, name, own) < 0) {
                 Py_DECREF(own);
                 return NULL;
             }
@@ -3179,12 +3314,14 @@ static PyMethodDef methods[] = {
      "Epoch seconds of report.window.start, as aggregator.read.window_start (which it calls for every\n"
      "form but the two usual ones, and which raises Malformed for a line without a usable start)."},
     {"merge_services", (PyCFunction)(void (*)(void))merge_services, METH_FASTCALL,
-     "merge_services(left, right, models, max_services, make, dropped): the services of a state merged "
+     "merge_services(left, right, models, max_services, service_type, dropped): the services of a state merged "
      "after another's (aggregator.fold.sums.merge_services_py is the oracle); returns dropped updated."},
     {"new_service", (PyCFunction)(void (*)(void))new_service, METH_FASTCALL,
      "new_service(type, region): type(region) as aggregator.fold.sums.ServiceAcc makes it, in C."},
+    {"new_cell", (PyCFunction)new_cell, METH_O,
+     "new_cell(type): type() for a ServiceSums subclass adding no field (aggregator.fold.sums.Cell), in C."},
     {"merge_cells", (PyCFunction)(void (*)(void))merge_cells, METH_FASTCALL,
-     "merge_cells(bucket, cells, theirs, kept, unattributed, make): a bucket's cells merged after another "
+     "merge_cells(bucket, cells, theirs, kept, unattributed, cell_type): a bucket's cells merged after another "
      "state's (aggregator.fold.sums.merge_cells_py is the oracle)."},
     {"configure", (PyCFunction)configure, METH_VARARGS,
      "configure(body_key, time_shapes, terms, max_figure, max_count, max_name_bytes, max_tag_bytes, cal_suffix,\n"

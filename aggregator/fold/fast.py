@@ -42,7 +42,7 @@ from aggregator.fold.reference import (
 )
 from aggregator.fold.reference import fold_line as fold_line_reference
 from aggregator.fold.state import AggregateState
-from aggregator.fold.sums import Bucket, Cell, Layout, make_service
+from aggregator.fold.sums import Bucket, Cell, Layout, ServiceAcc
 
 #: Lines this process folded from their bytes, lines the byte path declined (folded the long
 #: way) and files on which it was given up (engines.GIVE_UP_AFTER): summed by engines.fold_lines
@@ -102,7 +102,7 @@ def folder(state: AggregateState) -> object | None:
     None without the build."""
     if EXT is None:
         return None
-    return EXT.Folder(state.services, state.models, state.regions, make_service, Cell, partial(_enter, state),
+    return EXT.Folder(state.services, state.models, state.regions, ServiceAcc, Cell, partial(_enter, state),
                       state.max_services, state.max_models, state)
 
 

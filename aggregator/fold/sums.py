@@ -81,7 +81,7 @@ def merge_services(left: dict[str, ServiceAcc], right: dict[str, ServiceAcc], mo
     same order, without a Python call per service)."""
     if _MERGE_C is None:
         return merge_services_py(left, right, models, max_services, dropped)
-    return _MERGE_C(left, right, models, max_services, make_service, dropped)
+    return _MERGE_C(left, right, models, max_services, ServiceAcc, dropped)
 
 
 def merge_cells_py(bucket: Bucket, theirs: dict[str, Cell], kept: dict, unattributed: str) -> None:
@@ -132,6 +132,13 @@ class Cell(ServiceSums):  # type: ignore[misc,valid-type]
 
     def __reduce__(self) -> tuple:
         return _cell, (self.energy, self.carbon, self.requests)
+
+
+#: Makes a time bucket's cell of a service: ``make_cell()`` is ``Cell()``, in C where the
+#: extension is built (the fold and the merge make each file's cells by it). The services and
+#: cells made in C are left untracked by the cyclic garbage collector (they can hold no
+#: reference back to themselves; ``_fold.c``, new_service), so it does not visit them.
+make_cell = partial(EXT.new_cell, Cell) if EXT is not None else Cell
 
 
 _BUCKET_FIELDS = ("energy", "host_energy", *TOTAL_TERMS, "dropped_energy", "dropped_carbon", "requests", "windows")
