@@ -114,7 +114,8 @@ _CELLS_C = EXT.merge_cells if EXT is not None else None
 
 
 #: Makes a service's accumulator: ``make_service(region)`` is ``ServiceAcc(region)``, in C
-#: where the extension is built (the fold makes each file's new services by it).
+#: where the extension is built, as the C Folder and ``merge_services`` make theirs (handed
+#: the class, they make it without a call: ``_fold.c``, make_acc).
 make_service = partial(EXT.new_service, ServiceAcc) if EXT is not None else ServiceAcc
 
 
@@ -135,9 +136,9 @@ class Cell(ServiceSums):  # type: ignore[misc,valid-type]
 
 
 #: Makes a time bucket's cell of a service: ``make_cell()`` is ``Cell()``, in C where the
-#: extension is built (the fold and the merge make each file's cells by it). The services and
-#: cells made in C are left untracked by the cyclic garbage collector (they can hold no
-#: reference back to themselves; ``_fold.c``, new_service), so it does not visit them.
+#: extension is built, as the C Folder and ``merge_cells`` make theirs. The services and cells
+#: made in C are left untracked by the cyclic garbage collector (they can hold no reference
+#: back to themselves; ``_fold.c``, new_service), so its passes do not visit them.
 make_cell = partial(EXT.new_cell, Cell) if EXT is not None else Cell
 
 
