@@ -26,6 +26,10 @@ otherwise (windows already calibrated, measured, or v1.0), said per service.
 The output is a [green.calibration] table to paste into carbonspan.toml; the agent then
 scales the I/O proxy by it and tags the figures io_proxy_v*+cal. A measured source for the
 service (Scaphandre, Kepler, ...) wins over calibration.
+
+Exit status 0 when at least one service got a factor (a service without one is named on stderr
+and as a comment in the table); 1 when none did, or the readings, the archives or --out cannot
+be used (the message says which).
 """
 
 

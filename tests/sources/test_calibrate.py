@@ -296,3 +296,16 @@ def test_a_window_already_calibrated_makes_the_basis_plain_ops_and_says_why(tmp_
     assert tomllib.loads(out)["green"]["calibration"]["checkout"] == pytest.approx(2.5, rel=1e-12)
     assert "800 ops" in out and "weighted ops" not in out.split("[green.calibration]")[1]
     assert "1 window(s) in range carry no bare-proxy energy" in err
+
+
+def test_the_exit_status_is_the_one_the_help_states(tmp_path, capsys):
+    from agent.sources.cli_calibrate import EPILOG
+
+    assert "Exit status 0 when at least one service got a factor" in EPILOG
+    write_windows(tmp_path / "archives/node-a/windows-20251130-000000.jsonl",
+                  [(T0, T0 + 5, [("checkout", "SELECT orders", 5_000)])])
+    both = f"timestamp,service,power_watts\n{rfc3339(T0)},checkout,12\n{rfc3339(T0 + 5)},checkout,12\n"
+    assert run(tmp_path, both + f"{rfc3339(T0)},idle,3\n{rfc3339(T0 + 5)},idle,3\n", capsys)[0] == 0
+    assert run(tmp_path, f"timestamp,service,power_watts\n{rfc3339(T0)},idle,3\n{rfc3339(T0 + 5)},idle,3\n",
+               capsys)[0] == 1  # no service got a factor
+    assert main(["calibrate", "--readings", str(tmp_path / "none.csv"), "--archives", str(tmp_path)]) == 1
