@@ -62,3 +62,36 @@ def test_evaluate_names_the_timeshift_policies_when_asked_for_another(files) -> 
     p = subprocess.run([sys.executable, "-m", "carbonspan", "simulate", "evaluate", str(exp),
                         "--policy", "Mem"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "its timeshift policies: night-owl" in p.stderr
+
+
+def test_the_oracle_is_the_rule_given_the_future_and_can_lose_which_the_output_says(files) -> None:
+    """The ``oracle`` row is the candidate's greedy rule with the perfect forecast, not an
+    optimiser. One task, clean at its submission (100 g/kWh), dirty (500) for the 11 hours
+    after, cleanest (50) from hour 12: the true next 24 hours put the rule's 20th percentile at
+    50, so it holds the task; the trough lies past its deadline guard (1.9 h), which releases it
+    into the 500 hours. With persistence (the day before was 500 throughout) the candidate runs
+    it at once. So the oracle emits more than carbon-agnostic and the candidate, and the output
+    must not call its negative figure headroom."""
+    values = [500.0] * 24 + [100.0] + [500.0] * 11 + [50.0] * 12 + [500.0] * 24
+    trace = files.trace(values, start=T0 - 24 * HOUR)
+    topo = files.topology([{"hosts": [{"cores": 1, "count": 1, "idle": 10.0}], "trace": trace}])
+    wl = files.workload([{"id": 0, "submit": T0, "fragments": [(HOUR, 2000)], "deferrable": True,
+                          "deadline": T0 + 3 * HOUR}])
+    path = files.root / "exp.json"
+    path.write_text(json.dumps(experiment(topo, wl, [{"type": "timeshift", "name": "greedy",
+                                                      "forecastProvider": "persistence"}])))
+    run = [sys.executable, "-m", "carbonspan", "simulate", "evaluate", str(path), "--policy", "greedy"]
+    p = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    pol = doc["policies"]
+    assert pol["oracle"]["emissions_g"] > pol["carbon-agnostic"]["emissions_g"] == pol["greedy"]["emissions_g"]
+    assert pol["oracle"]["reduction_pct"] < 0
+    assert "headroom" not in doc["oracle_label"] and "not a bound" in doc["oracle_label"]
+    assert "headroom" not in doc["verdict"]["reason"]
+    note = doc["oracle_note"]
+    assert "greedy" in note and "1 of 1 held" in note and "deadline guard" in note
+    text = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "headroom" not in text.stdout
+    assert "oracle emits more than carbon-agnostic" in text.stdout and note in text.stdout
