@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml setup.py agent/otlp/_wire.c agent/otlp/_jsonwalk.c agen
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "carbonspan needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	CARBONSPAN_REQUIRE_C=$(if $(filter 1,$(CARBONSPAN_ALLOW_PYTHON)),0,1) $(PY) -m pip install --quiet -e '.[test]'
 	$(PY) -m carbonspan.buildcheck
 	touch $(STAMP)
 

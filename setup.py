@@ -9,7 +9,14 @@ its reference fold); ``make venv`` stops if one did not build (``carbonspan.buil
 unnoticed.
 """
 
+import os
+
 from setuptools import Extension, setup
+
+#: ``make venv`` sets CARBONSPAN_REQUIRE_C=1: there a compile error fails the install, where an
+#: optional extension's failure would leave the previous build in place (or none) with only a
+#: line in pip's output; a plain ``pip install .`` keeps them optional for machines without a compiler
+OPTIONAL = os.environ.get("CARBONSPAN_REQUIRE_C") != "1"
 
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
@@ -20,14 +27,14 @@ setup(
             sources=["agent/otlp/_wire.c"],
             depends=["agent/otlp/_batch.h"],
             extra_compile_args=FLAGS,
-            optional=True,
+            optional=OPTIONAL,
         ),
         Extension(
             "agent.otlp._jsonwalk",
             sources=["agent/otlp/_jsonwalk.c"],
             depends=["agent/otlp/_batch.h", "agent/otlp/_jsonlex.h"],
             extra_compile_args=FLAGS,
-            optional=True,
+            optional=OPTIONAL,
         ),
         # the scorer's per-span pass: no -ffast-math and no fused multiply-add, so that every
         # sum is the reference's, bit for bit
@@ -35,7 +42,7 @@ setup(
             "agent._score",
             sources=["agent/_score.c"],
             extra_compile_args=[*FLAGS, "-ffp-contract=off"],
-            optional=True,
+            optional=OPTIONAL,
         ),
         # gnu11: unsigned __int128 for exact counts; no -ffast-math and no fused multiply-add
         # (gnu11 lets GCC contract a*b+c into one rounding): the sums must be the reference's
@@ -43,7 +50,7 @@ setup(
             "aggregator.fold._fold",
             sources=["aggregator/fold/_fold.c"],
             extra_compile_args=[*FLAGS[:1], "-std=gnu11", *FLAGS[2:], "-ffp-contract=off"],
-            optional=True,
+            optional=OPTIONAL,
         ),
     ]
 )

@@ -5,6 +5,7 @@ without -ffast-math, so no compiler choice can change a carbon figure."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 SETUP = Path(__file__).resolve().parents[1] / "setup.py"
@@ -33,3 +34,35 @@ def test_summing_extensions_forbid_contraction_and_fast_math() -> None:
         assert "-ffp-contract=off" in flags, name
         assert not {f for f in flags if "fast-math" in f or f == "-Ofast"}, name
     assert "-ffast-math" not in SETUP.read_text().replace("no -ffast-math", "")
+
+
+def test_make_venv_fails_on_a_compile_error_and_pip_install_stays_optional() -> None:
+    """Every extension's ``optional`` is ``OPTIONAL``, false when CARBONSPAN_REQUIRE_C=1, which the
+    Makefile's pip install sets: a compile error then fails ``make venv`` instead of leaving the
+    previous .so (of the same *_VERSION, so the import check passes) in use."""
+    import runpy
+
+    exts = _extensions()
+    for name, call in exts.items():
+        opt = next(k.value for k in call.keywords if k.arg == "optional")
+        assert isinstance(opt, ast.Name) and opt.id == "OPTIONAL", name
+    import setuptools
+
+    real = setuptools.setup
+    try:
+        setuptools.setup = lambda **kw: None
+        for env, want in (("1", False), ("0", True), (None, True)):
+            old = os.environ.pop("CARBONSPAN_REQUIRE_C", None)
+            if env is not None:
+                os.environ["CARBONSPAN_REQUIRE_C"] = env
+            try:
+                assert runpy.run_path(str(SETUP))["OPTIONAL"] is want, env
+            finally:
+                os.environ.pop("CARBONSPAN_REQUIRE_C", None)
+                if old is not None:
+                    os.environ["CARBONSPAN_REQUIRE_C"] = old
+    finally:
+        setuptools.setup = real
+    recipe = (SETUP.parent / "Makefile").read_text()
+    install = next(x for x in recipe.splitlines() if "pip install --quiet -e" in x)
+    assert "CARBONSPAN_REQUIRE_C=" in install and "CARBONSPAN_ALLOW_PYTHON" in install
