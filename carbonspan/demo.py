@@ -95,12 +95,26 @@ def handle(args: argparse.Namespace) -> int:
             print(f"carbonspan demo: --keep {args.keep}: cannot use it as the archive root "
                   f"({exc.strerror}); give a directory", file=sys.stderr)
             return 2
-        return _run(console, args.keep, args.seconds, args.keep / "report.html")
+        return _run(console, args.keep, args.seconds, args.keep / "report.html", temporary=False)
     with tempfile.TemporaryDirectory(prefix="carbonspan-demo-") as tmp:  # the page outlives the archives
-        return _run(console, Path(tmp), args.seconds, Path(tempfile.gettempdir()) / "carbonspan-demo-report.html")
+        return _run(console, Path(tmp), args.seconds, Path(tempfile.gettempdir()) / "carbonspan-demo-report.html",
+                    temporary=True)
 
 
-def _run(console: Any, root: Path, seconds: float, html: Path) -> int:
+def plural(n: int, noun: str) -> str:
+    """``1 window``, ``2 windows``: the count with thousands separators and the noun agreeing."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def chain_line(chain_dir: Path, verdict: str, temporary: bool) -> str:
+    """The hash-chain check's line. Without ``--keep`` the archive is in a temporary directory
+    deleted when the demo exits, so its path would point at nothing: the line says so instead."""
+    if temporary:
+        return f"hash chain (in a temporary directory, deleted on exit; --keep DIR keeps it): {verdict}"
+    return f"hash chain of {chain_dir}: {verdict}"
+
+
+def _run(console: Any, root: Path, seconds: float, html: Path, temporary: bool) -> int:
     agent = _start_agent(root)
     try:
         grpc_target, http_url = agent.ports
@@ -113,7 +127,7 @@ def _run(console: Any, root: Path, seconds: float, html: Path) -> int:
     if code != 0:
         console.print(f"[red]agent exited with {code}[/]:\n{agent.stderr_tail()}")
         return 1
-    records = _print_archive(console, root / "demo")
+    records = _print_archive(console, root / "demo", temporary)
     _print_disclosure(console, root, records, html)
     return 0
 
@@ -308,7 +322,7 @@ class Shop:
         return {"requests": self.requests, "spans": self.spans}
 
 
-def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
+def _print_archive(console: Any, chain_dir: Path, temporary: bool) -> list[dict[str, Any]]:
     """Print the per-service table of ``chain_dir``; return its (readable) records."""
     from rich.table import Table
 
@@ -333,8 +347,8 @@ def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
             row["kwh"] += gs["per_service_energy_kwh"].get(svc, 0.0)
             row["kg"] += gs["per_service_carbon_kgco2eq"].get(svc, 0.0)
             row["model"] = gs["per_service_energy_model"].get(svc, row["model"])
-    table = Table(title=f"per-service energy and carbon from the archive ({count} windows, "
-                        f"{spans} spans)")
+    table = Table(title=f"per-service energy and carbon from the archive ({plural(count, 'window')}, "
+                        f"{plural(spans, 'span')})")
     for col in ("service", "region", "requests", "energy (kWh)", "carbon (gCO2e)", "model"):
         table.add_column(col, justify="right" if col[0] in "rec" and col != "region" else "left")
     for svc, row in sorted(per.items(), key=lambda kv: -kv[1]["kg"]):
@@ -342,7 +356,7 @@ def _print_archive(console: Any, chain_dir: Path) -> list[dict[str, Any]]:
                       f"{row['kg'] * 1000:.3e}", row["model"])
     console.print(table)
     verdict = "[green]intact[/]" if not findings else f"[red]{len(findings)} findings[/]"
-    console.print(f"hash chain of {chain_dir}: {verdict}")
+    console.print(chain_line(chain_dir, verdict, temporary))
     return [rec for _, rec in records if rec is not None]
 
 

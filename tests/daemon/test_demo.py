@@ -68,3 +68,20 @@ def test_demo_refuses_bad_arguments_with_a_message(tmp_path: Path) -> None:
     out = run("--keep", str(afile))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"--keep {afile}: cannot use it as the archive root" in out.stderr
+
+
+def test_the_chain_line_never_shows_the_path_of_a_deleted_directory(tmp_path: Path) -> None:
+    from carbonspan.demo import chain_line
+
+    kept = chain_line(tmp_path / "demo", "intact", temporary=False)
+    assert kept == f"hash chain of {tmp_path / 'demo'}: intact"
+    gone = chain_line(Path("/tmp/carbonspan-demo-x/demo"), "intact", temporary=True)
+    assert "/tmp" not in gone and "temporary directory, deleted on exit" in gone and "--keep" in gone
+
+
+def test_counts_in_the_demo_agree_with_their_noun() -> None:
+    from carbonspan.demo import plural
+
+    assert plural(1, "window") == "1 window"
+    assert plural(0, "window") == "0 windows"
+    assert plural(4020, "span") == "4,020 spans"
