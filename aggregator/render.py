@@ -25,6 +25,11 @@ MAX_ROWS = 20
 TINY = "<0.001"
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 request``, ``1,675 requests``: the count with thousands separators, the noun agreeing."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def fixed(value: float, name: str, signed: bool = False) -> str:
     """``value`` (already in unit ``name``) to 3 decimals; a non-zero figure that would print
     as zero prints ``<0.001`` (``-<0.001`` below zero, ``+<0.001`` for a signed change), so
@@ -133,7 +138,7 @@ def per_request_line(report: DisclosureReport) -> str:
     pr = report.aggregate.per_request
     if pr is None:
         return "per request: - (no requests in the period)"
-    return (f"per request ({pr.requests:,} requests): operational {fmt_g(pr.operational_gco2e)} "
+    return (f"per request ({plural(pr.requests, 'request')}): operational {fmt_g(pr.operational_gco2e)} "
             f"(band {g_band(pr.operational_gco2e)}), SCI (O+M)/R {fmt_g(pr.sci_gco2e)} (band {g_band(pr.sci_gco2e)})")
 
 
@@ -185,7 +190,7 @@ def backfill_line(report: DisclosureReport) -> str:
     agg = report.aggregate
     b = agg.backfill or BackfillTotal()
     return (f"from backfilled chains: {b.energy_share:.1%} of energy, {b.carbon_share:.1%} of carbon, "
-            f"{b.requests_share:.1%} of requests ({b.windows:,} of {agg.windows:,} windows)")
+            f"{b.requests_share:.1%} of requests ({b.windows:,} of {plural(agg.windows, 'window')})")
 
 
 def temporal_line(report: DisclosureReport) -> str:
@@ -238,7 +243,7 @@ def summary_table(report: DisclosureReport, max_rows: int | None = MAX_ROWS, dro
         table.add_row(f"... {hidden} more", *([""] * (len(columns) - 1)))
     table.caption = Text(
         f"total {fmt_kwh(agg.total_energy_kwh)}, {with_band(agg.total_carbon_kgco2eq)} CO2e over "
-        f"{agg.windows:,} windows; {temporal_line(report)}; attributed by the agent {agg.period_coverage:.1%} "
+        f"{plural(agg.windows, 'window')}; {temporal_line(report)}; attributed by the agent {agg.period_coverage:.1%} "
         f"(runtime {agg.runtime_windows:,}, fallback {agg.fallback_windows:,}); "
         f"malformed lines {report.inputs.malformed_lines:,}, sanitised values {agg.sanitised_values:,}, "
         f"dropped service entries {agg.dropped_services:,}"

@@ -13,7 +13,7 @@ chart, its SCI band x0.5 to x2).
 from __future__ import annotations
 
 from aggregator.html_templates import render
-from aggregator.render import band, fmt_kg, fmt_kwh
+from aggregator.render import band, fmt_kg, fmt_kwh, plural
 from aggregator.render_html_services import elide_middle
 from schema.report import DisclosureReport, SeriesBucket
 from schema.totals import UNATTRIBUTED_TERMS, sum_of
@@ -83,7 +83,7 @@ def _chart(report: DisclosureReport, carbon: bool) -> dict:
     for i, b in enumerate(buckets):
         x = AXIS_W + i * step + (step - bar) / 2
         tip = [f"{b.start} to {b.end}: {fmt(totals[i])} {'CO2e' if carbon else ''}".rstrip()
-               + f", {b.windows:,} windows, {b.requests:,} requests"]
+               + f", {plural(b.windows, 'window')}, {plural(b.requests, 'request')}"]
         tip += [f"{elide_middle(label)}: {fmt(values[i])}" for label, _, _, values in segments if values[i] > 0]
         rects, y = [], PLOT_H + 4.0
         for _, colour, _, values in segments:

@@ -91,3 +91,15 @@ def test_a_tiny_figure_in_a_large_unit_column_is_not_printed_as_zero(tmp_path, f
     assert scaler([2000.0, 1e-6], ("Wh", "kWh", "MWh"))(-1e-6, True) == f"-{TINY} MWh"
     assert fmt_kg(1e-10) == f"{TINY} g" and fmt_kwh(1e-10) == f"{TINY} Wh" and fmt_g(1e-12) == f"{TINY} \u00b5g"
     assert per_request_format([0.5, None])(None) == "-"
+
+
+def test_a_single_request_and_window_are_printed_in_the_singular(tmp_path, fold):
+    svc = synth.Svc("shop", region="pl", energy_kwh=2e-3, requests=1)
+    synth.write_agent(tmp_path / "archives", "agent-a", [synth.sealed_lines([synth.window_report(T0, [svc])])],
+                      day="20261110")
+    report = build_report(fold(tmp_path / "archives"), Period.everything(), "ACME")
+    buf = io.StringIO()
+    print_summary(report, Console(file=buf, width=200))
+    text = " ".join(buf.getvalue().split())
+    assert "per request (1 request):" in text and "(1 requests)" not in text
+    assert "CO2e over 1 window;" in text and "(0 of 1 window)" in text
