@@ -120,7 +120,9 @@ def service_table(c: Comparison, rows: list[ServiceChange], drop: tuple[str, ...
     columns = [col for col in _service_columns(rows) if col[0] not in drop]
     per = Table(title="energy, operational carbon and requests per service, before and now", caption_justify="left")
     per.add_column("service", justify="left", overflow="fold", min_width=12, no_wrap=not two_line_headers)
-    per.add_column("", justify="left", no_wrap=True)
+    # which services are new or gone (empty: in both periods); two lines on a terminal keep it as
+    # narrow as its values, so the narrow-terminal fit is unchanged
+    per.add_column("new/\ngone" if two_line_headers else "new/gone", justify="left", no_wrap=True)
     for _, header, _ in columns:
         per.add_column(header if two_line_headers else header.replace("\n", " "), justify="right", no_wrap=True)
     for s in rows:  # names as Text: never read as rich markup
@@ -231,7 +233,7 @@ def html_section(report: DisclosureReport) -> str:
                                                  s.carbon_kgco2eq.change)], KG)
     kwh = scaler([v for s in c.services for v in (s.energy_kwh.previous, s.energy_kwh.current,
                                                   s.energy_kwh.change)], KWH)
-    heads = ["service", "", "energy before", "energy now", "energy change", "energy change %", "carbon before",
+    heads = ["service", "new/gone", "energy before", "energy now", "energy change", "energy change %", "carbon before",
              "carbon now", "carbon change", "carbon change %", "requests before", "requests now",
              "requests change", "requests change %"]
     rows = [{"name": s.service_name, "cells": [

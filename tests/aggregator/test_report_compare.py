@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -113,6 +114,8 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     assert "requests change %" in out and cells(idle_line)[-2:] == ["+15", "n/a (was 0)"], idle_line
     assert cells(_line(per, "old"))[-4:] == ["50", "0", "-50", "-100.0 %"]
     assert "columns left out" not in out  # off a terminal every column
+    # the new/gone column has a header, in the terminal and the HTML
+    assert re.search(r"┃ service +┃ new/gone ┃ energy", out), out
     # CSV: every service, the report's figures in full precision, empty where undefined
     with (csv_dir / "comparison.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -132,6 +135,7 @@ def test_the_comparison_per_service_and_in_total_in_every_rendering(archive, tmp
     assert previous["integrity"]["content_hash"] in section and "n/a (was 0)" in section
     for name in by:
         assert f'<td class="name" title="{name}">{name}</td>' in section
+    assert '<th>service</th><th>new/gone</th><th class="n">energy before</th>' in section
     assert "Appeared (1): new." in section and "Disappeared (1): old." in section
     assert '<th class="n">energy change</th><th class="n">energy change %</th>' in section
     api_row = section.split('title="api">api</td>')[1].split("</tr>")[0]
@@ -239,6 +243,7 @@ def test_on_a_narrow_terminal_the_per_service_comparison_leaves_out_before_and_n
     assert "columns left out to fit this terminal: requests before/now, energy before/now" in said, per
     for line in per.splitlines():  # no row wider than the terminal: nothing wraps, every change whole
         assert len(line) <= 100, line
+    assert re.search(r"┃ +┃ new/ ┃", per) and re.search(r"┃ service +┃ gone ┃", per), per  # its header, 2 lines
     api = _line(per, "api")
     assert "+5.000 Wh" in api and api.count("+50.0 %") == 2, api
     assert "n/a (was 0)" in per and "10.000 Wh" not in per  # energy before/now left out, its change kept
