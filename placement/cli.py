@@ -16,7 +16,14 @@ from typing import Any
 import orjson
 
 from placement.audit import read_log, resolve_log_path
-from placement.decision import setting_text, settings_from_env
+from placement.decision import (
+    DEFAULT_MARGIN_PP,
+    DEFAULT_RETIRE_BELOW_PCT,
+    ENV_MARGIN,
+    ENV_RETIRE,
+    setting_text,
+    settings_from_env,
+)
 from placement.evaluate import FORECAST_GREEDY, PERSISTENCE_HOURS
 from placement.evaluation import evaluate_candidate, record_evaluation
 from placement.formula import FormulaError
@@ -169,13 +176,21 @@ def _add_log(p: argparse.ArgumentParser) -> None:
                    "$CARBONSPAN_PLACEMENT_AUDIT_LOG or ~/.local/state/carbonspan/placement-audit.jsonl)")
 
 
+#: what R-ec and R-ed mean, in both commands' --help (docs/placement.md, "The decision (R-ec)
+#: and retirement (R-ed)")
+RULES = (f"R-ec: a carbon-aware policy places on carbon only if it beats the better simple baseline by "
+         f"the margin ({ENV_MARGIN}, default {DEFAULT_MARGIN_PP:g} pp) in a current measurement.\n"
+         f"R-ed: if what ships reduces emissions by less than {ENV_RETIRE} (default "
+         f"{DEFAULT_RETIRE_BELOW_PCT:g} %), carbon is taken out of placement. See docs/placement.md.")
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "policy",
         help="evaluate and gate carbon-aware placement policies",
         description="Measure a carbon-aware placement policy against simple baselines on a "
         "workload and intensity trace (R-ec), record the verdict in a hash-chained audit log, "
-        "and show what the runtime gate lets placement do.",
+        "and show what the runtime gate lets placement do.\n\n" + RULES,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

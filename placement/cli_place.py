@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from placement.cli import read_json
+from placement.cli import RULES, read_json
 from placement.formula import FormulaError
 from placement.place import place
 from placement.registry import UnknownPolicy
@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         help="place one job through the policy gate",
         description="Resolve a placement policy through the R-ec/R-ed gate (probe, audit log, "
         "re-test cadence) and place one job on the best fitting cluster. The output says which "
-        "policy actually ran and why.",
+        "policy actually ran and why.\n\n" + RULES,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -155,3 +155,10 @@ def test_the_summary_prints_the_margin_the_verdict_is_decided_on(tmp_path):
                env_extra={"CARBONSPAN_CARBON_POLICY_MARGIN_PP": "7.15000001"}).stdout
     assert "delta +7.15 pp  margin 7.15000001 pp" in text, text
     assert "short of the margin 7.15000001 pp" in text
+
+
+def test_place_and_policy_help_say_what_r_ec_and_r_ed_are():
+    for command in ("place", "policy"):
+        text = " ".join(run(command, "--help").stdout.split())
+        assert "R-ec: a carbon-aware policy places on carbon only if it beats the better simple baseline" in text
+        assert "R-ed: if what ships reduces emissions by less than CARBONSPAN_CARBON_POLICY_RETIRE_BELOW_PCT" in text
