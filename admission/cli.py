@@ -152,18 +152,27 @@ def _as_json(outcome: Outcome, usage: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def _table(headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()) -> str:
+    """Columns two spaces apart; those in ``right`` (the figures) right-aligned."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def _uj(value: int) -> str:
+    """An integer figure with its thousands grouped (``5,400,000,000``), as the rest of the CLI prints counts."""
+    return f"{value:,}"
 
 
 def _render(outcome: Outcome, usage: list[dict[str, Any]]) -> str:
     vrows = [
         [
-            where, v.claim, v.decision, v.step, v.grade, str(v.from_guarantee_uj),
-            str(v.borrowed_uj), str(v.devices),
+            where, v.claim, v.decision, v.step, v.grade, _uj(v.from_guarantee_uj),
+            _uj(v.borrowed_uj), str(v.devices),
             v.reason + (f"; waits for {v.waits_for}" if v.waits_for else "")
             + (f"; preempted {', '.join(v.preempted)}" if v.preempted else ""),
         ]
@@ -171,8 +180,8 @@ def _render(outcome: Outcome, usage: list[dict[str, Any]]) -> str:
     ]
     prow = [
         [
-            "  " * u["depth"] + u["pool"], str(u["guarantee_uj"]), str(u["spent_uj"]),
-            str(u["reserved_uj"]), str(u["used_uj"]), str(u["borrowed_uj"]), str(u["cap_uj"]),
+            "  " * u["depth"] + u["pool"], _uj(u["guarantee_uj"]), _uj(u["spent_uj"]),
+            _uj(u["reserved_uj"]), _uj(u["used_uj"]), _uj(u["borrowed_uj"]), _uj(u["cap_uj"]),
             f"{100 * u['used_uj'] / u['guarantee_uj']:.1f}%" if u["guarantee_uj"] else "-",
             f"{u['devices_used']}/{u['devices']}",
         ]
@@ -181,12 +190,14 @@ def _render(outcome: Outcome, usage: list[dict[str, Any]]) -> str:
     return "\n".join(
         [
             "verdicts",
-            _table(["event", "claim", "decision", "step", "grade", "own_uj", "borrowed_uj", "devices", "reason"], vrows),
+            _table(["event", "claim", "decision", "step", "grade", "own_uj", "borrowed_uj", "devices", "reason"], vrows,
+                   frozenset({5, 6, 7})),
             "",
             "still pending at the end: "
             + (", ".join(f"{claim} ({where})" for where, claim in outcome.pending) or "none"),
             "",
             "pools (energy in µJ this window)",
-            _table(["pool", "guarantee", "spent", "reserved", "used", "borrowed", "cap_now", "used/guar", "devices"], prow),
+            _table(["pool", "guarantee", "spent", "reserved", "used", "borrowed", "cap_now", "used/guar", "devices"], prow,
+                   frozenset(range(1, 9))),
         ]
     )

@@ -88,6 +88,22 @@ def test_simulate_prints_tables(tmp_path):
     assert row.split()[:6] == ["a", "400", "0", "300", "300", "0"]  # guarantee spent reserved used borrowed
 
 
+def test_simulate_tables_group_the_digits_of_large_figures(tmp_path):
+    big = POOLS.replace("1_000", "10_000_000_000_000").replace("energy_uj = 400", "energy_uj = 4_000_000_000_000")
+    events = [{"type": "claim", "id": "a1", "pool": "a", "devices": 1, "estimate_uj": 5_400_000_000_000,
+               "grade": "measured"}]
+    _write(tmp_path, events, big)
+    res = _run("simulate", "--pools", "pools.toml", "--events", "events.jsonl", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    verdict = next(line for line in lines if line.startswith("events.jsonl:1 "))
+    assert "4,000,000,000,000  1,400,000,000,000" in verdict, verdict  # own, borrowed
+    pool = next(line for line in lines if line.startswith("  a "))
+    assert pool.split()[1:6] == ["4,000,000,000,000", "0", "5,400,000,000,000", "5,400,000,000,000",
+                                 "1,400,000,000,000"], pool
+    assert "5400000000000" not in res.stdout
+
+
 @pytest.mark.parametrize(
     "bad_line, message",
     [
