@@ -11,7 +11,7 @@ does not defer, and says so in its counters.
 | ``persistence`` (default) | ``trace.until(issued)``: the value at the same time one day earlier | achievable |
 | ``recorded`` | forecasts recorded with their issue time, latest issue <= issued | achievable |
 | ``noisy`` | the real future x (1 + error growing with the horizon, AR(1) correlated, seeded) | synthetic |
-| ``perfect`` | the real future (OpenDC's only mode) | headroom, not achievable |
+| ``perfect`` | the real future (OpenDC's only mode) | not achievable, not a bound |
 
 These are the interfaces the shadow scheduler (issue 16) builds on: ``ForecastProvider`` and
 ``make_provider``.
@@ -30,7 +30,10 @@ import numpy as np
 from scheduling.carbon import HOUR_MS, CarbonTrace, TraceError, _parse_time
 
 DAY_MS = 24 * HOUR_MS
-PERFECT_LABEL = "perfect foresight: headroom, not achievable"
+#: the run's own rule fed the real future instead of a forecast: a greedy rule is no optimiser,
+#: so this is neither achievable nor a bound and can emit more than another policy
+#: (scheduling/evaluate.py's ORACLE_LABEL, docs/simulation.md)
+PERFECT_LABEL = "perfect foresight: the policy's own rule given the real future; not achievable, and not a bound (it can lose)"
 NOISY_LABEL = "synthetic forecast (real future + calibrated error)"
 #: default target mean absolute percentage error of the noisy provider (published day-ahead
 #: errors are about 7-11 % MAPE, e.g. the GB grid operator's forecasts)

@@ -94,14 +94,16 @@ def test_provider_specs_and_their_errors(tmp_path) -> None:
     assert np.isnan(rec.forecast(one, T0 - 1, HOUR)[0])  # nothing issued yet
 
 
-def test_every_output_labels_perfect_foresight_as_headroom(files) -> None:
+def test_every_output_labels_perfect_foresight_as_not_achievable_and_not_a_bound(files) -> None:
     trace = files.trace([100.0] * 72, start=T0 - 24 * HOUR)
     topo = files.topology([{"hosts": [{"cores": 1}], "trace": trace}])
     wl = files.workload([{"id": 0, "submit": T0 + HOUR, "fragments": [(HOUR, 1000)]}])
     (res,) = scheduling.simulate(experiment(topo, wl, [{"type": "timeshift", "forecastProvider": "perfect"}]))
-    assert res.summary["forecast"] == PERFECT_LABEL == "perfect foresight: headroom, not achievable"
+    assert res.summary["forecast"] == PERFECT_LABEL == ("perfect foresight: the policy's own rule given the real "
+                                                      "future; not achievable, and not a bound (it can lose)")
+    assert "headroom" not in PERFECT_LABEL  # a greedy rule given the future is no bound: it can lose
     (compat,) = scheduling.simulate(experiment(topo, wl, [{"type": "timeshift"}]), compat=True)
-    assert "headroom, not achievable" in compat.summary["forecast"]
+    assert "not achievable, and not a bound" in compat.summary["forecast"]
 
 
 def test_short_tasks_use_the_short_threshold_long_ones_the_long_threshold() -> None:
