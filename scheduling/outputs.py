@@ -43,14 +43,27 @@ def summary_rows(summaries: list[dict]) -> list[dict]:
 
 def render_summary(summaries: list[dict]) -> str:
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(title="carbonspan simulate")
+    rows = summary_rows(summaries)
+    # the scenario name whole on one line up to 48 characters (longer ones fold), the forecast
+    # label folded into lines of at least 24 (its whole width when shorter); text is never cut with "…" and figures never wrap.
+    # The table is 160 wide, wider when those minimums need it (a terminal then wraps its lines)
+    def widest(col: str, most: int) -> int:
+        return min(max((len(str(r[col])) for r in rows), default=8), most)
+
     for col in SUMMARY_COLUMNS:
-        table.add_column(col, justify="left" if col in ("scenario", "policy", "forecast") else "right")
-    for row in summary_rows(summaries):
+        if col in ("scenario", "policy", "forecast"):
+            table.add_column(col, justify="left", overflow="fold",
+                             min_width={"scenario": widest("scenario", 48), "forecast": widest("forecast", 24)}.get(col))
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
+    for row in rows:
         table.add_row(*("—" if row[c] is None else str(row[c]) for c in SUMMARY_COLUMNS))
-    console = Console(width=160, record=True, force_terminal=False)
+    need = Measurement.get(Console(width=10_000), Console(width=10_000).options, table).minimum
+    console = Console(width=max(160, need), record=True, force_terminal=False)
     with console.capture() as cap:
         console.print(table)
         for s in summaries:

@@ -203,6 +203,22 @@ def test_the_summary_table_shows_each_timeshift_row_with_its_no_shift_reference(
     assert "no_shift_kg" in render_summary([base])
 
 
+def test_the_summary_table_shows_whole_scenario_names() -> None:
+    from scheduling.forecast import PERFECT_LABEL
+    from scheduling.outputs import render_summary
+
+    base = {"policy": "Timeshift", "energy_j": 3.6e6, "carbon_g": 900.0, "deadline_misses": 0,
+            "tasks_with_deadline": 6295, "mean_delay_ms": 0.0, "p95_delay_ms": 0.0, "reference_carbon_g": 1000.0,
+            "reduction_pct": 10.0, "forecast": PERFECT_LABEL}
+    names = ["1-surfsara_NL-surf_week-Timeshift-run0", "3-surfsara_BE-surf_week-Timeshift-run0"]
+    text = render_summary([{**base, "scenario": name} for name in names])
+    table = text.split("\n" + names[0] + ":")[0]  # the table, not the counter lines under it
+    for name in names:  # on one line, never cut with "…" (the quickstart's were "1-surfsara_NL-surf…")
+        assert f"│ {name} │" in table, table
+    assert "…" not in table
+    assert "perfect foresight:" in table and "(it can lose)" in table  # the forecast label folds onto lines, whole
+
+
 @pytest.mark.parametrize(("spec", "field"), [
     # a string multiplier was "could not convert string to float: 'x'", naming nothing
     ({"weighers": [{"type": "Ram", "multiplier": "x"}]}, "weighers[0].multiplier"),
