@@ -46,7 +46,7 @@
 
 /* aggregator.fold.ext.FOLD_VERSION: bumped with every change of the fold's rules, so that a
  * stale build is refused instead of silently folding by old rules. */
-#define FOLD_VERSION 16
+#define FOLD_VERSION 17
 /* The contract's facts this file uses, given by aggregator/fold/ext.py at load (configure(),
  * from schema/ and aggregator.sanitize; docs/archive-format.md, "Where the facts live"): the
  * values below are only what they are before that call. */
@@ -2050,8 +2050,8 @@ static PyObject *make_cell(PyObject *t) {
  * Declined (None): not a runtime window the checks pass (see raw_line: host rows, measured
  * ratios, backfill, an unclean figure, ...), outside the period, a name "_unattributed", empty
  * or past MAX_NAME_BYTES, a tag past MAX_TAG_BYTES or "+cal" alone, more new tags than the tag
- * set has room for, a name twice, a region needed but not read (escaped, or the region map not
- * in the entries' order). Returned:
+ * set has room for (declined at the first past its room), a name twice, a region needed but
+ * not read (escaped, or the region map not in the entries' order). Returned:
  *
  *   (start, end or None, hash, extra)
  *
@@ -2059,14 +2059,19 @@ static PyObject *make_cell(PyObject *t) {
  * (fast.finish): the methodology when its bytes are not the ones returned last (noted
  * already), the region rows when not every row is plain (the reference's fold_regions; derive:
  * the line states no energy at 0 g, so what the rows count is added, after a sync). The
- * Folder's table holds only services the state holds (bounded by the service cap), its tag
- * table only tags the tag set holds. */
+ * Folder's table holds only services the state holds (bounded by the service cap). Its tag
+ * table holds the tag texts of lines it took: a line's tags go in as phase A meets them and,
+ * when the line is declined, come out again (tags_forget), so a declined line - whose tags the
+ * reference may never take (a name twice: the reference sees the name's last tag) - leaves
+ * none. Each text it keeps is one the tag set holds with or without "+cal", so it holds at
+ * most two per tag in the set (bounded by the tag cap); it grows as needed (no fixed size, so
+ * no line is declined for its room; up to FOLD_VERSION 16 it kept 256 texts, of declined lines
+ * too, and an archive could fill it and have every later line with a new tag declined). */
 
 #define SLOT_NEW (-1)  /* ent_slot: a service to make */
 #define SLOT_DROP (-2) /* ent_slot: past the service cap */
 #define FOLD_OVERFLOWED 1
 #define FOLD_CALIBRATED 2
-#define MAX_TAGS 256   /* distinct tags the Folder keeps (the tag cap is 64) */
 
 
 /* The state's totals a Folder holds (AggregateState's fields: the float sums and extremes, and
@@ -2117,8 +2122,8 @@ typedef struct {
     Py_ssize_t nslots, slots_cap;
     Py_ssize_t *table;  /* open addressing: slot index + 1 (0: empty) */
     Py_ssize_t table_size;
-    Tag tags[MAX_TAGS];
-    Py_ssize_t ntags;
+    Tag *tags;          /* the tag table (see above): tags[0..ntags), room for tags_cap */
+    Py_ssize_t ntags, tags_cap;
     PyObject *bucket, *bucket_cells; /* the bucket whose cells the slots hold, its services dict */
     uint64_t gen;
     PyObject *meta;     /* the methodology bytes returned last (bytes or NULL) */
@@ -2286,15 +2291,26 @@ static Py_ssize_t slot_add(Folder *f, const char *k, Py_ssize_t n, uint64_t h, P
     return f->nslots++;
 }
 
-/* The tag's index in the Folder's tag table (added on first sight), -1: decline, -2: error. */
+/* The tag's index in the Folder's tag table (added on first sight: take() removes what a
+ * declined line added, tags_forget), -1: decline, -2: error. */
 static Py_ssize_t tag_index(Folder *f, const char *t, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < f->ntags; i++)
         if (f->tags[i].len == n && memcmp(f->tags[i].text, t, n) == 0)
             return i;
     size_t cal_len = strlen(CAL_SUFFIX);
     int cal = (size_t)n >= cal_len && memcmp(t + n - cal_len, CAL_SUFFIX, cal_len) == 0;
-    if (f->ntags >= MAX_TAGS || n > MAX_TAG_BYTES || (cal && (size_t)n == cal_len))
+    if (n > MAX_TAG_BYTES || (cal && (size_t)n == cal_len))
         return -1; /* rejected by the tag set (counted by the reference) */
+    if (f->ntags == f->tags_cap) {
+        Py_ssize_t cap = f->tags_cap ? f->tags_cap * 2 : 16;
+        Tag *x = PyMem_Realloc(f->tags, cap * sizeof(Tag));
+        if (x == NULL) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        f->tags = x;
+        f->tags_cap = cap;
+    }
     char *text = PyMem_Malloc(n);
     PyObject *bare = text ? PyUnicode_DecodeUTF8(t, n - (cal ? (Py_ssize_t)cal_len : 0), NULL) : NULL;
     if (bare == NULL) {
@@ -2314,6 +2330,16 @@ static Py_ssize_t tag_index(Folder *f, const char *t, Py_ssize_t n) {
     return f->ntags++;
 }
 
+/* Remove the tags added since the table held `keep` (those of a line declined). No slot's tag
+ * is one of them: a slot's tag is set in phase B only, of a line taken. */
+static void tags_forget(Folder *f, Py_ssize_t keep) {
+    while (f->ntags > keep) {
+        Tag *g = &f->tags[--f->ntags];
+        PyMem_Free(g->text);
+        Py_CLEAR(g->bare);
+    }
+}
+
 /* Is the region text a clean name (non-empty, at most MAX_NAME_BYTES)? */
 static inline int clean_region(Py_ssize_t len) { return len > 0 && len <= MAX_NAME_BYTES; }
 
@@ -2329,6 +2355,7 @@ static void folder_dealloc(Folder *f) {
         PyMem_Free(f->tags[i].text);
         Py_XDECREF(f->tags[i].bare);
     }
+    PyMem_Free(f->tags);
     for (int i = 0; i < f->nregion_str; i++)
         Py_XDECREF(f->region_str[i].str);
     PyMem_Free(f->slots);
@@ -2437,6 +2464,8 @@ static int decide(Folder *f, const Raw *w, int *flags) {
                 if (c != NULL && !PyLong_CheckExact(c))
                     return 0;
                 new_tags += c == NULL;
+                if (c == NULL && PyDict_GET_SIZE(f->models) + new_tags > f->max_models)
+                    return 0; /* a tag refused at the tag cap: the reference counts it */
             }
             g->count++;
             ent_tagi[i] = t;
@@ -2491,8 +2520,6 @@ static int decide(Folder *f, const Raw *w, int *flags) {
         if (needed && (w->region_map == REGIONS_OTHER || (w->region_map == REGIONS_POSITIONAL && ent_rlen[i] == -2)))
             return 0;
     }
-    if (new_tags && PyDict_GET_SIZE(f->models) + new_tags > f->max_models)
-        return 0; /* a tag refused at the tag cap: the reference counts it */
     return 1;
 }
 
@@ -2791,10 +2818,12 @@ static PyObject *folder_take(Folder *f, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     int flags = 0;
+    Py_ssize_t tags_before = f->ntags;
     ok = decide(f, &w, &flags);
     if (ok > 0)
         ok = hold(f);
     if (ok <= 0) {
+        tags_forget(f, tags_before); /* a declined line leaves no tag in the table */
         drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
         if (ok < 0)
@@ -2805,6 +2834,7 @@ static PyObject *folder_take(Folder *f, PyObject *const *args, Py_ssize_t nargs)
     /* checked and held: from here on the state changes. The window's bucket first. */
     PyObject *bucket = take_bucket(f, w.start);
     if (bucket == NULL) {
+        tags_forget(f, tags_before);
         drop_names(&f->entries, w.n);
         PyBuffer_Release(&view);
         return NULL;
@@ -2932,6 +2962,8 @@ static PyMemberDef folder_members[] = {
      "names looked up in the name table and the line's duplicate check"},
     {"probes", T_LONGLONG, offsetof(Folder, probes), READONLY, "slots those lookups stepped past their home slots"},
     {"max_probe", T_LONGLONG, offsetof(Folder, max_probe), READONLY, "the longest such walk"},
+    {"tags", T_PYSSIZET, offsetof(Folder, ntags), READONLY,
+     "tag texts in the tag table (each a tag of a line taken: a declined line leaves none)"},
     {NULL},
 };
 
