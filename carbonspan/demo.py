@@ -120,8 +120,8 @@ def _run(console: Any, root: Path, seconds: float, html: Path, temporary: bool) 
         grpc_target, http_url = agent.ports
         console.print(f"[bold]agent[/] listening: OTLP/gRPC {grpc_target}, OTLP/HTTP {http_url}")
         stats = Shop(grpc_target, http_url).run(seconds)
-        console.print(f"[bold]workload[/]: {stats['requests']} shop requests over {seconds:.0f} s "
-                      f"({stats['spans']} spans)")
+        console.print(f"[bold]workload[/]: {plural(stats['requests'], 'shop request')} over {seconds:.0f} s "
+                      f"({plural(stats['spans'], 'span')})")
     finally:
         code = agent.stop()
     if code != 0:
@@ -352,7 +352,7 @@ def _print_archive(console: Any, chain_dir: Path, temporary: bool) -> list[dict[
     for col in ("service", "region", "requests", "energy (kWh)", "carbon (gCO2e)", "model"):
         table.add_column(col, justify="right" if col[0] in "rec" and col != "region" else "left")
     for svc, row in sorted(per.items(), key=lambda kv: -kv[1]["kg"]):
-        table.add_row(svc, row["region"], str(row["requests"]), f"{row['kwh']:.3e}",
+        table.add_row(svc, row["region"], f"{row['requests']:,}", f"{row['kwh']:.3e}",
                       f"{row['kg'] * 1000:.3e}", row["model"])
     console.print(table)
     verdict = "[green]intact[/]" if not findings else f"[red]{len(findings)} findings[/]"

@@ -41,7 +41,8 @@ def test_demo_prints_the_real_period_and_the_carbon_breakdown(tmp_path: Path) ->
     # than the 3-second window, so it touches at most two: one window counts each trace once, and
     # more never reach twice the requests (what counting every trace twice would give). How many
     # straddle depends on the machine's load (1.28 x was seen at load 8), so no tighter bound holds.
-    shop = int(re.search(r"workload: (\d+) shop requests", text).group(1))
+    shop = int(re.search(r"workload: ([\d,]+) shop requests? over \d+ s \([\d,]+ spans?\)", text)
+               .group(1).replace(",", ""))
     assert shop > 0
     # the summary's request count (SCI's R) is per service, not per shop request: it says so
     summed = sum(sum(r["green_summary"].get("per_service_requests", {}).values()) for r in reports)
