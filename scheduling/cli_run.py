@@ -20,10 +20,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduling.contracts import ContractError, WorkloadContract, load_contracts
 from scheduling.signals import SignalError, SignalLog, iso, read_signal_log
+
+if TYPE_CHECKING:
+    from scheduling.decide import Decision
 
 EPILOG = """\
 examples:
@@ -81,19 +84,47 @@ def _contract(args: argparse.Namespace) -> WorkloadContract:
     return contracts[args.job]
 
 
-def _record(log: Path, event: dict[str, Any], held: bool = False) -> None:
-    """Append ``event`` to the chain under the log's flock (``held``: the caller holds it)."""
+def _record(log: Path, event: dict[str, Any], held: bool = False) -> str | None:
+    """Append ``event`` to the chain under the log's flock (``held``: the caller holds it) and
+    return where it went, ``PATH:LINE``; None (reported) when the log cannot be written."""
     from scheduling.run_ops import locked
     from schema.chainlog import append
 
+    def append_here() -> str:
+        append(log, event)
+        with log.open("rb") as fh:  # the line just appended is the last, still under the flock
+            return f"{log.absolute()}:{sum(1 for _ in fh)}"
+
     try:
         if held:
-            append(log, event)
-        else:
-            with locked(log):
-                append(log, event)
+            return append_here()
+        with locked(log):
+            return append_here()
     except (OSError, ValueError) as exc:
         _say(f"cannot write the decision log {log}: {exc}; the command still runs")
+        return None
+
+
+def _decision_line(d: Decision, now: int, signal_path: Path | None, waits: bool) -> str:
+    """The decision in one line, from its own fields: the start (now, or the one decided; "would"
+    unless the wrapper waits for it), the region, the action, layer/reason, why the signal was
+    unusable, the forecast it chose on."""
+    when = (f"{'starts' if waits else 'would start'} {iso(d.start)} in {d.region}, "
+            f"{d.deferral_minutes:.0f} min from now" if d.start > now else f"start now in {d.region}")
+    why = f"{d.action}; {d.layer}/{d.reason}"
+    if d.reason == "signal_stale":
+        info = d.signal
+        if signal_path is None:
+            why += ": no --signal given, optimisation is off"
+        elif info.get("status") == "missing":
+            why += f": {signal_path} holds no observation of {info.get('region')}"
+        else:
+            why += (f": the latest observation of {info.get('region')} ended {info.get('interval_end')}, "
+                    f"{info.get('staleness_minutes', 0.0):.0f} min ago")
+    ci = d.forecast.get("intensity_at_decision")
+    if ci is not None:
+        why += f"; forecast {ci:.0f} gCO2e/kWh over the run"
+    return f"{d.job}: {when} ({why})"
 
 
 def _metrics(path: Path, log: Path) -> None:
@@ -182,18 +213,29 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.enforce:
                 event["licensed"], event["licence"] = licensed, why
             event["action"] = f"wait until {iso(d.start)}" if wait else "run at once"
-            _record(log, event, held=True)
+            where = _record(log, event, held=True)
     except (ContractError, SignalError, OpsError, OSError, ValueError) as exc:
         _say(f"{exc}; running the command at once, undecided")
-        _record(log, {"type": "run-decision", "run_id": run_id, "mode": "error", "error": str(exc),
-                      "command": command[0]})
+        where = _record(log, {"type": "run-decision", "run_id": run_id, "mode": "error", "error": str(exc),
+                              "command": command[0]})
+        if where:
+            _say(f"recorded (mode error) in {where}")
         return _run_and_record(log, args.job, command, run_id)
-    if args.enforce and not licensed:
-        _say(f"not licensed for {c.name}: {why}; running at once")
+    _say(_decision_line(d, now, args.signal, wait))
+    recorded = f"; decision recorded in {where}" if where else ""
+    if not args.enforce:
+        later = ", not at the decided start (pass --enforce to wait for it)" if d.start > now else ""
+        _say(f"shadow mode: the command runs now{later}{recorded}")
+    elif not licensed:
+        _say(f"enforce: not licensed for {c.name}: {why}; the command runs now{recorded}")
+    elif not wait:
+        _say(f"enforce: licensed; the decided start is now, the command runs now{recorded}")
+    else:
+        _say(f"enforce: licensed; waiting until {iso(d.start)} to start in {d.region} (licence re-checked "
+             f"every {max(1.0, args.recheck_seconds):g} s; SIGTERM cancels){recorded}")
     if args.metrics:
         _metrics(args.metrics, log)
     if wait:
-        _say(f"{c.name}: waiting until {iso(d.start)} ({d.layer}/{d.reason}, region {d.region})")
         lost: list[str] = []
 
         def still_licensed() -> bool:

@@ -203,6 +203,29 @@ def test_run_shadow_mode_runs_at_once_and_keeps_the_exit_status(tmp_path: Path) 
     assert decision["action"] == "run at once" and (outcome["outcome"], outcome["exit_status"]) == ("ran", 7)
 
 
+def test_run_says_on_stderr_what_it_decided_that_it_is_shadow_mode_and_where_it_recorded(tmp_path: Path) -> None:
+    c, s = live(tmp_path)
+    log = tmp_path / "run.log"
+    r = cli("run", "--contract", str(c), "--signal", str(s), "--log", str(log), "--", sys.executable, "-c", "print(1)")
+    assert r.returncode == 0 and r.stdout == "1\n", r.stderr  # the command's stdout untouched
+    decided, shadow = r.stderr.splitlines()
+    d = events(log)[0]["decision"]
+    assert d["action"] == "defer" and d["start"] > d["decided_at"]
+    assert decided.startswith(f"carbonspan run: reindex: would start {d['start']} in r1, "
+                              f"{d['deferral_minutes']:.0f} min from now (defer; soft_objective/lowest_score; "
+                              f"forecast {d['forecast']['intensity_at_decision']:.0f} gCO2e/kWh"), decided
+    assert shadow == ("carbonspan run: shadow mode: the command runs now, not at the decided start "
+                      f"(pass --enforce to wait for it); decision recorded in {log}:1")
+    # without --signal optimisation is off, and it says so; the record is the log's third line
+    r = cli("run", "--contract", str(c), "--log", str(log), "--", sys.executable, "-c", "print(1)")
+    assert r.returncode == 0 and r.stdout == "1\n", r.stderr
+    assert r.stderr.splitlines() == [
+        "carbonspan run: reindex: start now in r1 (run_at_submit; safety_gates/signal_stale: no --signal given, "
+        "optimisation is off)",
+        f"carbonspan run: shadow mode: the command runs now; decision recorded in {log}:3"]
+    assert events(log)[2]["decision"]["reason"] == "signal_stale"
+
+
 def test_run_enforce_unlicensed_runs_at_once_and_says_why(tmp_path: Path) -> None:
     c, s = live(tmp_path)
     r = cli("run", "--contract", str(c), "--signal", str(s), "--log", str(tmp_path / "l"), "--enforce",
@@ -234,7 +257,10 @@ def test_run_enforce_licensed_waits_and_sigterm_runs_nothing(tmp_path: Path) -> 
     decision, outcome = events(log)
     assert decision["licensed"] is True and decision["action"].startswith("wait until")
     assert (outcome["outcome"], outcome["ran"]) == ("cancelled_while_waiting", False)
-    assert "SIGTERM while waiting" in p.stderr.read()
+    said = p.stderr.read()
+    assert "SIGTERM while waiting" in said
+    assert f"enforce: licensed; waiting until {decision['decision']['start']} to start in r1" in said, said
+    assert f"decision recorded in {log}:1" in said and "reindex: starts " in said
 
 
 def test_bad_contract_still_runs_the_command(tmp_path: Path) -> None:
