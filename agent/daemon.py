@@ -197,6 +197,7 @@ class Agent:
                 queue_size=s.queue_size,
             )
             from agent.otlp import OtlpDecodeError, decode_json, decode_protobuf
+            from agent.otlp.jsonfast import decode_json_fast
 
             handler = ExportHandler(
                 pipeline,
@@ -205,6 +206,8 @@ class Agent:
                 OtlpDecodeError,
                 token,
                 s.max_request_bytes,
+                # on OTLP/HTTP's loop: the C walker alone (None: the request goes to a thread)
+                loop_decoders={"protobuf": decode_protobuf, "json": decode_json_fast},
             )
             handler.sources_health = None if sources is None else sources.health
             if s.debug_last_batch and scoring.context is not None:  # GET /debug/last-batch

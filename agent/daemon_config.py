@@ -102,7 +102,7 @@ class AgentSettings:
     max_request_bytes: int = 16 * 1024 * 1024
     queue_size: int = 64  # requests admitted between receiving and the WAL; beyond: 429
     grpc_workers: int = 4  # 2 is slower, 4 and 8 measure alike (docs/operations.md)
-    http_workers: int = 64  # HTTP export threads; 4 and 8 measured slower (docs/operations.md)
+    http_workers: int = 0  # 0: HTTP exports on the event loop; N: N threads (docs/operations.md)
     workers: int = 0  # agent processes sharing the ports; 0: one per usable core, at most 8
     max_connections: int = 512  # HTTP connections open; past it the longest-idle is evicted
     http_request_timeout_s: float = 30.0  # one deadline for a request's head and body
@@ -125,7 +125,7 @@ class AgentSettings:
 _SUBTABLES = {"archive": ArchiveSettings, "auth": AuthSettings, "tls": TlsSettings,
               "signing": SigningSettings, "signal_log": SignalLogSettings}
 _POSITIVE = {"window_seconds", "max_window_spans", "max_request_bytes", "queue_size",
-             "grpc_workers", "http_workers", "shutdown_timeout_s", "max_size_mb", "max_connections",
+             "grpc_workers", "shutdown_timeout_s", "max_size_mb", "max_connections",
              "checkpoint_every", "witness_timeout_s", "http_request_timeout_s",
              "http_idle_timeout_s", "max_mb"}
 

@@ -17,14 +17,14 @@ import hmac
 import logging
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
-from agent.pipeline import STALL_READY_S, Pipeline, ShuttingDown
+from agent.pipeline import STALL_READY_S, Pipeline, PipelineBusy, ShuttingDown
 from agent.wal import WalError
 
 if TYPE_CHECKING:
@@ -134,10 +134,14 @@ class ExportHandler:
         decode_error: type[Exception],
         token: bytes | None,
         max_request_bytes: int,
+        loop_decoders: Mapping[str, Callable[[bytes], SpanBatch | None]] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.metrics = metrics
         self.decoders = decoders
+        # export_later's: None for a body the full decoder must take (the JSON Python walk)
+        self.loop_decoders = loop_decoders or decoders
+        self.handed_off = ""  # why export_later last returned False (on the loop's thread only)
         self.decode_error = decode_error
         self.token = token
         self.max_request_bytes = max_request_bytes
@@ -232,14 +236,80 @@ class ExportHandler:
         finally:
             self.pipeline.release()
 
-    def _export(self, body: bytes, fmt: str) -> Outcome:
+    def export_later(self, body: bytes, fmt: str, protocol: str,
+                     answer: Callable[[Outcome], None]) -> bool:
+        """:meth:`export` without waiting for the group commit, for a caller that must not
+        block (OTLP/HTTP's event loop). False, with nothing done and ``answer`` never called,
+        when ``loop_decoders`` leave the body to the full decoder (JSON for the Python walk) or
+        the pipeline is busy (``PipelineBusy``: a window closing): hand the request to a thread
+        that calls :meth:`export` (:attr:`handed_off` says which). Else True, and ``answer(outcome)``
+        is called exactly once: here at once for a refusal or a request with nothing to log,
+        else from the thread that learns the partial is durable and merged (the pipeline's
+        committer) or never will be (``Pipeline.ingest_later``)."""
+        if not self.is_ready():
+            answer(self._done(protocol, Outcome("unavailable",
+                                                f"the agent is {self.state()}; retry")))
+            return True
+        if not self.pipeline.admit():
+            answer(self._done(protocol, Outcome(
+                "exhausted", f"the agent's queue is full ({self.pipeline.queue_size} requests "
+                "in flight); retry after the delay given")))
+            return True
         try:
-            batch = self.decoders[fmt](body)
+            batch = self._decode(body, fmt, self.loop_decoders)
+        except _Refused as exc:
+            self.pipeline.release()
+            answer(self._done(protocol, exc.outcome))
+            return True
+        if batch is None:  # the full decoder's: not here
+            self.pipeline.release()
+            self.handed_off = "python_walk"
+            return False
+
+        def durable(error: WalError | None) -> None:
+            self.pipeline.release()
+            if error is not None:
+                answer(self._done(protocol, Outcome("unavailable", f"{error}; retry")))
+                return
+            if self.last_batch is not None:
+                self.last_batch.keep(body, fmt, protocol)  # a reference, explained on request
+            answer(self._done(protocol, Outcome("ok", _rejected_message(batch), len(batch),
+                                                batch.rejected)))
+
+        try:
+            self.pipeline.ingest_later(batch, durable)
+        except PipelineBusy:  # a window closing: nothing counted or queued, to a thread
+            self.pipeline.release()
+            self.handed_off = "pipeline_busy"
+            return False
+        except (ShuttingDown, WalError) as exc:  # nothing queued: durable is never called
+            self.pipeline.release()
+            answer(self._done(protocol, Outcome("unavailable", f"{exc}; retry")))
+        except Exception as exc:
+            self.pipeline.release()
+            log.exception("scoring a batch of %d spans failed", len(batch))
+            answer(self._done(protocol, Outcome(
+                "internal", f"the batch could not be scored ({type(exc).__name__})")))
+        return True
+
+    def _decode(self, body: bytes, fmt: str,
+                decoders: Mapping[str, Callable[[bytes], SpanBatch | None]] | None = None
+                ) -> SpanBatch | None:
+        try:
+            return (decoders or self.decoders)[fmt](body)
         except self.decode_error as exc:
-            return Outcome("invalid", str(exc))
+            raise _Refused(Outcome("invalid", str(exc))) from None
         except Exception as exc:  # a decoder bug must not take the agent down: say it, log it
             log.exception("decoder failed on a %d-byte %s request", len(body), fmt)
-            return Outcome("invalid", f"the request could not be decoded ({type(exc).__name__})")
+            raise _Refused(Outcome(
+                "invalid", f"the request could not be decoded ({type(exc).__name__})")) from None
+
+    def _export(self, body: bytes, fmt: str) -> Outcome:
+        try:
+            batch = self._decode(body, fmt)
+        except _Refused as exc:
+            return exc.outcome
+        assert batch is not None  # the full decoders always give a batch
         try:
             self.pipeline.ingest(batch)
         except (ShuttingDown, WalError) as exc:
@@ -252,6 +322,13 @@ class ExportHandler:
     def _done(self, protocol: str, outcome: Outcome) -> Outcome:
         self.count(protocol, outcome.code)
         return outcome
+
+
+class _Refused(Exception):
+    """A request refused before anything was queued, with its outcome."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
 
 
 def _rejected_message(batch: SpanBatch) -> str:

@@ -113,6 +113,15 @@ class AgentMetrics:
         )
         for waited in ("false", "true"):
             self.json_python_walks.labels(waited)
+        self.http_handed_off = Counter(
+            "carbonspan_http_exports_handed_off",
+            "OTLP/HTTP exports the event loop handed to a thread instead of decoding them "
+            "itself (http_workers = 0), by why: large, python_walk, pipeline_busy",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("large", "python_walk", "pipeline_busy"):
+            self.http_handed_off.labels(reason)
         self.queue_depth = Gauge(
             "carbonspan_queue_depth", "Requests admitted and not yet answered", registry=r
         )

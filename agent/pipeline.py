@@ -28,6 +28,7 @@ the archive by that number, never by the wall clock (docs/archive-format.md).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -52,10 +53,20 @@ COMMIT_WAIT_S = 4.0
 RECENT_WINDOWS = 12
 #: /readyz answers 503 once a commit has waited this long (a stalled disk)
 STALL_READY_S = 2.0
+_STOP = object()  # ends the committer thread
+#: how long ingest_later (OTLP/HTTP's event loop) waits for the pipeline's lock: a merge holds
+#: it for µs, a window close for ms (seconds on a stalled disk), which the loop must not wait
+LATER_LOCK_WAIT_S = 0.005
 
 
 class ShuttingDown(RuntimeError):
     """The agent is draining: the request was not accepted (clients retry elsewhere/later)."""
+
+
+class PipelineBusy(RuntimeError):
+    """:meth:`Pipeline.ingest_later` found the pipeline's lock held longer than
+    ``LATER_LOCK_WAIT_S`` (a window closing, the live page's snapshot): nothing was queued; the
+    caller, which must not block, hands the request to a thread that may wait."""
 
 
 def now_ns() -> int:
@@ -72,6 +83,10 @@ class Pending:
     partial: Any
     spans: int
     state: str = "pending"  # pending | merged | abandoned
+    # a request that did not wait (Pipeline.ingest_later): told once its partial is merged
+    # (None) or abandoned (the WalError its client hears), from whichever thread decided it
+    done: Callable[[WalError | None], None] | None = None
+    since: float = 0.0  # monotonic time of the append (the deferred ones' COMMIT_WAIT_S)
 
 
 @dataclass(slots=True)
@@ -140,8 +155,14 @@ class Pipeline:
         # failure in a row, what failed); None once a line is archived again
         self.archive_failing: tuple[float, str] | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the ticker's: a stop, or a window full by ingest_later
         self._ticker: threading.Thread | None = None
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_WINDOWS)  # for GET /
+        self._deferred = 0  # deferred requests (ingest_later) not yet merged or abandoned
+        self._answers: deque[Pending] = deque()  # decided deferred requests, to be told
+        self._commits: queue.SimpleQueue = queue.SimpleQueue()  # the writer -> the committer
+        self._committer: threading.Thread | None = None  # started by the first ingest_later
+        wal.on_commit = self._committed
         metrics.queue_capacity.set(queue_size)
         metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans,
                                     wal.oldest_wait_s)
@@ -176,42 +197,169 @@ class Pipeline:
         answer OK. Raises ShuttingDown or ``agent.wal.WalError`` (answer "unavailable,
         retry"); in both cases nothing of the batch is in any window.
         """
-        self._count_rejections(batch)
-        n = len(batch)
-        if n == 0 and not batch.rejected and not any(batch.counters.values()):
-            return  # nothing to score and nothing to count
-        partial = self.scoring.score(batch)
-        payload = partial.to_bytes()
-        with self._lock:
-            if self._closed:
-                raise ShuttingDown("the agent is shutting down")
-            w = self._window
-            # WalError: nothing parked, nothing merged
-            entry = Pending(self.wal.append(w.seq, w.start_ns, payload), partial, n)
-            w.pending.append(entry)
-            w.pending_spans += n
-            if w.spans + w.pending_spans >= self.max_window_spans:
-                try:  # closing waits for the window's pending records and merges them
-                    self._close_locked(now_ns(), "size")
-                except Exception:  # logged; the window stays open (its records are in the WAL)
-                    pass
+        entry = self._queue(batch, None)
+        if entry is None:
+            return
+        n = entry.spans
         error: WalError | None = None
         try:
             self.wal.wait(entry.ticket, COMMIT_WAIT_S)
         except WalError as exc:
             error = exc
-        with self._lock:  # merge what is durable now (ours, and any earlier ticket's)
-            self._merge_durable_locked(self._window)
-            if entry.state == "pending":  # not durable in time: never merged, even if it lands
-                entry.state = "abandoned"
-                log.warning("dropped %d spans the write-ahead log could not make durable%s "
-                            "(the request was answered 'unavailable, retry')", n,
-                            "" if self.wal.failed else f" within {COMMIT_WAIT_S} s")
+        if entry.state == "pending":  # the writer's on_commit merges what is durable
+            with self._lock:  # unless it is still on its way: merge it here (and earlier ones)
+                self._merge_durable_locked(self._window)
+                if entry.state == "pending":  # not durable in time: never merged, even if it lands
+                    entry.state = "abandoned"
+                    log.warning("dropped %d spans the write-ahead log could not make durable%s "
+                                "(the request was answered 'unavailable, retry')", n,
+                                "" if self.wal.failed else f" within {COMMIT_WAIT_S} s")
+            self._answer()
         if entry.state != "merged":  # timed out, the log failed, or a close gave up on it
             raise error or WalError(
                 f"the write-ahead log {self.wal.path} did not sync within {COMMIT_WAIT_S} s"
             )
         self.metrics.spans_accepted.inc(n)
+
+    def ingest_later(self, batch: SpanBatch, done: Callable[[WalError | None], None]) -> None:
+        """:meth:`ingest` without waiting for the group commit: ``done(None)`` once the partial
+        is durable and merged (the caller may then answer OK), ``done(error)`` once it never
+        will be (the log failed, it was not durable within ``COMMIT_WAIT_S``, or a window close
+        gave up on it: answer "unavailable, retry"; nothing of the batch is in any window).
+        ``done`` is called exactly once, from the committer thread (most often), the window
+        ticker's, or the caller's, never holding the pipeline's lock; it must not block.
+        Raises ShuttingDown or WalError before anything is queued (``done`` is then never
+        called), or PipelineBusy when the lock was held past ``LATER_LOCK_WAIT_S`` (nothing
+        counted or queued: give the batch to a thread that may wait, :meth:`ingest`); a batch
+        with nothing to log is done at once. A window it fills to ``max_window_spans`` is
+        closed by the ticker (woken at once), not here."""
+        if self._committer is None:
+            self._start_committer()
+        entry = self._queue(batch, done)
+        if entry is None:
+            done(None)
+            return
+        self._answer()  # a size close in _queue may have decided some deferred requests
+
+    def _start_committer(self) -> None:
+        with self._admit_lock:
+            if self._committer is None:
+                self._committer = threading.Thread(target=self._commit_loop, name="committer",
+                                                   daemon=True)
+                self._committer.start()
+
+    def _queue(self, batch: SpanBatch, done: Callable[[WalError | None], None] | None
+               ) -> Pending | None:
+        """Score ``batch`` and queue its partial for the WAL, parked on the open window (log
+        order = arrival order); None when there is nothing to log."""
+        n = len(batch)
+        if n == 0 and not batch.rejected and not any(batch.counters.values()):
+            return None  # nothing to score and nothing to count
+        partial = self.scoring.score(batch)
+        payload = partial.to_bytes()
+        if done is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=LATER_LOCK_WAIT_S):
+            raise PipelineBusy(f"the pipeline was busy for {LATER_LOCK_WAIT_S * 1000:g} ms")
+        try:
+            self._count_rejections(batch)  # once the batch is sure to be taken or refused here
+            if self._closed:
+                raise ShuttingDown("the agent is shutting down")
+            w = self._window
+            if done is not None:  # before the append: the commit that covers it must see it
+                self._deferred += 1
+            try:
+                ticket = self.wal.append(w.seq, w.start_ns, payload)
+            except WalError:  # nothing parked, nothing merged
+                if done is not None:
+                    self._deferred -= 1
+                raise
+            entry = Pending(ticket, partial, n, "pending", done, time.monotonic())
+            w.pending.append(entry)
+            w.pending_spans += n
+            if w.spans + w.pending_spans >= self.max_window_spans:
+                if done is not None:  # the caller must not wait for a close: the ticker closes
+                    self._wake.set()
+                else:
+                    try:  # closing waits for the window's pending records and merges them
+                        self._close_locked(now_ns(), "size")
+                    except Exception:  # logged; the window stays open (its records are in the WAL)
+                        pass
+        finally:
+            self._lock.release()
+        return entry
+
+    def _committed(self) -> None:
+        """The WAL writer, after each group commit (or the log's failure): wake the committer
+        if a deferred request is outstanding. The writer itself never takes the pipeline's
+        lock: a window close holds it while it waits for the writer's next commit."""
+        if self._deferred:
+            self._commits.put(None)
+
+    def _commit_loop(self) -> None:
+        """The committer thread: after each group commit, merge what is durable now (in log
+        order) and answer the deferred requests it decided; a waiting request then finds its
+        partial merged and need not take the lock again."""
+        get, pending = self._commits.get, self._commits.qsize
+        while True:
+            if get() is _STOP:
+                return
+            while pending():  # one merge for every commit signalled since
+                if get() is _STOP:
+                    return
+            with self._lock:
+                self._merge_durable_locked(self._window)
+            self._answer()
+
+    def expire_deferred(self) -> None:
+        """Abandon the deferred requests whose record has waited ``COMMIT_WAIT_S`` without
+        becoming durable (a stalled disk), and answer them "unavailable, retry": a waiting
+        request times itself out, a deferred one is timed out here (the window ticker)."""
+        if not self._deferred:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._merge_durable_locked(self._window)
+            late = [e for e in self._window.pending if e.done is not None and
+                    e.state == "pending" and now - e.since >= COMMIT_WAIT_S]
+            for e in late:
+                e.state = "abandoned"
+                self._decided(e)
+            if late:
+                log.warning("dropped %d spans the write-ahead log could not make durable within "
+                            "%s s (their requests were answered 'unavailable, retry')",
+                            sum(e.spans for e in late), COMMIT_WAIT_S)
+        self._answer()
+
+    def _decided(self, e: Pending) -> None:
+        """Under the lock: ``e`` was merged or abandoned; a deferred one is answered by
+        :meth:`_answer` once the lock is released."""
+        if e.done is not None:
+            self._deferred -= 1
+            self._answers.append(e)
+
+    def _answer(self) -> None:
+        """Tell the deferred requests decided so far (no lock held: ``done`` sends answers)."""
+        answers = self._answers
+        while answers:
+            try:
+                e = answers.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            done, e.done = e.done, None
+            assert done is not None
+            if e.state == "merged":
+                self.metrics.spans_accepted.inc(e.spans)
+                error = None
+            elif self.wal.failed:
+                error = WalError(f"the write-ahead log {self.wal.path} failed")
+            else:
+                error = WalError(f"the write-ahead log {self.wal.path} did not make the batch "
+                                 f"durable within {COMMIT_WAIT_S} s")
+            try:
+                done(error)
+            except Exception:  # one request's answer must not stop the others'
+                log.exception("answering a request of %d spans failed", e.spans)
 
     def _merge_durable_locked(self, w: OpenWindow) -> None:
         """Merge ``w``'s pending partials whose WAL records are durable, in log order.
@@ -233,6 +381,8 @@ class Pipeline:
             e.state = "merged"
             w.spans += e.spans
             w.requests += 1
+            if e.done is not None:
+                self._decided(e)
         if failed and w.pending:
             self._abandon_locked(w, "")
 
@@ -240,7 +390,9 @@ class Pipeline:
         log.warning("dropped %d spans the write-ahead log could not make durable%s (their "
                     "requests were answered 'unavailable, retry')", w.pending_spans, why)
         for e in w.pending:
-            e.state = "abandoned"
+            if e.state == "pending":
+                e.state = "abandoned"
+                self._decided(e)
         w.pending.clear()
         w.pending_spans = 0
 
@@ -326,9 +478,17 @@ class Pipeline:
             )
 
     def close_if_due(self) -> None:
-        with self._lock:
-            if time.monotonic() - self._window.opened >= self.window_s and not self._closed:
-                self._close_locked(now_ns(), "time")
+        try:
+            with self._lock:
+                w = self._window
+                if self._closed:
+                    pass
+                elif time.monotonic() - w.opened >= self.window_s:
+                    self._close_locked(now_ns(), "time")
+                elif w.spans + w.pending_spans >= self.max_window_spans:  # by ingest_later
+                    self._close_locked(now_ns(), "size")
+        finally:
+            self._answer()  # the close merged (or abandoned) what was pending
 
     def _close_locked(self, end_ns: int, reason: str, truncate: bool = True) -> None:
         w = self._window
@@ -406,10 +566,15 @@ class Pipeline:
     def _tick(self) -> None:
         backoff = 0.0
         retry_at = 0.0
-        while not self._stop.wait(0.2):
+        while True:
+            self._wake.wait(0.2)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             if time.monotonic() < retry_at:
                 continue
             try:
+                self.expire_deferred()
                 self.close_if_due()
                 backoff = 0.0
             except Exception:  # logged in _close_locked; the window stays open for a retry
@@ -434,6 +599,7 @@ class Pipeline:
         the window's partials stay in the WAL and the next start archives them.
         """
         self._stop.set()
+        self._wake.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
         try:
@@ -441,5 +607,9 @@ class Pipeline:
                 self._closed = True
                 self._close_locked(now_ns(), "shutdown")
         finally:
+            self._answer()
             self.wal.close()
             self.archive.close()
+            if self._committer is not None:
+                self._commits.put(_STOP)
+                self._committer.join(timeout=5)

@@ -13,15 +13,23 @@ The connections are ``httpserve``'s (one event loop, httptools' parser): at most
 longest-idle (then the oldest still arriving or handshaking) evicted to make room for a new
 one, one deadline of ``http_request_timeout_s`` for each request's head and body. ``/healthz``
 and ``/readyz`` are answered on the loop itself, so they answer whatever the ingest load;
-``/metrics`` has a pool of its own; exports run in a pool of ``http_workers`` threads (as gRPC's
-``grpc_workers``), at most ``queue_size`` admitted (handled or waiting for a thread), past which
-the answer is 429.
+``/metrics`` has a pool of its own. An export (``http_workers = 0``, the default) is decoded,
+scored and queued for the WAL on the loop itself, and answered once its group commit is durable
+(``httpserve.Later``, answered by the pipeline's committer thread): no thread hand-off and no
+thread sleeping through the fsync per request. Bodies over ``LOOP_MAX_BYTES`` on the wire (or
+4 x that inflated), JSON the C walker leaves to the Python walk and exports that find the
+pipeline busy for 5 ms (a window closing) go to ``SLOW_THREADS`` threads
+of the agent's own, which wait for the commit as before. ``http_workers = N`` > 0 runs every
+export in a pool of N threads instead (as gRPC's ``grpc_workers``). At most ``queue_size``
+exports are admitted (handled, or waiting for their commit or a thread), past which the answer
+is 429.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -30,6 +38,7 @@ from agent.daemon_config import AgentSettings
 from agent.export import (
     BadEncoding,
     ExportHandler,
+    Outcome,
     TooLarge,
     export_response_bytes,
     inflate,
@@ -38,7 +47,7 @@ from agent.export import (
 from agent.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from agent.otlp.jsonfmt import WALK_BUDGET
 from agent.workers import Worker
-from httpserve import Head, HttpServer, Limits, Request, Response, Route, load_tls_context
+from httpserve import Head, HttpServer, Later, Limits, Request, Response, Route, load_tls_context
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -88,6 +97,9 @@ class OtlpHttpApp:
         self.handler = handler
         self.settings = settings
         self.worker = worker
+        self.on_loop = on_loop(settings)
+        # started with the first export the loop hands off
+        self._slow: ThreadPoolExecutor | None = None
         self._who = b""
         self._headers: tuple[tuple[str, str], ...] = ()
         if worker is not None:
@@ -119,7 +131,7 @@ class OtlpHttpApp:
                               "required", close=True)
         return None
 
-    def handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response | Later:
         head = request.head
         if head.method == "POST" and head.path == _INGEST:  # the hot path first
             return self._export(request)
@@ -191,7 +203,58 @@ class OtlpHttpApp:
         return Response(200, body, _TEXT if as_table else "application/json",
                         (("Cache-Control", "no-store"),))
 
-    def _export(self, request: Request) -> Response:
+    def _export(self, request: Request) -> Response | Later:
+        """On the loop (``http_workers = 0``): decode, score and queue the batch for the WAL,
+        and answer once its group commit is durable (``ExportHandler.export_later``); what the
+        loop should not decode goes to the slow threads. In an ``http_workers`` thread: all of
+        it here, waiting for the commit."""
+        if not self.on_loop:
+            return self._export_here(request)
+        head = request.head
+        if len(request.body) > LOOP_MAX_BYTES:
+            return self._hand_off(request, "large")
+        data = request.body
+        encoding = head.header("content-encoding")
+        if encoding:  # a gzip body (the Collector's default) is inflated here while it is small
+            try:
+                data = inflate(data, encoding, min(LOOP_MAX_BYTES * 4, self.handler.max_request_bytes))
+            except TooLarge:  # the thread inflates it again up to max_request_bytes (or 413)
+                return self._hand_off(request, "large")
+            except BadEncoding as exc:
+                self.handler.count("http", "invalid")
+                return self.error(head, 400, str(exc))
+        fmt = _FORMATS[_content_type(head)]
+        later = Later()
+        taken = self.handler.export_later(
+            data, fmt, "http",
+            lambda outcome: later.answer(self._answer(head, fmt, outcome)))
+        return later if taken else self._hand_off(request, self.handler.handed_off)
+
+    def _hand_off(self, request: Request, reason: str) -> Later:
+        """Export ``request`` in a slow thread (from the loop); answered from there."""
+        self.handler.metrics.http_handed_off.labels(reason).inc()
+        if self._slow is None:
+            self._slow = ThreadPoolExecutor(SLOW_THREADS, "http-slow")
+        later = Later()
+
+        def run() -> None:
+            try:
+                response = self._export_here(request)
+            except Exception as exc:  # the request must be answered whatever happened
+                log.exception("an OTLP/HTTP export failed")
+                response = self.error(request.head, 500, "the request could not be handled "
+                                      f"({type(exc).__name__})")
+            later.answer(response)
+
+        self._slow.submit(run)
+        return later
+
+    def close(self) -> None:
+        """Stop the slow threads (their exports already answered or failing with the pipeline)."""
+        if self._slow is not None:
+            self._slow.shutdown(wait=False, cancel_futures=False)
+
+    def _export_here(self, request: Request) -> Response:
         h = self.handler
         head = request.head
         fmt = _FORMATS[_content_type(head)]
@@ -203,7 +266,9 @@ class OtlpHttpApp:
         except BadEncoding as exc:
             h.count("http", "invalid")
             return self.error(head, 400, str(exc))
-        outcome = h.export(data, fmt, "http")
+        return self._answer(head, fmt, h.export(data, fmt, "http"))
+
+    def _answer(self, head: Head, fmt: str, outcome: Outcome) -> Response:
         if outcome.code != "ok":
             return self.error(head, _STATUS[outcome.code], outcome.message)
         if fmt == "protobuf":
@@ -244,6 +309,22 @@ class OtlpHttpApp:
         return Response(status, payload, ctype, extra + self._headers, close)
 
 
+#: an export body larger than this on the wire, or than 4 x this inflated, is handled off the
+#: loop (decoding it would hold every other connection back longer than a few ms)
+LOOP_MAX_BYTES = 1 << 20
+#: threads for the exports the loop hands off (large or compressed bodies, JSON for the Python
+#: walk); each waits through its group commit, as an ``http_workers`` thread does
+SLOW_THREADS = 4
+
+
+def on_loop(settings: AgentSettings) -> bool:
+    """Exports decoded on the event loop: ``http_workers = 0`` and the C protobuf decoder built
+    (without it every decode is the Python reference's, too slow for the loop)."""
+    from agent.otlp import FAST_DECODER
+
+    return settings.http_workers == 0 and FAST_DECODER
+
+
 def http_limits(settings: AgentSettings) -> Limits:
     """The agent's settings as the server's limits (docs/operations.md, HTTP connections)."""
     return Limits(
@@ -254,7 +335,8 @@ def http_limits(settings: AgentSettings) -> Limits:
         # bodies held at once: eight of the largest, and never less than 64 MiB
         body_budget_bytes=max(8 * settings.max_request_bytes, 64 << 20),
         workers=settings.queue_size,  # admitted: handled, or waiting for one of
-        work_threads=settings.http_workers,  # the threads that decode, score and commit
+        # -1: exports on the loop (http_workers 0 with the C decoder), else N threads
+        work_threads=-1 if on_loop(settings) else settings.http_workers,
     )
 
 
@@ -287,7 +369,8 @@ class HttpReceiver:
                 metrics.http_request_timeouts.inc()
 
         try:
-            self.server = HttpServer(OtlpHttpApp(handler, settings, worker),
+            self.app = OtlpHttpApp(handler, settings, worker)
+            self.server = HttpServer(self.app,
                                      http_limits(settings), settings.bind, settings.http_port,
                                      ssl_context=ctx, on_event=on_event,
                                      reuse_port=worker is not None)
@@ -303,3 +386,4 @@ class HttpReceiver:
 
     def stop(self) -> None:
         self.server.stop()
+        self.app.close()

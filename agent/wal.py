@@ -16,8 +16,10 @@ fsync, which is what keeps the ingest rate up (one fsync per request would cap i
 disk's fsync rate). An append wakes the writer alone, and a commit wakes exactly the waiters
 whose tickets it made durable, each on a lock of its own: one shared condition woke every
 waiting request thread at every append and every commit, only for most to find their record
-not yet durable and sleep again (each wake a context switch and a turn at the GIL). The log
-is truncated once its window is archived.
+not yet durable and sleep again (each wake a context switch and a turn at the GIL). A request
+need not wait at all: after each commit the writer calls ``on_commit``, where the pipeline
+merges what is durable and answers the requests that did not wait (the OTLP/HTTP ones: see
+``Pipeline.ingest_later``). The log is truncated once its window is archived.
 """
 
 from __future__ import annotations
@@ -134,6 +136,9 @@ class WriteAheadLog:
         self.fsync_delay_s = fsync_delay_s
         self.stall_file = stall_file
         self.on_sync = on_sync  # called with the records covered by each group commit
+        # called (no lock held) after each group commit and once when the log fails, after the
+        # waiters it covered were released: the pipeline answers its deferred requests here
+        self.on_commit: Callable[[], None] | None = None
         self._waiting: deque[tuple[int, float]] = deque()  # (ticket, monotonic append time)
         self._fd: int | None = None
         self._cond = threading.Condition()  # guards the state; the writer alone waits on it
@@ -256,6 +261,7 @@ class WriteAheadLog:
                 with self._cond:
                     self._error = exc
                     self._wake_locked(None)
+                self._committed()
                 return
             with self._cond:
                 self._durable = upto
@@ -264,6 +270,14 @@ class WriteAheadLog:
                 self._wake_locked(upto)
             if self.on_sync is not None:
                 self.on_sync(len(batch))
+            self._committed()
+
+    def _committed(self) -> None:
+        if self.on_commit is not None:
+            try:
+                self.on_commit()
+            except Exception:  # the writer must outlive it: the requests it owed time out
+                log.exception("answering the requests of a group commit failed")
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None

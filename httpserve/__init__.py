@@ -13,8 +13,8 @@ no application repeats them. See docs/operations.md, "HTTP connections".
 """
 
 from httpserve.host import App, Host
-from httpserve.message import Head, Limits, Request, Response, Route
+from httpserve.message import Head, Later, Limits, Request, Response, Route
 from httpserve.server import HttpServer, TlsError, load_tls_context
 
-__all__ = ["App", "Head", "Host", "HttpServer", "Limits", "Request", "Response", "Route", "TlsError",
+__all__ = ["App", "Head", "Host", "HttpServer", "Later", "Limits", "Request", "Response", "Route", "TlsError",
            "load_tls_context"]

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import httptools
 
 from httpserve.host import Host
-from httpserve.message import Head, Request, Response, Route
+from httpserve.message import Head, Later, Request, Response, Route
 
 # a refused body is read and dropped (keeping the connection) only when it is this small
 _DRAIN_MAX = 1 << 20
@@ -441,6 +441,8 @@ class Connection(asyncio.BufferedProtocol):
             if item.route is Route.INLINE:
                 try:
                     response = self.app.handle(item.request)
+                    if type(response) is Later:  # the loop cannot wait: an app's bug, said
+                        raise TypeError("an INLINE route must answer at once, not with Later")
                 except Exception as exc:
                     response = self._internal(item.request.head, exc)
                 self._finish(item, response, then_next=False)
@@ -452,6 +454,16 @@ class Connection(asyncio.BufferedProtocol):
                     item.request.head, 503, "busy",
                     f"the server is handling its limit of {what} requests at once"),
                     then_next=False)
+                continue
+            if item.route is Route.WORK and self.server.work_on_loop:
+                try:
+                    response = self.app.handle(item.request)
+                except Exception as exc:
+                    response = self._internal(item.request.head, exc)
+                if type(response) is Later:  # busy until answered, from whichever thread
+                    response.bind(lambda answer, item=item: self._answer(item, answer))
+                    return
+                self._finish(item, response, then_next=False)
                 continue
             self.server.run(item.route, self._handle_in_pool, item)
             return
@@ -478,6 +490,13 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as exc:  # the loop words it (app.refuse runs on the loop)
             self.server.loop.call_soon_threadsafe(self._failed, item, exc)
             return
+        if type(response) is Later:  # answered by whichever thread learns the answer
+            response.bind(lambda answer: self._answer(item, answer))
+            return
+        self._answer(item, response)
+
+    def _answer(self, item: _Ready, response: Response) -> None:
+        """Off the loop (a pool thread, or whoever answers a ``Later``): send the answer."""
         data = response.render(item.keep_alive)
         sent = 0
         raw, transport = self._raw, self.transport

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from httpserve.message import Head, Limits, Request, Response, Route
+from httpserve.message import Head, Later, Limits, Request, Response, Route
 
 C = TypeVar("C")  # the connection type (httpserve.conn.Connection)
 
@@ -32,7 +32,8 @@ class App(Protocol):
     def check(self, head: Head) -> Response | None:
         """A WORK request's refusal decided from its head alone (auth, type), or None."""
 
-    def handle(self, request: Request) -> Response: ...
+    def handle(self, request: Request) -> Response | Later:
+        """The answer, or a ``Later`` answered from any thread (not on an INLINE route)."""
 
     def refuse(self, head: Head | None, status: int, kind: str, message: str) -> Response:
         """The answer for a refusal by the server itself: ``kind`` is ``malformed`` (400),
@@ -53,6 +54,7 @@ class Host(Protocol[C]):
     log: logging.Logger
     scratch: memoryview  # what every connection reads its heads into (the parser copies)
     finished: deque[tuple[C, Any, Response]]  # answered in full by a pool thread: drain_finished
+    work_on_loop: bool  # WORK requests handled on the loop (``Limits.work_threads`` < 0)
 
     def opened(self, conn: C) -> None:
         """Count ``conn`` (at accept); may evict another connection, or close this one."""

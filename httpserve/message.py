@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -13,7 +14,9 @@ class Route(enum.Enum):
 
     ``INLINE``: on the event loop itself, at once (must be quick and never block: health and
     readiness, which therefore answer whatever the other load). ``CONTROL``: in a small pool of
-    its own (e.g. a metrics scrape). ``WORK``: in the bounded work pool (e.g. ingest)."""
+    its own (e.g. a metrics scrape). ``WORK``: in the bounded work pool (e.g. ingest), or on the
+    loop itself when ``Limits.work_threads`` < 0, where the application must only start the
+    work and answer with a :class:`Later` (or answer at once)."""
 
     INLINE = "inline"
     CONTROL = "control"
@@ -103,6 +106,41 @@ def _head_parts(status: int, content_type: str, headers: tuple[tuple[str, str], 
     return parts
 
 
+class Later:
+    """An answer the application gives later, from any thread: ``handle`` returns a ``Later``
+    and whoever learns the answer calls :meth:`answer` with the ``Response`` (once). The loop
+    (``Limits.work_threads`` < 0) or pool thread that ran ``handle`` is then free for the next
+    request instead of blocking until the answer is known (the agent answers an export once its
+    group commit is durable). The
+    request keeps its place in the WORK bound (``Limits.workers``) until it is answered; an
+    application must answer every ``Later`` it returns, or the connection waits until it is
+    closed."""
+
+    __slots__ = ("_lock", "_response", "_send")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Response | None = None
+        self._send: Callable[[Response], None] | None = None
+
+    def answer(self, response: Response) -> None:
+        """Send ``response`` (from any thread; it must not block the caller long: a plain
+        socket's answer is written at once when it fits, else the loop writes it)."""
+        with self._lock:
+            if self._response is not None:
+                raise RuntimeError("this request was answered already")
+            self._response, send = response, self._send
+        if send is not None:
+            send(response)
+
+    def bind(self, send: Callable[[Response], None]) -> None:
+        """The server's side: ``send`` is called once with the answer (at once if known)."""
+        with self._lock:
+            self._send, response = send, self._response
+        if response is not None:
+            send(response)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What one server holds at most, and for how long (docs/operations.md, HTTP connections).
@@ -118,7 +156,9 @@ class Limits:
     (arriving or being handled); a request that does not fit is refused as busy. ``workers``:
     WORK requests admitted at once, being handled or waiting for a thread (more are refused as
     busy); ``work_threads``: of those, how many are handled at once (0: ``workers``), the rest
-    wait in the pool's queue in arrival order, their bodies held (and counted in the budget)."""
+    wait in the pool's queue in arrival order, their bodies held (and counted in the budget);
+    below 0, WORK requests are handled on the loop (each still counted in ``workers`` until it
+    is answered, a ``Later`` included)."""
 
     max_connections: int = 512
     request_timeout_s: float = 30.0

@@ -144,7 +144,9 @@ class HttpServer:
         self._spare_bytes = 0
         self._inflight = {Route.WORK: 0, Route.CONTROL: 0}
         self._cap = {Route.WORK: limits.workers, Route.CONTROL: limits.max_control}
-        self._pools = {Route.WORK: _Pool(limits.work_threads or limits.workers, f"{name}-work"),
+        # work_threads < 0: WORK requests are handled on the loop (an app answering with Later)
+        self.work_on_loop = limits.work_threads < 0
+        self._pools = {Route.WORK: _Pool(max(1, limits.work_threads or limits.workers), f"{name}-work"),
                        Route.CONTROL: _Pool(limits.control_workers, f"{name}-control")}
         # (connection, item, response) a pool thread answered in full itself: the loop does
         # the rest (_finish) when it next runs, without being woken for it (Connection.done)

@@ -1,0 +1,221 @@
+"""``Pipeline.ingest_later``: an export that does not wait for its group commit (OTLP/HTTP's
+event loop) is told exactly once, by the pipeline's committer, that its partial is durable
+and merged (``done(None)``) or never will be (``done(WalError)``), with the same windows, WAL
+records and counts as a waiting ``ingest``. In-process with the real scorer, archive and WAL."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.archive import WAL_NAME, ArchiveWriter, read_records
+from agent.config import Config
+from agent.daemon import build_scoring
+from agent.metrics import AgentMetrics
+from agent.otlp import decode_protobuf
+from agent.pipeline import Pipeline
+from agent.wal import WalError, WriteAheadLog
+from bench.workload import make_request_bytes
+from schema.chain import verify_chain
+
+
+def _open(d: Path, stall: Path | None = None, **kw) -> Pipeline:
+    archive = ArchiveWriter(d)
+    recovery = archive.open()
+    wal = WriteAheadLog(d / WAL_NAME, stall_file=stall)
+    p = Pipeline(build_scoring(Config(), "unit", None), archive, wal, AgentMetrics(),
+                 window_seconds=kw.get("window_seconds", 3600),
+                 max_window_spans=kw.get("max_window_spans", 10**9), queue_size=64)
+    p.restore(wal.open(), recovery)
+    return p
+
+
+def _batches(n: int):
+    return [decode_protobuf(make_request_bytes(32, seed=s)) for s in range(n)]
+
+
+class Told:
+    """Records each ``done`` call, with the thread it came from."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[WalError | None, str]] = []
+        self.all = threading.Event()
+        self.expect = 1
+
+    def __call__(self, error: WalError | None) -> None:
+        self.calls.append((error, threading.current_thread().name))
+        if len(self.calls) >= self.expect:
+            self.all.set()
+
+
+def _reports(d: Path) -> list[dict]:
+    recs = read_records(d)
+    assert verify_chain(recs)[0] == []
+    return [r["report"] for _, r in recs if r is not None]
+
+
+def test_a_deferred_export_is_told_once_by_the_committer_and_equals_a_waiting_one(
+        tmp_path: Path) -> None:
+    later_dir, wait_dir = tmp_path / "later", tmp_path / "wait"
+    later_dir.mkdir()
+    wait_dir.mkdir()
+    batches = _batches(6)
+    p = _open(later_dir)
+    told = [Told() for _ in batches]
+    for b, t in zip(batches, told, strict=True):
+        p.ingest_later(b, t)
+    for t in told:
+        assert t.all.wait(10)
+    time.sleep(0.1)  # a second call would come now
+    assert [len(t.calls) for t in told] == [1] * 6
+    assert all(err is None for t in told for err, _ in t.calls)
+    assert {name for t in told for _, name in t.calls} <= {"committer", "MainThread"}
+    assert p.metrics.spans_accepted._value.get() == 6 * 32
+    p.shutdown()
+    q = _open(wait_dir)
+    for b in batches:
+        q.ingest(b)
+    q.shutdown()
+    a, b = _reports(later_dir), _reports(wait_dir)
+    assert [r["window"]["spans"] for r in a] == [r["window"]["spans"] for r in b] == [192]
+    assert a[0]["green_summary"] == b[0]["green_summary"]
+
+
+def test_a_deferred_export_is_answered_unavailable_when_the_log_fails(tmp_path: Path) -> None:
+    p = _open(tmp_path)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, p.wal._fd)  # every write now fails with ENOSPC, as on a full disk
+    os.close(full)
+    told = Told()
+    p.ingest_later(_batches(1)[0], told)
+    assert told.all.wait(10)
+    (error, _), = told.calls
+    assert isinstance(error, WalError) and "failed" in str(error)
+    assert p._window.spans == 0 and not p._window.pending
+    with pytest.raises(WalError):  # the log stays failed: refused before anything is queued
+        p.ingest_later(_batches(1)[0], Told())
+    p.shutdown()
+    assert _reports(tmp_path) == []
+
+
+def test_a_deferred_export_on_a_frozen_disk_expires_after_the_commit_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window ticker abandons a deferred export whose record has not become durable
+    within COMMIT_WAIT_S (here 0.3 s) and answers it; when the disk thaws, the record is
+    in no window."""
+    import agent.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    stall = tmp_path / "stall"
+    p = _open(tmp_path, stall)
+    p.start_ticker()
+    first, stalled = _batches(2)
+    p.ingest(first)
+    stall.touch()
+    told = Told()
+    p.ingest_later(stalled, told)
+    assert told.all.wait(10)
+    (error, name), = told.calls
+    assert isinstance(error, WalError) and "0.3 s" in str(error)
+    assert name != "committer"  # the ticker timed it out: no commit came
+    stall.unlink()
+    p.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
+    assert len(told.calls) == 1
+
+
+def test_deferred_exports_across_closing_windows_archive_every_span(tmp_path: Path) -> None:
+    """Windows close by size and by time (the ticker) while deferred exports wait for their
+    commits: each is told once, one that finds a close holding the lock is refused with
+    PipelineBusy and taken by a waiting ingest (as the HTTP server's slow threads do), and
+    every span accepted lands in exactly one archived window."""
+    from agent.pipeline import PipelineBusy
+
+    p = _open(tmp_path, max_window_spans=96, window_seconds=0.05)
+    p.start_ticker()
+    batches = _batches(4)
+    told = Told()
+    waited = 0
+    for i in range(200):
+        try:
+            p.ingest_later(batches[i % 4], told)
+        except PipelineBusy:
+            p.ingest(batches[i % 4])
+            waited += 1
+        if i % 16 == 15:
+            time.sleep(0.01)
+    told.expect = 200 - waited
+    assert told.all.wait(30) or len(told.calls) == told.expect
+    p.shutdown()
+    ok = sum(1 for err, _ in told.calls if err is None)
+    assert len(told.calls) == ok == 200 - waited
+    assert sum(r["window"]["spans"] for r in _reports(tmp_path)) == 200 * 32
+    assert (tmp_path / WAL_NAME).stat().st_size == 0
+
+
+def test_shutdown_tells_the_deferred_exports_it_still_holds(tmp_path: Path) -> None:
+    """A shutdown while deferred exports wait for a frozen disk answers every one of them
+    (merged when their record landed in time, else unavailable), none left unanswered."""
+    import agent.pipeline as pipeline
+
+    stall = tmp_path / "stall"
+    p = _open(tmp_path, stall)
+    stall.touch()
+    told = Told()
+    told.expect = 3
+    for b in _batches(3):
+        p.ingest_later(b, told)
+    threading.Timer(0.2, stall.unlink).start()  # thaws while the shutdown waits
+    p.shutdown()
+    assert told.all.wait(pipeline.COMMIT_WAIT_S + 10)
+    assert len(told.calls) == 3
+    merged = [err is None for err, _ in told.calls]
+    archived = sum(r["window"]["spans"] for r in _reports(tmp_path))
+    assert archived == 32 * sum(merged)
+
+
+def test_a_busy_pipeline_refuses_a_deferred_export_without_counting_it(tmp_path: Path) -> None:
+    """While another thread holds the pipeline's lock (a window closing), ingest_later gives
+    up after LATER_LOCK_WAIT_S with PipelineBusy, having counted and queued nothing: the
+    caller hands the batch to a thread, whose ingest counts it once."""
+    from agent.pipeline import PipelineBusy
+
+    p = _open(tmp_path)
+    batch = _batches(1)[0]
+    received = p.metrics.spans_received._value.get
+    with p._lock:
+        with pytest.raises(PipelineBusy):
+            p.ingest_later(batch, Told())
+    assert p.wal.pending == 0 and not p._window.pending and p._deferred == 0
+    assert received() == 0  # not counted: the thread's ingest counts it
+    p.ingest(batch)
+    assert received() == 32  # once, not twice
+    p.shutdown()
+    (report,) = _reports(tmp_path)
+    assert report["window"]["spans"] == 32
+
+
+def test_a_window_a_deferred_export_fills_is_closed_by_the_ticker(tmp_path: Path) -> None:
+    """ingest_later never closes a window itself (the loop must not wait for it): a window
+    it fills to max_window_spans is closed by the ticker, woken at once, long before the
+    window's hour is up."""
+    p = _open(tmp_path, max_window_spans=64)
+    p.start_ticker()
+    batches = _batches(4)
+    for half in (batches[:2], batches[2:]):
+        n = len(_reports(tmp_path)) + 1
+        told = Told()
+        told.expect = 2
+        for b in half:
+            p.ingest_later(b, told)
+        assert told.all.wait(10)
+        deadline = time.monotonic() + 10
+        while len(_reports(tmp_path)) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(_reports(tmp_path)) == n  # closed by size, the hour far off
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64, 64]
+    p.shutdown()
