@@ -219,3 +219,42 @@ def test_a_window_a_deferred_export_fills_is_closed_by_the_ticker(tmp_path: Path
         assert len(_reports(tmp_path)) == n  # closed by size, the hour far off
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64, 64]
     p.shutdown()
+
+
+def test_a_deferred_export_expires_while_the_ticker_backs_off_a_failing_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window close that cannot be archived makes the ticker back off (1 s, 2 s, ... up to
+    30 s) before it retries the close; the deferred exports' COMMIT_WAIT_S expiry must not
+    back off with it. A deferred export on a frozen disk is answered "unavailable" within
+    COMMIT_WAIT_S (plus a tick), not when the backoff ends: by then the client has given up
+    (the Collector's 5 s) and retried, and a record that lands later would be merged as well
+    as the retry - counted twice."""
+    import agent.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    stall = tmp_path / "stall"
+    p = _open(tmp_path, stall, window_seconds=0.05)
+    first, stalled = _batches(2)
+    p.ingest(first)  # a window with spans: its close reaches the archive
+
+    def refuse(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(p.archive, "append", refuse)
+    p.start_ticker()
+    errors = p.metrics.archive_write_errors._value.get
+    deadline = time.monotonic() + 10
+    while errors() < 2 and time.monotonic() < deadline:  # the ticker now backs off for 2 s
+        time.sleep(0.01)
+    assert errors() == 2
+    stall.touch()
+    told = Told()
+    p.ingest_later(stalled, told)
+    assert told.all.wait(1.0), "a deferred export waited out the ticker's backoff"
+    (error, _), = told.calls
+    assert isinstance(error, WalError) and "0.3 s" in str(error)
+    stall.unlink()
+    monkeypatch.undo()
+    p.shutdown()
+    assert len(told.calls) == 1
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
