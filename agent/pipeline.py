@@ -316,6 +316,7 @@ class Pipeline:
         becoming durable (a stalled disk), and answer them "unavailable, retry": a waiting
         request times itself out, a deferred one is timed out here (the window ticker)."""
         if not self._deferred:
+            self._answer()  # any a close by a waiting ingest decided (it tells none itself)
             return
         now = time.monotonic()
         with self._lock:
@@ -571,10 +572,13 @@ class Pipeline:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            try:  # not backed off with the closes: a deferred request's COMMIT_WAIT_S holds
+                self.expire_deferred()
+            except Exception:
+                log.exception("expiring the deferred requests failed")
             if time.monotonic() < retry_at:
                 continue
             try:
-                self.expire_deferred()
                 self.close_if_due()
                 backoff = 0.0
             except Exception:  # logged in _close_locked; the window stays open for a retry
