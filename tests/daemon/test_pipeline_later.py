@@ -258,3 +258,45 @@ def test_a_deferred_export_expires_while_the_ticker_backs_off_a_failing_archive(
     p.shutdown()
     assert len(told.calls) == 1
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
+
+
+def test_export_later_does_not_wait_for_the_log_truncation_of_a_window_close(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window close truncates the WAL (``ftruncate`` + ``fsync``, a large log on a busy or
+    freezing disk: long) holding the log's condition. ``export_later`` runs on OTLP/HTTP's
+    event loop, and its readiness check reads the log's oldest wait (``stalled_s``): it must
+    not wait for that truncation, or ``/healthz``, ``/readyz`` and every connection wait with
+    it. A close holding the pipeline's lock costs the loop at most ``LATER_LOCK_WAIT_S``
+    (PipelineBusy: the request goes to a thread)."""
+    from agent.export import ExportHandler
+    from agent.otlp import OtlpDecodeError
+
+    p = _open(tmp_path, window_seconds=0.05)
+    handler = ExportHandler(p, p.metrics, {"protobuf": decode_protobuf}, OtlpDecodeError, None,
+                            16 << 20)
+    handler.ready = True
+    p.ingest(_batches(1)[0])
+    truncating = threading.Event()
+    real = WriteAheadLog._truncate_locked
+
+    def slow_truncate(self: WriteAheadLog) -> None:
+        truncating.set()
+        time.sleep(1.0)  # the fsync of a truncation on a slow disk
+        real(self)
+
+    monkeypatch.setattr(WriteAheadLog, "_truncate_locked", slow_truncate)
+    time.sleep(0.06)
+    closer = threading.Thread(target=p.close_if_due)
+    closer.start()
+    assert truncating.wait(5)
+    answers: list = []
+    t0 = time.monotonic()
+    taken = handler.export_later(make_request_bytes(32, seed=9), "protobuf", "http",
+                                 answers.append)
+    took = time.monotonic() - t0
+    closer.join()
+    assert took < 0.2, f"the loop waited {took:.2f} s for a WAL truncation"
+    if not taken:  # PipelineBusy: the thread's export
+        assert handler.handed_off == "pipeline_busy" and not answers
+    monkeypatch.undo()
+    p.shutdown()
