@@ -184,9 +184,14 @@ class WriteAheadLog:
             return self._queued
 
     def oldest_wait_s(self) -> float:
-        """Seconds the oldest record not yet durable has waited (0 when none waits)."""
-        with self._cond:
-            return time.monotonic() - self._waiting[0][1] if self._waiting else 0.0
+        """Seconds the oldest record not yet durable has waited (0 when none waits). Without
+        the condition, which a truncation holds through its fsync: the readiness checks on
+        OTLP/HTTP's event loop (/readyz, every export) read this and must not wait for a disk
+        (indexing the deque is one step under the GIL)."""
+        try:
+            return time.monotonic() - self._waiting[0][1]
+        except IndexError:  # none waits
+            return 0.0
 
     def wait(self, ticket: int, timeout: float = 30.0) -> None:
         """Block until record ``ticket`` is on disk. Raises WalError if it cannot be."""
