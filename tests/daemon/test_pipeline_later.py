@@ -300,3 +300,32 @@ def test_export_later_does_not_wait_for_the_log_truncation_of_a_window_close(
         assert handler.handed_off == "pipeline_busy" and not answers
     monkeypatch.undo()
     p.shutdown()
+
+
+def test_a_failing_accepted_hook_neither_kills_the_committer_nor_loses_a_request(
+        tmp_path: Path) -> None:
+    """``Scoring.accepted`` (the measured sources' op count) raising in a merge must not end
+    the committer thread (every later deferred export then waits for the ticker, and the
+    writer's signals pile up unread) nor leave the merged request untold: its partial is in the
+    window, so it is answered OK, once, and its admission comes back (``_deferred`` to 0)."""
+    import dataclasses
+
+    p = _open(tmp_path)
+    seen = []
+
+    def accepted(partial) -> None:
+        seen.append(partial)
+        if len(seen) == 1:
+            raise RuntimeError("a measured source's bug")
+
+    p.scoring = dataclasses.replace(p.scoring, accepted=accepted)
+    first, second = _batches(2)
+    told_first, told_second = Told(), Told()
+    p.ingest_later(first, told_first)
+    assert told_first.all.wait(5), "the request whose merge failed was never told"
+    p.ingest_later(second, told_second)  # no ticker: only the committer can tell it
+    assert told_second.all.wait(5), "the committer died"
+    assert [e for e, _ in told_first.calls + told_second.calls] == [None, None]
+    assert p._deferred == 0 and p._committer is not None and p._committer.is_alive()
+    p.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64]
