@@ -307,8 +307,11 @@ class Pipeline:
             while pending():  # one merge for every commit signalled since
                 if get() is _STOP:
                     return
-            with self._lock:
-                self._merge_durable_locked(self._window)
+            try:  # the thread must outlive a failure: every deferred request depends on it
+                with self._lock:
+                    self._merge_durable_locked(self._window)
+            except Exception:
+                log.exception("merging a group commit's partials failed")
             self._answer()
 
     def expire_deferred(self) -> None:
@@ -377,13 +380,17 @@ class Pipeline:
             if e.state == "abandoned":
                 continue
             w.partial.add(e.partial)  # in place: O(batch), not O(window)
-            if self.scoring.accepted is not None:
-                self.scoring.accepted(e.partial)
             e.state = "merged"
             w.spans += e.spans
             w.requests += 1
             if e.done is not None:
                 self._decided(e)
+            if self.scoring.accepted is not None:
+                try:  # the merge stands (its request is answered OK): said, not raised
+                    self.scoring.accepted(e.partial)
+                except Exception:
+                    log.exception("counting the I/O ops of a merged batch of %d spans failed",
+                                  e.spans)
         if failed and w.pending:
             self._abandon_locked(w, "")
 
