@@ -214,19 +214,9 @@ class ExportHandler:
         Admission comes first and costs nothing, so a request past ``queue_size`` is refused
         at once; an admitted one then holds ``work_slot`` (gRPC: one of ``grpc_workers``) while
         it is decoded, scored and made durable."""
-        if not self.is_ready():
-            return self._done(
-                protocol, Outcome("unavailable", f"the agent is {self.state()}; retry")
-            )
-        if not self.pipeline.admit():
-            return self._done(
-                protocol,
-                Outcome(
-                    "exhausted",
-                    f"the agent's queue is full ({self.pipeline.queue_size} requests in "
-                    "flight); retry after the delay given",
-                ),
-            )
+        refused = self._admit()
+        if refused is not None:
+            return self._done(protocol, refused)
         try:
             with work_slot:
                 outcome = self._export(body, fmt)
@@ -246,14 +236,9 @@ class ExportHandler:
         is called exactly once: here at once for a refusal or a request with nothing to log,
         else from the thread that learns the partial is durable and merged (the pipeline's
         committer) or never will be (``Pipeline.ingest_later``)."""
-        if not self.is_ready():
-            answer(self._done(protocol, Outcome("unavailable",
-                                                f"the agent is {self.state()}; retry")))
-            return True
-        if not self.pipeline.admit():
-            answer(self._done(protocol, Outcome(
-                "exhausted", f"the agent's queue is full ({self.pipeline.queue_size} requests "
-                "in flight); retry after the delay given")))
+        refused = self._admit()
+        if refused is not None:
+            answer(self._done(protocol, refused))
             return True
         try:
             batch = self._decode(body, fmt, self.loop_decoders)
@@ -273,8 +258,7 @@ class ExportHandler:
                 return
             if self.last_batch is not None:
                 self.last_batch.keep(body, fmt, protocol)  # a reference, explained on request
-            answer(self._done(protocol, Outcome("ok", _rejected_message(batch), len(batch),
-                                                batch.rejected)))
+            answer(self._done(protocol, _accepted(batch)))
 
         try:
             self.pipeline.ingest_later(batch, durable)
@@ -282,15 +266,20 @@ class ExportHandler:
             self.pipeline.release()
             self.handed_off = "pipeline_busy"
             return False
-        except (ShuttingDown, WalError) as exc:  # nothing queued: durable is never called
+        except Exception as exc:  # nothing queued: durable is never called
             self.pipeline.release()
-            answer(self._done(protocol, Outcome("unavailable", f"{exc}; retry")))
-        except Exception as exc:
-            self.pipeline.release()
-            log.exception("scoring a batch of %d spans failed", len(batch))
-            answer(self._done(protocol, Outcome(
-                "internal", f"the batch could not be scored ({type(exc).__name__})")))
+            answer(self._done(protocol, _not_ingested(exc, batch)))
         return True
+
+    def _admit(self) -> Outcome | None:
+        """Readiness, then admission (costs nothing): the refusal, or None once admitted (the
+        caller then owes ``pipeline.release()``)."""
+        if not self.is_ready():
+            return Outcome("unavailable", f"the agent is {self.state()}; retry")
+        if not self.pipeline.admit():
+            return Outcome("exhausted", f"the agent's queue is full ({self.pipeline.queue_size} "
+                           "requests in flight); retry after the delay given")
+        return None
 
     def _decode(self, body: bytes, fmt: str,
                 decoders: Mapping[str, Callable[[bytes], SpanBatch | None]] | None = None
@@ -312,12 +301,9 @@ class ExportHandler:
         assert batch is not None  # the full decoders always give a batch
         try:
             self.pipeline.ingest(batch)
-        except (ShuttingDown, WalError) as exc:
-            return Outcome("unavailable", f"{exc}; retry")
         except Exception as exc:
-            log.exception("scoring a batch of %d spans failed", len(batch))
-            return Outcome("internal", f"the batch could not be scored ({type(exc).__name__})")
-        return Outcome("ok", _rejected_message(batch), len(batch), batch.rejected)
+            return _not_ingested(exc, batch)
+        return _accepted(batch)
 
     def _done(self, protocol: str, outcome: Outcome) -> Outcome:
         self.count(protocol, outcome.code)
@@ -329,6 +315,19 @@ class _Refused(Exception):
 
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
+
+
+def _accepted(batch: SpanBatch) -> Outcome:
+    return Outcome("ok", _rejected_message(batch), len(batch), batch.rejected)
+
+
+def _not_ingested(exc: Exception, batch: SpanBatch) -> Outcome:
+    """The answer for a batch the pipeline did not take: ShuttingDown and WalError are "retry";
+    anything else is a scoring bug, logged."""
+    if isinstance(exc, (ShuttingDown, WalError)):
+        return Outcome("unavailable", f"{exc}; retry")
+    log.exception("scoring a batch of %d spans failed", len(batch))
+    return Outcome("internal", f"the batch could not be scored ({type(exc).__name__})")
 
 
 def _rejected_message(batch: SpanBatch) -> str:
