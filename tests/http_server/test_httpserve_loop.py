@@ -103,3 +103,17 @@ def test_an_inline_route_answering_later_is_a_500(served) -> None:
         s.sendall(b"GET /inline-later HTTP/1.1\r\nHost: x\r\n\r\n")
         (head, body), = read_answers(s, 1)
     assert head.startswith(b"HTTP/1.1 500") and b"internal" in body
+
+
+def test_a_pool_thread_may_answer_later_too() -> None:
+    """WORK in the pool (work_threads > 0): a handler returning a Later frees its thread, and
+    the answer sent from the timer thread keeps the connection's order."""
+    app = Slow()
+    srv = HttpServer(app, Limits(work_threads=1, workers=3, tick_s=0.05), "127.0.0.1", 0)
+    srv.start()
+    try:
+        out = _answers(srv.port, post("/a", b"x") + post("/b", b"yy"), 2)
+        assert out == [b"/a 1", b"/b 2"]
+        assert app.handled_on and srv._thread.name not in app.handled_on  # pool threads
+    finally:
+        srv.stop()
