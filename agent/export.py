@@ -141,7 +141,6 @@ class ExportHandler:
         self.decoders = decoders
         # export_later's: None for a body the full decoder must take (the JSON Python walk)
         self.loop_decoders = loop_decoders or decoders
-        self.handed_off = ""  # why export_later last returned False (on the loop's thread only)
         self.decode_error = decode_error
         self.token = token
         self.max_request_bytes = max_request_bytes
@@ -227,29 +226,28 @@ class ExportHandler:
             self.pipeline.release()
 
     def export_later(self, body: bytes, fmt: str, protocol: str,
-                     answer: Callable[[Outcome], None]) -> bool:
+                     answer: Callable[[Outcome], None]) -> str | None:
         """:meth:`export` without waiting for the group commit, for a caller that must not
-        block (OTLP/HTTP's event loop). False, with nothing done and ``answer`` never called,
-        when ``loop_decoders`` leave the body to the full decoder (JSON for the Python walk) or
-        the pipeline is busy (``PipelineBusy``: a window closing): hand the request to a thread
-        that calls :meth:`export` (:attr:`handed_off` says which). Else True, and ``answer(outcome)``
+        block (OTLP/HTTP's event loop). Why not, with nothing done and ``answer`` never called:
+        ``"python_walk"`` when ``loop_decoders`` leave the body to the full decoder, or
+        ``"pipeline_busy"`` (a window closing): hand the request to a thread that calls
+        :meth:`export`. Else None, and ``answer(outcome)``
         is called exactly once: here at once for a refusal or a request with nothing to log,
         else from the thread that learns the partial is durable and merged (the pipeline's
         committer) or never will be (``Pipeline.ingest_later``)."""
         refused = self._admit()
         if refused is not None:
             answer(self._done(protocol, refused))
-            return True
+            return None
         try:
             batch = self._decode(body, fmt, self.loop_decoders)
         except _Refused as exc:
             self.pipeline.release()
             answer(self._done(protocol, exc.outcome))
-            return True
+            return None
         if batch is None:  # the full decoder's: not here
             self.pipeline.release()
-            self.handed_off = "python_walk"
-            return False
+            return "python_walk"
 
         def durable(error: WalError | None) -> None:
             self.pipeline.release()
@@ -264,12 +262,11 @@ class ExportHandler:
             self.pipeline.ingest_later(batch, durable)
         except PipelineBusy:  # a window closing: nothing counted or queued, to a thread
             self.pipeline.release()
-            self.handed_off = "pipeline_busy"
-            return False
+            return "pipeline_busy"
         except Exception as exc:  # nothing queued: durable is never called
             self.pipeline.release()
             answer(self._done(protocol, _not_ingested(exc, batch)))
-        return True
+        return None
 
     def _admit(self) -> Outcome | None:
         """Readiness, then admission (costs nothing): the refusal, or None once admitted (the

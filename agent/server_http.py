@@ -225,10 +225,10 @@ class OtlpHttpApp:
                 return self.error(head, 400, str(exc))
         fmt = _FORMATS[_content_type(head)]
         later = Later()
-        taken = self.handler.export_later(
+        not_here = self.handler.export_later(
             data, fmt, "http",
             lambda outcome: later.answer(self._answer(head, fmt, outcome)))
-        return later if taken else self._hand_off(request, self.handler.handed_off)
+        return later if not_here is None else self._hand_off(request, not_here)
 
     def _hand_off(self, request: Request, reason: str) -> Later:
         """Export ``request`` in a slow thread (from the loop); answered from there."""
