@@ -4,7 +4,7 @@ Layout (docs/archive-format.md; the names, the body key and how lines are read a
 ``schema.archive``'s): one directory per agent id holding window files
 ``windows-<YYYYMMDD>-<NNNNNN>.jsonl`` (``.jsonl.gz`` once compressed), where ``NNNNNN`` is a
 rotation counter that never goes back, so lexical order is write order. The lock
-``agent.lock``, the write-ahead log ``agent.wal`` and torn tails ``*.corrupt`` sit beside them.
+``agent.lock``, the write-ahead log ``agent.wal`` (and its ``agent.wal.void``) and torn tails ``*.corrupt`` sit beside them.
 
 Why each step is there:
 - a line is written whole with one ``write`` on an ``O_APPEND`` descriptor and ``fsync``ed

@@ -234,14 +234,18 @@ class Agent:
         self.metrics.ready.set(1)
         pipeline.start_ticker()
         next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
+        if wal.voided_on_open:  # records of refused batches that landed late (agent/wal.py)
+            replayed_text = f"{replayed} partials replayed from the WAL, {wal.voided_on_open} void records skipped"
+        else:
+            replayed_text = f"{replayed} partials replayed from the WAL"
         if self.worker is None:
             _say(f"carbonspan agent {s.agent_id}: OTLP/gRPC {s.bind}:{grpc_port}, OTLP/HTTP "
                  f"{s.bind}:{http.port}, archive {s.archive_path} (next seq {next_seq}, "
-                 f"{replayed} partials replayed from the WAL)")
+                 f"{replayed_text})")
         else:  # the supervisor prints the ports once every worker is ready
             _say(f"carbonspan agent {s.agent_id}: worker {self.worker.label} (pid "
                  f"{os.getpid()}) ready, archive {s.archive_path} (next seq {next_seq}, "
-                 f"{replayed} partials replayed from the WAL)")
+                 f"{replayed_text})")
         while not self.stop_event.wait(0.5):
             if sources is not None:
                 self._publish_signal_ages(sources)

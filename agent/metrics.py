@@ -69,6 +69,12 @@ class AgentMetrics:
         self.http_connections = Gauge(
             "carbonspan_http_connections", "Open HTTP connections being served", registry=r
         )
+        self.wal_records_voided = Counter(
+            "carbonspan_wal_records_voided",
+            "WAL records of batches answered 'unavailable, retry' (not durable in time), named "
+            "in agent.wal.void so that a replay never counts them beside the client's retry",
+            registry=r,
+        )
         self.http_connections_refused = Counter(
             "carbonspan_http_connections_refused",
             "HTTP connections closed at once at max_connections (none could be evicted)",

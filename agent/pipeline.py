@@ -12,7 +12,8 @@ A partial is merged only once its WAL record is durable. If the log fails (a ful
 disk), or a commit takes longer than ``COMMIT_WAIT_S`` (a stalled disk), the requests it could
 not make durable in time get "unavailable, retry" and their partials are dropped, never merged
 (even if their records land later): the client's retry is then the only copy, so nothing is
-counted twice in a running agent.
+counted twice in a running agent, and each such record is named in the WAL's void file
+(``WriteAheadLog.void``) so that a replay after ``kill -9`` skips it too.
 
 Windows follow each other without a gap: the next starts where the last ended. A window closes
 when ``window_seconds`` have passed (monotonic clock), when it reaches ``max_window_spans``, and
@@ -87,6 +88,7 @@ class Pending:
     # (None) or abandoned (the WalError its client hears), from whichever thread decided it
     done: Callable[[WalError | None], None] | None = None
     since: float = 0.0  # monotonic time of the append (the deferred ones' COMMIT_WAIT_S)
+    record_id: tuple[int, int] | None = None  # its WAL record's, named void if abandoned
 
 
 @dataclass(slots=True)
@@ -210,7 +212,7 @@ class Pipeline:
             with self._lock:  # unless it is still on its way: merge it here (and earlier ones)
                 self._merge_durable_locked(self._window)
                 if entry.state == "pending":  # not durable in time: never merged, even if it lands
-                    entry.state = "abandoned"
+                    self._give_up_locked(entry)
                     log.warning("dropped %d spans the write-ahead log could not make durable%s "
                                 "(the request was answered 'unavailable, retry')", n,
                                 "" if self.wal.failed else f" within {COMMIT_WAIT_S} s")
@@ -269,12 +271,12 @@ class Pipeline:
             if done is not None:  # before the append: the commit that covers it must see it
                 self._deferred += 1
             try:
-                ticket = self.wal.append(w.seq, w.start_ns, payload)
+                ticket, record_id = self.wal.append_with_id(w.seq, w.start_ns, payload)
             except WalError:  # nothing parked, nothing merged
                 if done is not None:
                     self._deferred -= 1
                 raise
-            entry = Pending(ticket, partial, n, "pending", done, time.monotonic())
+            entry = Pending(ticket, partial, n, "pending", done, time.monotonic(), record_id)
             w.pending.append(entry)
             w.pending_spans += n
             if w.spans + w.pending_spans >= self.max_window_spans:
@@ -327,13 +329,28 @@ class Pipeline:
             late = [e for e in self._window.pending if e.done is not None and
                     e.state == "pending" and now - e.since >= COMMIT_WAIT_S]
             for e in late:
-                e.state = "abandoned"
-                self._decided(e)
+                self._give_up_locked(e)
             if late:
                 log.warning("dropped %d spans the write-ahead log could not make durable within "
                             "%s s (their requests were answered 'unavailable, retry')",
                             sum(e.spans for e in late), COMMIT_WAIT_S)
         self._answer()
+
+    def _give_up_locked(self, e: Pending) -> None:
+        """Under the lock: ``e``'s request is (or will be) answered "unavailable, retry"; its
+        partial is never merged, and its WAL record, which may yet land (a thawed disk), is
+        named void so that a replay never counts it beside the client's retry either."""
+        e.state = "abandoned"
+        self._decided(e)
+        if e.record_id is None or self.wal.failed:  # a failed log was cut back to its durable part
+            return
+        try:
+            self.wal.void(e.record_id)
+            self.metrics.wal_records_voided.inc()
+        except OSError as exc:
+            log.error("could not mark the write-ahead-log record of a refused batch of %d spans "
+                      "void (%s): if the record lands and the agent is killed before its window "
+                      "is archived, a restart counts it beside the client's retry", e.spans, exc)
 
     def _decided(self, e: Pending) -> None:
         """Under the lock: ``e`` was merged or abandoned; a deferred one is answered by
@@ -399,8 +416,7 @@ class Pipeline:
                     "requests were answered 'unavailable, retry')", w.pending_spans, why)
         for e in w.pending:
             if e.state == "pending":
-                e.state = "abandoned"
-                self._decided(e)
+                self._give_up_locked(e)
         w.pending.clear()
         w.pending_spans = 0
 
@@ -432,6 +448,10 @@ class Pipeline:
         when its last record was logged (the agent was surely up then; the downtime after it
         is not charged to hosts). Nothing in this depends on the wall clock.
         """
+        if self.wal.voided_on_open:
+            log.warning("skipped %d write-ahead-log records named in %s: their batches were "
+                        "answered 'unavailable, retry' (not durable in time), so the clients' "
+                        "retries carry them", self.wal.voided_on_open, self.wal.void_path.name)
         if recovery.last_window_end:
             self._archived_end_ns = times.to_ns(recovery.last_window_end)
             self._warn_if_clock_behind()

@@ -20,6 +20,16 @@ not yet durable and sleep again (each wake a context switch and a turn at the GI
 need not wait at all: after each commit the writer calls ``on_commit``, where the pipeline
 merges what is durable and answers the requests that did not wait (the OTLP/HTTP ones: see
 ``Pipeline.ingest_later``). The log is truncated once its window is archived.
+
+Void records: a request whose record was not durable within ``COMMIT_WAIT_S`` (a stalled disk)
+is answered "unavailable, retry" and its partial is never merged, but its record may still land
+in the file once the disk thaws, and a replay after ``kill -9`` would then count the batch a
+second time beside the client's retry. So the pipeline names each record it gives up on in
+``agent.wal.void`` (:meth:`WriteAheadLog.void`), a file of 16-byte entries ``<i64 the record's
+append time in ns, u32 the record's CRC, u32 crc32 of those 12 bytes>``, written at once by the
+thread that gives up (never behind the stalled writer) and synced with the writer's next
+commit; :meth:`WriteAheadLog.open` drops every record so named, whether the record landed
+before or after its entry. The void file is emptied with the log.
 """
 
 from __future__ import annotations
@@ -44,6 +54,9 @@ HEADER = struct.Struct("<IIq")  # v1 (read only): length, crc32(payload), window
 HEADER_V2 = struct.Struct("<IIqqq")
 V2_FLAG = 1 << 31
 MAX_RECORD_BYTES = 1 << 30
+#: a void entry: the record's append time (ns), its CRC, and crc32 of those 12 bytes
+VOID = struct.Struct("<qII")
+VOID_SUFFIX = ".void"
 
 
 class WalError(RuntimeError):
@@ -58,12 +71,40 @@ class WalRecord(NamedTuple):
     start_ns: int
     appended_ns: int
     payload: bytes
+    crc: int = 0  # the header's CRC (0 in a v1 record): with appended_ns, what a void entry names
+
+    @property
+    def record_id(self) -> tuple[int, int]:
+        return self.appended_ns, self.crc
 
 
 def encode_record(seq: int, start_ns: int, appended_ns: int, payload: bytes) -> bytes:
     rest = HEADER_V2.pack(0, 0, start_ns, seq, appended_ns)[8:]
     crc = zlib.crc32(payload, zlib.crc32(rest))
     return struct.pack("<II", len(payload) | V2_FLAG, crc) + rest + payload
+
+
+def void_entry(record_id: tuple[int, int]) -> bytes:
+    head = VOID.pack(record_id[0], record_id[1], 0)[:12]
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def read_voids(path: Path) -> tuple[set[tuple[int, int]], int]:
+    """``(record ids named void, good_length)``; reading stops at the first torn entry (one
+    whose thread was killed mid-write: its record's request was never acknowledged either)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return set(), 0
+    out: set[tuple[int, int]] = set()
+    pos = 0
+    while pos + VOID.size <= len(data):
+        ns, crc, check = VOID.unpack_from(data, pos)
+        if zlib.crc32(data[pos : pos + 12]) != check:
+            break
+        out.add((ns, crc))
+        pos += VOID.size
+    return out, pos
 
 
 def read_records(path: Path) -> tuple[list[WalRecord], int]:
@@ -90,7 +131,7 @@ def read_records(path: Path) -> tuple[list[WalRecord], int]:
             _, _, start_ns, seq, appended_ns = HEADER_V2.unpack_from(data, pos)
             if zlib.crc32(payload, zlib.crc32(data[pos + 8 : pos + size])) != crc:
                 break
-            out.append(WalRecord(seq, start_ns, appended_ns, payload))
+            out.append(WalRecord(seq, start_ns, appended_ns, payload, crc))
         else:
             start_ns = HEADER.unpack_from(data, pos)[2]
             if zlib.crc32(payload) != crc:
@@ -154,17 +195,36 @@ class WriteAheadLog:
         self.fsyncs = 0
         self.bytes_written = 0
         self._good_size = 0  # file length after the last successful sync
+        self.void_path = self.path.with_name(self.path.name + VOID_SUFFIX)
+        self._void_fd: int | None = None
+        self._void_lock = threading.Lock()  # one void entry written at a time
+        self._void_dirty = False  # entries written since the void file's last sync
+        self.voided_on_open = 0  # records open() dropped because the void file names them
+        self.voids_written = 0
 
-    def open(self) -> list[tuple[int, bytes]]:
-        """Open the log, drop a torn tail, start the writer; return the records to replay."""
+    def open(self) -> list[WalRecord]:
+        """Open the log, drop a torn tail, start the writer; return the records to replay (those
+        the void file names are dropped and counted in :attr:`voided_on_open`)."""
         records, good = read_records(self.path)
+        voids, void_good = read_voids(self.void_path)
+        if voids:
+            kept = [r for r in records if r.record_id not in voids]
+            self.voided_on_open = len(records) - len(kept)
+            records = kept
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if created:  # the new file's directory entry must be durable too, or a crash loses it
+        void_created = not self.void_path.exists()
+        self._void_fd = os.open(self.void_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created or void_created:  # a new file's directory entry must be durable too
             _fsync_dir(self.path.parent)
         if os.fstat(self._fd).st_size != good:
             os.ftruncate(self._fd, good)
             os.fsync(self._fd)
+        if good == 0:
+            void_good = 0  # no record left to name: what the void file holds is stale
+        if os.fstat(self._void_fd).st_size != void_good:
+            os.ftruncate(self._void_fd, void_good)
+            os.fsync(self._void_fd)
         self._good_size = good
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
         self._thread.start()
@@ -173,7 +233,13 @@ class WriteAheadLog:
     def append(self, seq: int, window_start_ns: int, payload: bytes) -> int:
         """Queue one record of the window whose line will be archive ``seq``; returns the ticket
         to :meth:`wait` on. Order of calls is log order."""
-        rec = encode_record(seq, window_start_ns, time.time_ns(), payload)
+        return self.append_with_id(seq, window_start_ns, payload)[0]
+
+    def append_with_id(self, seq: int, window_start_ns: int, payload: bytes
+                       ) -> tuple[int, tuple[int, int]]:
+        """:meth:`append`, also returning the record's id, which :meth:`void` takes."""
+        appended = time.time_ns()
+        rec = encode_record(seq, window_start_ns, appended, payload)
         with self._cond:
             if self._error is not None:
                 raise WalError(f"the write-ahead log {self.path} failed: {self._error}")
@@ -181,7 +247,23 @@ class WriteAheadLog:
             self._queued += 1
             self._waiting.append((self._queued, time.monotonic()))
             self._cond.notify()  # the writer: nobody else waits on the condition
-            return self._queued
+            return self._queued, (appended, struct.unpack_from("<I", rec, 4)[0])
+
+    def void(self, record_id: tuple[int, int]) -> None:
+        """Name a record whose request was answered "unavailable, retry" (never merged): a
+        replay drops it even if it lands in the log afterwards (a thawed disk), so it is never
+        counted beside the client's retry. Written at once, not behind the writer (which may be
+        the thread stalled on the disk); synced with the writer's next commit. Raises OSError
+        if the void file cannot be written."""
+        entry = void_entry(record_id)
+        with self._void_lock:
+            if self._void_fd is None:
+                raise OSError(f"the write-ahead log {self.path} is not open")
+            n = os.write(self._void_fd, entry)
+            if n != len(entry):  # a 16-byte append is whole or fails, short only on a full disk
+                raise OSError(f"short write to {self.void_path}")
+            self.voids_written += 1
+            self._void_dirty = True
 
     def oldest_wait_s(self) -> float:
         """Seconds the oldest record not yet durable has waited (0 when none waits). Without
@@ -234,6 +316,11 @@ class WriteAheadLog:
         os.ftruncate(self._fd, 0)
         os.fsync(self._fd)
         self._good_size = 0
+        with self._void_lock:  # after the log: a crash between the two leaves stale entries only
+            if self._void_fd is not None and os.fstat(self._void_fd).st_size:
+                os.ftruncate(self._void_fd, 0)
+                os.fsync(self._void_fd)
+            self._void_dirty = False
 
     def truncate_if_idle(self) -> bool:
         """Empty the log if no record waits for its commit (never blocks); False otherwise.
@@ -295,6 +382,9 @@ class WriteAheadLog:
         while self.stall_file is not None and self.stall_file.exists():
             time.sleep(0.02)  # test knob: a frozen disk, thawed when the file goes
         os.fdatasync(self._fd)
+        if self._void_dirty and self._void_fd is not None:  # rare: only after a give-up
+            self._void_dirty = False
+            os.fdatasync(self._void_fd)
         self.fsyncs += 1
         self.bytes_written += len(data)
         self._good_size += len(data)
@@ -339,6 +429,10 @@ class WriteAheadLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        with self._void_lock:
+            if self._void_fd is not None:
+                os.close(self._void_fd)
+                self._void_fd = None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -11,7 +11,7 @@ a window file's name, the body key or how a line ends.
   counter that never goes back, so **lexical order is write order**.
 - A reader takes for a window file every ``*.jsonl``, ``*.jsonl.gz`` and logrotate-style
   ``*.jsonl.N[.gz]`` (:func:`is_window_file`): an operator's renamed or rotated copy is still
-  read. ``agent.wal``, ``agent.lock``, ``checkpoints.log``, ``*.corrupt`` and ``*.tmp`` are not.
+  read. ``agent.wal``, ``agent.wal.void``, ``agent.lock``, ``checkpoints.log``, ``*.corrupt`` and ``*.tmp`` are not.
 - Within one agent directory files are read by name (:func:`read_order_key`); when ``x.jsonl``
   and ``x.jsonl.gz`` both exist (a compression in progress) the plain one is read and the gzip
   twin skipped (:func:`without_gzip_twins`), so no window counts twice.

@@ -19,12 +19,14 @@ from bench.workload import make_request_bytes
 from schema.chain import verify_chain
 
 
-def _open(d: Path, cfg: Config | None = None, sources=None, **kw) -> tuple[Pipeline, int]:
-    """A pipeline on ``d`` with the real scorer (``sources``: a SourceManager or None),
-    after replaying the WAL there; returns it and the number of partials replayed."""
+def _open(d: Path, cfg: Config | None = None, sources=None, stall: Path | None = None,
+          **kw) -> tuple[Pipeline, int]:
+    """A pipeline on ``d`` with the real scorer (``sources``: a SourceManager or None; ``stall``:
+    the WAL's testing-only stall file), after replaying the WAL there; returns it and the
+    number of partials replayed."""
     archive = ArchiveWriter(d)
     recovery = archive.open()
-    wal = WriteAheadLog(d / WAL_NAME)
+    wal = WriteAheadLog(d / WAL_NAME, stall_file=stall)
     p = Pipeline(build_scoring(cfg or Config(), "unit", sources), archive, wal, AgentMetrics(),
                  window_seconds=kw.get("window_seconds", 3600),
                  max_window_spans=kw.get("max_window_spans", 10**9), queue_size=4)
@@ -214,12 +216,7 @@ def test_a_close_that_gives_up_on_a_stalled_commit_abandons_it_for_good(tmp_path
     from agent.wal import WalError
 
     stall = tmp_path / "stall"
-    archive = ArchiveWriter(tmp_path)
-    recovery = archive.open()
-    wal = WriteAheadLog(tmp_path / WAL_NAME, stall_file=stall)
-    p = Pipeline(build_scoring(Config(), "unit", None), archive, wal, AgentMetrics(),
-                 window_seconds=3600, max_window_spans=10**9, queue_size=4)
-    p.restore(wal.open(), recovery)
+    p, _ = _open(tmp_path, stall=stall)
     first, stalled = _batches(2)
     p.ingest(first)  # 32 spans, durable and merged
     stall.touch()
@@ -251,3 +248,54 @@ def test_a_close_that_gives_up_on_a_stalled_commit_abandons_it_for_good(tmp_path
     assert replayed == 0
     p2.shutdown()
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["waiting", "deferred"])
+def test_a_batch_refused_on_a_stalled_disk_is_not_replayed_when_its_record_lands(
+        tmp_path: Path, monkeypatch, deferred: bool) -> None:
+    """A request's commit outlasts COMMIT_WAIT_S (the disk frozen), it is answered
+    "unavailable", the disk thaws and its record lands in the open window's log; the agent is
+    then killed before the window closes. The restart replays the batches acknowledged
+    before and after, never the refused one (its client's retry is its only copy), whether it
+    waited for its commit (gRPC's threads) or was deferred (OTLP/HTTP's loop, timed out by
+    the ticker's expire_deferred). Without the void entry it was replayed: 96 spans, not 64."""
+    import threading
+    import time
+
+    from agent import pipeline
+    from agent.wal import WalError
+
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    stall = tmp_path / "stall"
+    p, _ = _open(tmp_path, stall=stall)
+    before, refused, after = _batches(3)
+    p.ingest(before)
+    stall.touch()
+    answers: list[WalError | None] = []
+    if deferred:
+        p.ingest_later(refused, answers.append)
+        deadline = time.monotonic() + 10
+        while not answers and time.monotonic() < deadline:
+            time.sleep(0.35)
+            p.expire_deferred()  # the ticker's call
+    else:
+        try:
+            p.ingest(refused)
+        except WalError as exc:
+            answers.append(exc)
+    assert len(answers) == 1 and isinstance(answers[0], WalError)
+    assert p.metrics.wal_records_voided._value.get() == 1
+    stall.unlink()  # the record lands now
+    t = threading.Thread(target=p.ingest, args=(after,))
+    t.start()
+    t.join(timeout=10)
+    assert p._window.spans == 64  # live: the refused batch was never merged
+    from agent.wal import read_records as wal_records
+
+    assert len(wal_records(tmp_path / WAL_NAME)[0]) == 3  # the refused batch's record landed
+    p.wal.close()  # kill -9: nothing archived, the log and its void file as they are
+    p.archive.close()
+    p2, replayed = _open(tmp_path)
+    assert replayed == 2 and p2.wal.voided_on_open == 1
+    p2.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64]

@@ -9,7 +9,9 @@ retries, the agent a real process.
 
 Before the fix both probes answered 200 during the freeze, the request waited 30 s for its
 commit (past the client's 10 s), and its partial was merged once the record landed, so the
-client's retry was counted a second time.
+client's retry was counted a second time. Later the running agent counted it once, but the
+abandoned record still landed in the log, and a kill -9 before its window closed replayed it
+beside the retry; now it is named in ``agent.wal.void`` and the restart skips it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def probe(agent, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def test_a_frozen_disk_fails_readiness_answers_in_time_and_counts_the_retry_once(
+def test_a_frozen_disk_fails_readiness_answers_in_time_and_counts_the_retry_once_even_after_kill9(
         start_agent, recording, tmp_path) -> None:
     stall = tmp_path / "wal.stall"
     agent = start_agent("--window-seconds", "600",
@@ -75,8 +77,15 @@ def test_a_frozen_disk_fails_readiness_answers_in_time_and_counts_the_retry_once
     assert took[0] < 10.0
     assert agent.wait_for(lambda: probe(agent, "/readyz")[0] == 200, timeout=10,
                           what="/readyz to recover")
-    assert agent.stop() == 0
-    (rec,) = agent.records()
+    assert agent.metric("carbonspan_spans_accepted_total") == 1  # the retry once, live
+    assert agent.metric("carbonspan_wal_records_voided_total") == 1
+    # the abandoned record landed in the log when the disk thawed; a kill -9 before the window
+    # closes must not bring it back beside the retry (it did: the window held 2 spans)
+    agent.kill9()
+    again = start_agent("--window-seconds", "600", root=agent.root)
+    assert "1 partials replayed from the WAL, 1 void records skipped" in again.startup_line
+    assert again.stop() == 0
+    (rec,) = again.records()
     assert rec["report"]["window"]["spans"] == 1  # the retry once, the abandoned record never
     log = "".join(agent.stderr_text())
     assert f"could not make durable within {COMMIT_WAIT_S} s" in log

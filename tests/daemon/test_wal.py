@@ -84,7 +84,7 @@ def test_truncate_empties_the_log_after_pending_records_land(tmp_path: Path) -> 
     assert path.stat().st_size == 0
     wal.wait(wal.append(1, 6, b"after"))
     wal.close()
-    ((seq, start, appended, payload),) = read_records(path)[0]
+    ((seq, start, appended, payload, _crc),) = read_records(path)[0]
     assert (seq, start, payload) == (1, 6, b"after") and appended > 0
 
 
@@ -214,3 +214,78 @@ def test_a_wait_that_times_out_leaves_nothing_behind_and_later_waits_still_retur
     wal.wait(ticket, timeout=10)
     wal.wait(wal.append(0, 1, b"y"), timeout=10)
     wal.close()
+
+
+def test_a_void_record_is_dropped_on_open_whether_it_landed_before_or_after_its_entry(
+        tmp_path: Path) -> None:
+    """The pipeline names a record void when its request was answered "unavailable" (not
+    durable in time); the record may land later still (a thawed disk). Either order, a
+    reopen (a restart after kill -9) returns every other record, in log order, and not it."""
+    from agent.wal import VOID_SUFFIX
+
+    stall = tmp_path / "stall"
+    wal = WriteAheadLog(tmp_path / "agent.wal", stall_file=stall)
+    wal.open()
+    wal.wait(wal.append(0, 1, b"kept-1"))
+    t_landed, id_landed = wal.append_with_id(0, 1, b"voided-after-landing")
+    wal.wait(t_landed)
+    wal.void(id_landed)  # the race: durable just after the pipeline gave up on it
+    stall.touch()  # the disk freezes
+    t_stuck, id_stuck = wal.append_with_id(0, 1, b"voided-before-landing")
+    wal.void(id_stuck)  # written at once, not behind the stalled writer
+    assert (tmp_path / ("agent.wal" + VOID_SUFFIX)).stat().st_size == 32
+    stall.unlink()  # it thaws: the record lands after its void entry
+    wal.wait(t_stuck, timeout=10)
+    wal.wait(wal.append(0, 1, b"kept-2"))
+    wal.close()  # as a kill -9 leaves the files (both written, neither truncated)
+    again = WriteAheadLog(tmp_path / "agent.wal")
+    assert [r.payload for r in again.open()] == [b"kept-1", b"kept-2"]
+    assert again.voided_on_open == 2
+    again.truncate()  # the window is archived: the log and its void file empty together
+    assert (tmp_path / "agent.wal").stat().st_size == 0
+    assert (tmp_path / ("agent.wal" + VOID_SUFFIX)).stat().st_size == 0
+    again.close()
+
+
+def test_a_torn_void_entry_is_cut_and_stale_entries_go_with_an_empty_log(tmp_path: Path) -> None:
+    from agent.wal import VOID_SUFFIX, read_voids
+
+    void = tmp_path / ("agent.wal" + VOID_SUFFIX)
+    wal = WriteAheadLog(tmp_path / "agent.wal")
+    wal.open()
+    t1, id1 = wal.append_with_id(0, 1, b"a")
+    t2, id2 = wal.append_with_id(0, 1, b"b")
+    wal.wait(t2)
+    wal.void(id1)
+    wal.close()
+    with void.open("ab") as f:
+        f.write(b"\x01" * 9)  # a void entry torn by a kill mid-write
+    assert read_voids(void) == ({id1}, 16)
+    again = WriteAheadLog(tmp_path / "agent.wal")
+    assert [r.payload for r in again.open()] == [b"b"]
+    assert void.stat().st_size == 16  # the torn tail cut, the whole entry kept
+    again.close()
+    (tmp_path / "agent.wal").write_bytes(b"")  # the log was emptied, its void file not (a crash)
+    third = WriteAheadLog(tmp_path / "agent.wal")
+    assert third.open() == [] and third.voided_on_open == 0
+    assert void.stat().st_size == 0  # nothing left to name
+    third.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=0, max_size=40), st.booleans()), max_size=25))
+def test_reopening_returns_exactly_the_records_not_named_void_in_log_order(
+        tmp_path_factory, records: list[tuple[bytes, bool]]) -> None:
+    d = tmp_path_factory.mktemp("wal")
+    wal = WriteAheadLog(d / "agent.wal")
+    wal.open()
+    for payload, voided in records:
+        ticket, rid = wal.append_with_id(0, 1, payload)
+        if voided:
+            wal.void(rid)
+        wal.wait(ticket)
+    wal.close()
+    again = WriteAheadLog(d / "agent.wal")
+    assert [r.payload for r in again.open()] == [p for p, v in records if not v]
+    assert again.voided_on_open == sum(v for _, v in records)
+    again.close()
