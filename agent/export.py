@@ -226,7 +226,7 @@ class ExportHandler:
             self.pipeline.release()
 
     def export_later(self, body: bytes, fmt: str, protocol: str,
-                     answer: Callable[[Outcome], None]) -> str | None:
+                     answer: Callable[[Outcome], None], *, wake: bool = True) -> str | None:
         """:meth:`export` without waiting for the group commit, for a caller that must not
         block (OTLP/HTTP's event loop). Why not, with nothing done and ``answer`` never called:
         ``"python_walk"`` when ``loop_decoders`` leave the body to the full decoder, or
@@ -259,7 +259,7 @@ class ExportHandler:
             answer(self._done(protocol, _accepted(batch)))
 
         try:
-            self.pipeline.ingest_later(batch, durable)
+            self.pipeline.ingest_later(batch, durable, wake=wake)
         except PipelineBusy:  # a window closing: nothing counted or queued, to a thread
             self.pipeline.release()
             return "pipeline_busy"

@@ -223,7 +223,8 @@ class Pipeline:
             )
         self.metrics.spans_accepted.inc(n)
 
-    def ingest_later(self, batch: SpanBatch, done: Callable[[WalError | None], None]) -> None:
+    def ingest_later(self, batch: SpanBatch, done: Callable[[WalError | None], None], *,
+                     wake: bool = True) -> None:
         """:meth:`ingest` without waiting for the group commit: ``done(None)`` once the partial
         is durable and merged (the caller may then answer OK), ``done(error)`` once it never
         will be (the log failed, it was not durable within ``COMMIT_WAIT_S``, or a window close
@@ -234,10 +235,12 @@ class Pipeline:
         called), or PipelineBusy when the lock was held past ``LATER_LOCK_WAIT_S`` (nothing
         counted or queued: give the batch to a thread that may wait, :meth:`ingest`); a batch
         with nothing to log is done at once. A window it fills to ``max_window_spans`` is
-        closed by the ticker (woken at once), not here."""
+        closed by the ticker (woken at once), not here. With ``wake=False`` the WAL's writer is
+        not woken for this record: the caller must call :meth:`wake_wal` soon (OTLP/HTTP's loop
+        does, once per turn of the loop, for every export of that turn)."""
         if self._committer is None:
             self._start_committer()
-        entry = self._queue(batch, done)
+        entry = self._queue(batch, done, wake)
         if entry is None:
             done(None)
             return
@@ -250,8 +253,12 @@ class Pipeline:
                                                    daemon=True)
                 self._committer.start()
 
-    def _queue(self, batch: SpanBatch, done: Callable[[WalError | None], None] | None
-               ) -> Pending | None:
+    def wake_wal(self) -> None:
+        """Wake the WAL's writer for the records queued with ``ingest_later(..., wake=False)``."""
+        self.wal.wake()
+
+    def _queue(self, batch: SpanBatch, done: Callable[[WalError | None], None] | None,
+               wake: bool = True) -> Pending | None:
         """Score ``batch`` and queue its partial for the WAL, parked on the open window (log
         order = arrival order); None when there is nothing to log."""
         n = len(batch)
@@ -271,7 +278,8 @@ class Pipeline:
             if done is not None:  # before the append: the commit that covers it must see it
                 self._deferred += 1
             try:
-                ticket, record_id = self.wal.append_with_id(w.seq, w.start_ns, payload)
+                ticket, record_id = self.wal.append_with_id(w.seq, w.start_ns, payload,
+                                                            wake=wake)
             except WalError:  # nothing parked, nothing merged
                 if done is not None:
                     self._deferred -= 1

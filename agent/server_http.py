@@ -16,7 +16,9 @@ and ``/readyz`` are answered on the loop itself, so they answer whatever the ing
 ``/metrics`` has a pool of its own. An export (``http_workers = 0``, the default) is decoded,
 scored and queued for the WAL on the loop itself, and answered once its group commit is durable
 (``httpserve.Later``, answered by the pipeline's committer thread): no thread hand-off and no
-thread sleeping through the fsync per request. Bodies over ``LOOP_MAX_BYTES`` on the wire (or
+thread sleeping through the fsync per request. The WAL's writer is woken once per turn of the
+loop, after the turn's reads, not once per export: the exports that arrived together share one
+wake-up (a context switch and a turn at the GIL each) and one group commit. Bodies over ``LOOP_MAX_BYTES`` on the wire (or
 4 x that inflated), JSON the C walker leaves to the Python walk and exports that find the
 pipeline busy for 5 ms (a window closing) go to ``SLOW_THREADS`` threads
 of the agent's own, which wait for the commit as before. ``http_workers = N`` > 0 runs every
@@ -27,6 +29,7 @@ is 429.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -100,6 +103,7 @@ class OtlpHttpApp:
         self.on_loop = on_loop(settings)
         # started with the first export the loop hands off
         self._slow: ThreadPoolExecutor | None = None
+        self._wake_due = False  # a wake of the WAL's writer is scheduled on the loop
         self._who = b""
         self._headers: tuple[tuple[str, str], ...] = ()
         if worker is not None:
@@ -227,8 +231,19 @@ class OtlpHttpApp:
         later = Later()
         not_here = self.handler.export_later(
             data, fmt, "http",
-            lambda outcome: later.answer(self._answer(head, fmt, outcome)))
-        return later if not_here is None else self._hand_off(request, not_here)
+            lambda outcome: later.answer(self._answer(head, fmt, outcome)), wake=False)
+        if not_here is not None:
+            return self._hand_off(request, not_here)
+        if not self._wake_due:  # one wake of the writer per turn of the loop, after its reads
+            self._wake_due = True
+            asyncio.get_running_loop().call_soon(self._wake_wal)
+        return later
+
+    def _wake_wal(self) -> None:
+        """On the loop, after the turn's exports: wake the WAL's writer once for all their
+        records (appended with ``wake=False``), so they share one wake-up and one group commit."""
+        self._wake_due = False
+        self.handler.pipeline.wake_wal()
 
     def _hand_off(self, request: Request, reason: str) -> Later:
         """Export ``request`` in a slow thread (from the loop); answered from there."""

@@ -235,9 +235,12 @@ class WriteAheadLog:
         to :meth:`wait` on. Order of calls is log order."""
         return self.append_with_id(seq, window_start_ns, payload)[0]
 
-    def append_with_id(self, seq: int, window_start_ns: int, payload: bytes
-                       ) -> tuple[int, tuple[int, int]]:
-        """:meth:`append`, also returning the record's id, which :meth:`void` takes."""
+    def append_with_id(self, seq: int, window_start_ns: int, payload: bytes, *,
+                       wake: bool = True) -> tuple[int, tuple[int, int]]:
+        """:meth:`append`, also returning the record's id, which :meth:`void` takes. With
+        ``wake=False`` the writer is not woken (a caller that appends several records in a row,
+        OTLP/HTTP's event loop, then calls :meth:`wake` once: one wake-up and one group commit
+        for them all, where each wake-up is a context switch and a turn at the GIL)."""
         appended = time.time_ns()
         rec = encode_record(seq, window_start_ns, appended, payload)
         with self._cond:
@@ -246,8 +249,16 @@ class WriteAheadLog:
             self._pending.append(rec)
             self._queued += 1
             self._waiting.append((self._queued, time.monotonic()))
-            self._cond.notify()  # the writer: nobody else waits on the condition
+            if wake:
+                self._cond.notify()  # the writer: nobody else waits on the condition
             return self._queued, (appended, struct.unpack_from("<I", rec, 4)[0])
+
+    def wake(self) -> None:
+        """Wake the writer for the records appended with ``wake=False`` (a no-op when none waits
+        or the writer is busy: it looks for more records after each commit)."""
+        with self._cond:
+            if self._pending:
+                self._cond.notify()
 
     def void(self, record_id: tuple[int, int]) -> None:
         """Name a record whose request was answered "unavailable, retry" (never merged): a

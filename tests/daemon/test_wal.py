@@ -289,3 +289,25 @@ def test_reopening_returns_exactly_the_records_not_named_void_in_log_order(
     assert [r.payload for r in again.open()] == [p for p, v in records if not v]
     assert again.voided_on_open == sum(v for _, v in records)
     again.close()
+
+
+def test_records_appended_without_a_wake_wait_for_one_and_share_its_commit(
+        tmp_path: Path) -> None:
+    """OTLP/HTTP's loop appends a turn's records with ``wake=False`` and wakes the writer once
+    after them: until then nothing is written; then one group commit covers them all."""
+    import time
+
+    wal = WriteAheadLog(tmp_path / "agent.wal")
+    wal.open()
+    wal.wait(wal.append(0, 1, b"first"))  # the writer is idle, waiting for a wake
+    fsyncs = wal.fsyncs
+    tickets = [wal.append_with_id(0, 1, b"r%d" % i, wake=False)[0] for i in range(5)]
+    time.sleep(0.2)
+    assert wal.durable < tickets[0] and wal.fsyncs == fsyncs  # nobody woke the writer
+    wal.wake()
+    wal.wait(tickets[-1], timeout=5)
+    assert wal.fsyncs == fsyncs + 1  # one commit for the five
+    wal.wake()  # nothing pending: a no-op
+    wal.close()
+    assert [r.payload for r in read_records(tmp_path / "agent.wal")[0]] == [
+        b"first", b"r0", b"r1", b"r2", b"r3", b"r4"]
