@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("carbonspan.agent")
 
-Code = Literal["ok", "invalid", "too_large", "exhausted", "unavailable", "internal"]
+Code = Literal["ok", "invalid", "too_large", "exhausted", "unavailable", "internal", "deadline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,18 +207,25 @@ class ExportHandler:
         fmt: str,
         protocol: str,
         work_slot: AbstractContextManager[object] = _NO_SLOT,
+        deadline: float | None = None,
     ) -> Outcome:
         """Handle one decompressed request body in ``fmt`` (``protobuf`` or ``json``).
 
         Admission comes first and costs nothing, so a request past ``queue_size`` is refused
         at once; an admitted one then holds ``work_slot`` (gRPC: one of ``grpc_workers``) while
-        it is decoded, scored and made durable."""
+        it is decoded, scored and made durable. ``deadline`` (monotonic; gRPC's, less
+        ``DEADLINE_MARGIN_S``): the time after which the client no longer hears an answer. A
+        request taken after it is refused with nothing counted (``deadline``), and a partial not
+        durable by then is abandoned ("unavailable"): the agent never counts a batch whose
+        client heard no OK, since that client sends it again."""
+        if deadline is not None and deadline <= time.monotonic():
+            return self._done(protocol, _late())
         refused = self._admit()
         if refused is not None:
             return self._done(protocol, refused)
         try:
             with work_slot:
-                outcome = self._export(body, fmt)
+                outcome = self._export(body, fmt, deadline)
             if self.last_batch is not None and outcome.code == "ok":
                 self.last_batch.keep(body, fmt, protocol)  # a reference, explained on request
             return self._done(protocol, outcome)
@@ -290,14 +297,19 @@ class ExportHandler:
             raise _Refused(Outcome(
                 "invalid", f"the request could not be decoded ({type(exc).__name__})")) from None
 
-    def _export(self, body: bytes, fmt: str) -> Outcome:
+    def _export(self, body: bytes, fmt: str, deadline: float | None = None) -> Outcome:
         try:
             batch = self._decode(body, fmt)
         except _Refused as exc:
             return exc.outcome
         assert batch is not None  # the full decoders always give a batch
+        wait_s = None
+        if deadline is not None:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0:  # decoding took the client's last moment: nothing counted
+                return _late()
         try:
-            self.pipeline.ingest(batch)
+            self.pipeline.ingest(batch, wait_s)
         except Exception as exc:
             return _not_ingested(exc, batch)
         return _accepted(batch)
@@ -312,6 +324,18 @@ class _Refused(Exception):
 
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
+
+
+#: seconds kept back from a gRPC client's deadline for the answer to reach it: a request is
+#: made durable by ``deadline - DEADLINE_MARGIN_S`` or refused, so the OK is never sent so late
+#: that the client has already given up (and will send the batch again)
+DEADLINE_MARGIN_S = 0.25
+
+
+def _late() -> Outcome:
+    return Outcome("deadline", "the call's deadline had (all but) passed before the agent could "
+                   "take it, so nothing of it was counted; retry with a longer deadline or when "
+                   "the agent is less busy")
 
 
 def _accepted(batch: SpanBatch) -> Outcome:

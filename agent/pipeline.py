@@ -70,6 +70,14 @@ class PipelineBusy(RuntimeError):
     caller, which must not block, hands the request to a thread that may wait."""
 
 
+def _within(e: Pending) -> str:
+    """How long ``e`` could wait for its commit, for the messages saying it did not make it."""
+    limit = e.expires - e.since
+    if limit < COMMIT_WAIT_S:
+        return f" within {limit:.3g} s (the client's deadline)"
+    return f" within {COMMIT_WAIT_S} s"
+
+
 def now_ns() -> int:
     """Wall-clock ns rounded to microseconds, so a window start survives its RFC 3339 form."""
     return time.time_ns() // 1000 * 1000
@@ -87,7 +95,10 @@ class Pending:
     # a request that did not wait (Pipeline.ingest_later): told once its partial is merged
     # (None) or abandoned (the WalError its client hears), from whichever thread decided it
     done: Callable[[WalError | None], None] | None = None
-    since: float = 0.0  # monotonic time of the append (the deferred ones' COMMIT_WAIT_S)
+    since: float = 0.0  # monotonic time of the append
+    # monotonic time by which it must be durable, or be abandoned: COMMIT_WAIT_S after the
+    # append, sooner when the client's own deadline (gRPC's) is sooner
+    expires: float = 0.0
     record_id: tuple[int, int] | None = None  # its WAL record's, named void if abandoned
 
 
@@ -192,20 +203,23 @@ class Pipeline:
         return self._inflight
 
     # -- ingest ------------------------------------------------------------------------
-    def ingest(self, batch: SpanBatch) -> None:
+    def ingest(self, batch: SpanBatch, wait_s: float | None = None) -> None:
         """Score ``batch``, make its partial durable, then merge it into the open window.
 
         Returns once the partial is fsynced in the WAL (and merged): the caller may then
         answer OK. Raises ShuttingDown or ``agent.wal.WalError`` (answer "unavailable,
-        retry"); in both cases nothing of the batch is in any window.
+        retry"); in both cases nothing of the batch is in any window. ``wait_s``: the most the
+        caller's client will still wait (gRPC's deadline), when sooner than ``COMMIT_WAIT_S``: a
+        partial not durable by then is abandoned too, so the agent never counts a batch whose
+        client heard no OK and will send it again.
         """
-        entry = self._queue(batch, None)
+        entry = self._queue(batch, None, True, wait_s)
         if entry is None:
             return
         n = entry.spans
         error: WalError | None = None
         try:
-            self.wal.wait(entry.ticket, COMMIT_WAIT_S)
+            self.wal.wait(entry.ticket, max(0.0, entry.expires - time.monotonic()))
         except WalError as exc:
             error = exc
         if entry.state == "pending":  # the writer's on_commit merges what is durable
@@ -215,16 +229,15 @@ class Pipeline:
                     self._give_up_locked(entry)
                     log.warning("dropped %d spans the write-ahead log could not make durable%s "
                                 "(the request was answered 'unavailable, retry')", n,
-                                "" if self.wal.failed else f" within {COMMIT_WAIT_S} s")
+                                "" if self.wal.failed else _within(entry))
             self._answer()
         if entry.state != "merged":  # timed out, the log failed, or a close gave up on it
-            raise error or WalError(
-                f"the write-ahead log {self.wal.path} did not sync within {COMMIT_WAIT_S} s"
-            )
+            raise error if error is not None and self.wal.failed else WalError(
+                f"the write-ahead log {self.wal.path} did not sync{_within(entry)}")
         self.metrics.spans_accepted.inc(n)
 
     def ingest_later(self, batch: SpanBatch, done: Callable[[WalError | None], None], *,
-                     wake: bool = True) -> None:
+                     wake: bool = True, wait_s: float | None = None) -> None:
         """:meth:`ingest` without waiting for the group commit: ``done(None)`` once the partial
         is durable and merged (the caller may then answer OK), ``done(error)`` once it never
         will be (the log failed, it was not durable within ``COMMIT_WAIT_S``, or a window close
@@ -237,10 +250,11 @@ class Pipeline:
         with nothing to log is done at once. A window it fills to ``max_window_spans`` is
         closed by the ticker (woken at once), not here. With ``wake=False`` the WAL's writer is
         not woken for this record: the caller must call :meth:`wake_wal` soon (OTLP/HTTP's loop
-        does, once per turn of the loop, for every export of that turn)."""
+        does, once per turn of the loop, for every export of that turn). ``wait_s`` as in
+        :meth:`ingest`."""
         if self._committer is None:
             self._start_committer()
-        entry = self._queue(batch, done, wake)
+        entry = self._queue(batch, done, wake, wait_s)
         if entry is None:
             done(None)
             return
@@ -258,7 +272,7 @@ class Pipeline:
         self.wal.wake()
 
     def _queue(self, batch: SpanBatch, done: Callable[[WalError | None], None] | None,
-               wake: bool = True) -> Pending | None:
+               wake: bool = True, wait_s: float | None = None) -> Pending | None:
         """Score ``batch`` and queue its partial for the WAL, parked on the open window (log
         order = arrival order); None when there is nothing to log."""
         n = len(batch)
@@ -284,7 +298,9 @@ class Pipeline:
                 if done is not None:
                     self._deferred -= 1
                 raise
-            entry = Pending(ticket, partial, n, "pending", done, time.monotonic(), record_id)
+            now = time.monotonic()
+            limit = COMMIT_WAIT_S if wait_s is None else max(0.0, min(COMMIT_WAIT_S, wait_s))
+            entry = Pending(ticket, partial, n, "pending", done, now, now + limit, record_id)
             w.pending.append(entry)
             w.pending_spans += n
             if w.spans + w.pending_spans >= self.max_window_spans:
@@ -335,13 +351,13 @@ class Pipeline:
         with self._lock:
             self._merge_durable_locked(self._window)
             late = [e for e in self._window.pending if e.done is not None and
-                    e.state == "pending" and now - e.since >= COMMIT_WAIT_S]
+                    e.state == "pending" and now >= e.expires]
             for e in late:
                 self._give_up_locked(e)
             if late:
-                log.warning("dropped %d spans the write-ahead log could not make durable within "
-                            "%s s (their requests were answered 'unavailable, retry')",
-                            sum(e.spans for e in late), COMMIT_WAIT_S)
+                log.warning("dropped %d spans the write-ahead log could not make durable%s "
+                            "(their requests were answered 'unavailable, retry')",
+                            sum(e.spans for e in late), _within(late[0]))
         self._answer()
 
     def _give_up_locked(self, e: Pending) -> None:
@@ -384,7 +400,7 @@ class Pipeline:
                 error = WalError(f"the write-ahead log {self.wal.path} failed")
             else:
                 error = WalError(f"the write-ahead log {self.wal.path} did not make the batch "
-                                 f"durable within {COMMIT_WAIT_S} s")
+                                 f"durable{_within(e)}")
             try:
                 done(error)
             except Exception:  # one request's answer must not stop the others'
@@ -393,16 +409,25 @@ class Pipeline:
     def _merge_durable_locked(self, w: OpenWindow) -> None:
         """Merge ``w``'s pending partials whose WAL records are durable, in log order.
 
-        Abandoned ones are skipped. Once the log has failed nothing more becomes durable, so
-        the rest are dropped: their requests were (or will be) answered "unavailable", and the
-        clients' retries carry them.
+        Abandoned ones are skipped, and so are those found durable only after their expiry
+        (their requests are answered "unavailable": a late merge would count a batch whose
+        client retries it); those are abandoned here. Once the log has failed nothing more
+        becomes durable, so the rest are dropped: their requests were (or will be) answered
+        "unavailable", and the clients' retries carry them.
         """
         failed = self.wal.failed  # read before durable: after a failure durable is final
         durable = self.wal.durable
+        now = time.monotonic()
         while w.pending and (w.pending[0].ticket <= durable or w.pending[0].state == "abandoned"):
             e = w.pending.popleft()
             w.pending_spans -= e.spans
             if e.state == "abandoned":
+                continue
+            if now > e.expires:  # durable, but too late: its request is (or is being) refused
+                self._give_up_locked(e)
+                log.warning("dropped %d spans whose write-ahead-log record became durable only "
+                            "after their request could wait for it%s (answered 'unavailable, "
+                            "retry')", e.spans, _within(e))
                 continue
             w.partial.add(e.partial)  # in place: O(batch), not O(window)
             e.state = "merged"

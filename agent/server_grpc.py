@@ -6,12 +6,16 @@ queues the WAL record itself, then waits for the group commit: there is no hand-
 threads on the hot path, and requests waiting on the same fsync are what a group commit
 needs. The method is registered with raw-bytes (de)serialisers so no protobuf object is
 ever built in Python; gzip request compression is undone by gRPC core, which enforces
-``max_receive_message_length`` (= ``max_request_bytes``) on the *decompressed* size.
+``max_receive_message_length`` (= ``max_request_bytes``) on the *decompressed* size. The
+client's deadline bounds what is counted: a call taken after it (less ``DEADLINE_MARGIN_S``)
+is refused with nothing counted, and its commit wait ends there (docs/operations.md, "A gRPC
+client's deadline").
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +23,7 @@ import grpc
 
 from agent.daemon_config import AgentSettings
 from agent.export import (
+    DEADLINE_MARGIN_S,
     ExportHandler,
     Outcome,
     export_response_bytes,
@@ -36,6 +41,7 @@ _CODES = {
     "exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "unavailable": grpc.StatusCode.UNAVAILABLE,
     "internal": grpc.StatusCode.INTERNAL,
+    "deadline": grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 
 
@@ -147,7 +153,9 @@ class GrpcReceiver:
                               f"{self.settings.queue_size} requests waiting); retry after the "
                               "delay given")
         else:
-            outcome = h.export(request, "protobuf", "grpc")
+            remaining = context.time_remaining()  # None without a deadline
+            outcome = h.export(request, "protobuf", "grpc", deadline=None if remaining is None
+                               else time.monotonic() + remaining - DEADLINE_MARGIN_S)
         if outcome.code == "ok":
             return export_response_bytes(outcome.rejected, outcome.message)
         code = _CODES[outcome.code]

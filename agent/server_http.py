@@ -54,7 +54,8 @@ from httpserve import Head, HttpServer, Later, Limits, Request, Response, Route,
 
 log = logging.getLogger("carbonspan.agent")
 
-_STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500}
+_STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500,
+           "deadline": 503}  # OTLP/HTTP sends no deadline: never reached
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
              503: 14}
 _FORMATS = {

@@ -299,3 +299,43 @@ def test_a_batch_refused_on_a_stalled_disk_is_not_replayed_when_its_record_lands
     assert replayed == 2 and p2.wal.voided_on_open == 1
     p2.shutdown()
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64]
+
+
+def test_a_client_deadline_shorter_than_the_commit_wait_bounds_it_even_when_the_record_lands(
+        tmp_path: Path) -> None:
+    """``wait_s`` (a gRPC client's deadline) bounds the wait for the commit: a deferred request
+    is expired by the ticker at it, not at COMMIT_WAIT_S; and one whose record is durable only
+    after it is abandoned when the commit is merged, not counted late (its client has given
+    up and resends it), with its record named void."""
+    import time
+
+    from agent.wal import WalError
+    from agent.wal import read_records as wal_records
+
+    stall = tmp_path / "stall"
+    p, _ = _open(tmp_path, stall=stall)
+    expired, late, kept = _batches(3)
+    stall.touch()
+    answers: dict[str, list] = {"expired": [], "late": []}
+    p.ingest_later(expired, answers["expired"].append, wait_s=0.2)
+    time.sleep(0.3)
+    p.expire_deferred()  # the ticker's call, long before COMMIT_WAIT_S (4 s)
+    assert len(answers["expired"]) == 1 and "within 0.2 s (the client's deadline)" in str(
+        answers["expired"][0])
+    p.ingest_later(late, answers["late"].append, wait_s=0.2)
+    time.sleep(0.3)  # no ticker: the record lands after its deadline, and is merged by no one
+    stall.unlink()
+    deadline = time.monotonic() + 10
+    while not answers["late"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(answers["late"][0], WalError)
+    p.ingest(kept)
+    assert p._window.spans == 32
+    assert p.metrics.wal_records_voided._value.get() == 2
+    assert len(wal_records(tmp_path / WAL_NAME)[0]) == 3  # all three landed
+    p.wal.close()  # kill -9
+    p.archive.close()
+    p2, replayed = _open(tmp_path)
+    assert replayed == 1 and p2.wal.voided_on_open == 2
+    p2.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
