@@ -366,7 +366,9 @@ class Pipeline:
         named void so that a replay never counts it beside the client's retry either."""
         e.state = "abandoned"
         self._decided(e)
-        if e.record_id is None or self.wal.failed:  # a failed log was cut back to its durable part
+        # a failed log was cut back to its durable part: only records past it are gone (failed
+        # is read first: durable is final after a failure); one that landed before is voided
+        if e.record_id is None or (self.wal.failed and e.ticket > self.wal.durable):
             return
         try:
             self.wal.void(e.record_id)

@@ -339,3 +339,49 @@ def test_a_client_deadline_shorter_than_the_commit_wait_bounds_it_even_when_the_
     assert replayed == 1 and p2.wal.voided_on_open == 2
     p2.shutdown()
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
+
+
+def test_a_record_that_landed_before_the_log_failed_is_voided_when_its_request_gives_up(
+        tmp_path: Path, monkeypatch) -> None:
+    """The give-up's race with the writer: the request's merge reads ``durable`` just before its
+    commit lands, the writer's next commit then fails, and only then is the request given up.
+    Its record is in the log (a failure cuts back to what was durable, which includes it), so
+    it must be voided although the log has failed; skipping every void once ``wal.failed``
+    replayed it beside the client's retry."""
+    import threading
+    import time
+
+    from agent import pipeline
+    from agent.wal import WalError
+
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    stall = tmp_path / "stall"
+    p, _ = _open(tmp_path, stall=stall)
+    first, raced = _batches(2)
+    p.ingest(first)
+    stall.touch()
+    real_merge = Pipeline._merge_durable_locked
+    calls = []
+
+    def merge_then_race(self, w):
+        real_merge(self, w)  # durable read: the raced record is not on disk yet
+        if calls:
+            return
+        calls.append(1)
+        stall.unlink()  # it lands now ...
+        deadline = time.monotonic() + 10
+        while self.wal.durable < self.wal._queued and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.wal._error = OSError(5, "Input/output error")  # ... and the next commit fails
+
+    monkeypatch.setattr(Pipeline, "_merge_durable_locked", merge_then_race)
+    with pytest.raises(WalError):
+        p.ingest(raced)
+    monkeypatch.setattr(Pipeline, "_merge_durable_locked", real_merge)
+    p.wal._error = None
+    p.wal.close()  # kill -9
+    p.archive.close()
+    p2, replayed = _open(tmp_path)
+    assert replayed == 1 and p2.wal.voided_on_open == 1
+    p2.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
