@@ -75,6 +75,13 @@ class AgentMetrics:
             "in agent.wal.void so that a replay never counts them beside the client's retry",
             registry=r,
         )
+        self.wal_void_errors = Counter(
+            "carbonspan_wal_void_errors",
+            "Void entries (agent.wal.void) that could not be written: if such a record lands and "
+            "the agent is killed before its window is archived, a restart counts it beside the "
+            "client's retry",
+            registry=r,
+        )
         self.http_connections_refused = Counter(
             "carbonspan_http_connections_refused",
             "HTTP connections closed at once at max_connections (none could be evicted)",

@@ -374,6 +374,7 @@ class Pipeline:
             self.wal.void(e.record_id)
             self.metrics.wal_records_voided.inc()
         except OSError as exc:
+            self.metrics.wal_void_errors.inc()
             log.error("could not mark the write-ahead-log record of a refused batch of %d spans "
                       "void (%s): if the record lands and the agent is killed before its window "
                       "is archived, a restart counts it beside the client's retry", e.spans, exc)

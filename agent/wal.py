@@ -27,7 +27,7 @@ in the file once the disk thaws, and a replay after ``kill -9`` would then count
 second time beside the client's retry. So the pipeline names each record it gives up on in
 ``agent.wal.void`` (:meth:`WriteAheadLog.void`), a file of 16-byte entries ``<i64 the record's
 append time in ns, u32 the record's CRC, u32 crc32 of those 12 bytes>``, written at once by the
-thread that gives up (never behind the stalled writer) and synced with the writer's next
+thread that gives up (not queued behind the stalled writer) and synced with the writer's next
 commit; :meth:`WriteAheadLog.open` drops every record so named, whether the record landed
 before or after its entry. The void file is emptied with the log.
 """
@@ -90,21 +90,25 @@ def void_entry(record_id: tuple[int, int]) -> bytes:
 
 
 def read_voids(path: Path) -> tuple[set[tuple[int, int]], int]:
-    """``(record ids named void, good_length)``; reading stops at the first torn entry (one
-    whose thread was killed mid-write: its record's request was never acknowledged either)."""
+    """``(record ids named void, bytes that were not whole entries)``. Each entry checks itself,
+    so a torn or partial one (a power loss, a short write on a full disk) is skipped and reading
+    goes on at the next byte: the entries after it still count (a false match needs a 32-bit
+    CRC to agree by chance, and could only name a record that does not exist)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return set(), 0
     out: set[tuple[int, int]] = set()
-    pos = 0
+    pos = bad = 0
     while pos + VOID.size <= len(data):
         ns, crc, check = VOID.unpack_from(data, pos)
         if zlib.crc32(data[pos : pos + 12]) != check:
-            break
+            pos += 1
+            bad += 1
+            continue
         out.add((ns, crc))
         pos += VOID.size
-    return out, pos
+    return out, bad + len(data) - pos
 
 
 def read_records(path: Path) -> tuple[list[WalRecord], int]:
@@ -200,13 +204,19 @@ class WriteAheadLog:
         self._void_lock = threading.Lock()  # one void entry written at a time
         self._void_dirty = False  # entries written since the void file's last sync
         self.voided_on_open = 0  # records open() dropped because the void file names them
+        self._last_ns = 0  # the last record's append time: each one's is later (its id is unique)
         self.voids_written = 0
 
     def open(self) -> list[WalRecord]:
         """Open the log, drop a torn tail, start the writer; return the records to replay (those
         the void file names are dropped and counted in :attr:`voided_on_open`)."""
         records, good = read_records(self.path)
-        voids, void_good = read_voids(self.void_path)
+        self._last_ns = max((r.appended_ns for r in records), default=0)
+        voids, void_bad = read_voids(self.void_path)
+        if void_bad:
+            log.warning("%s holds %d bytes that are not whole void entries (a torn write); the "
+                        "%d whole entries around them are honoured", self.void_path, void_bad,
+                        len(voids))
         if voids:
             kept = [r for r in records if r.record_id not in voids]
             self.voided_on_open = len(records) - len(kept)
@@ -220,10 +230,8 @@ class WriteAheadLog:
         if os.fstat(self._fd).st_size != good:
             os.ftruncate(self._fd, good)
             os.fsync(self._fd)
-        if good == 0:
-            void_good = 0  # no record left to name: what the void file holds is stale
-        if os.fstat(self._void_fd).st_size != void_good:
-            os.ftruncate(self._void_fd, void_good)
+        if good == 0 and os.fstat(self._void_fd).st_size:
+            os.ftruncate(self._void_fd, 0)  # no record left to name: what it holds is stale
             os.fsync(self._void_fd)
         self._good_size = good
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
@@ -241,7 +249,10 @@ class WriteAheadLog:
         ``wake=False`` the writer is not woken (a caller that appends several records in a row,
         OTLP/HTTP's event loop, then calls :meth:`wake` once: one wake-up and one group commit
         for them all, where each wake-up is a context switch and a turn at the GIL)."""
-        appended = time.time_ns()
+        # strictly increasing, so no two records share an id (appends are serialised by the
+        # caller, the pipeline's lock; a clock step back costs 1 ns per record until it passes)
+        appended = max(time.time_ns(), self._last_ns + 1)
+        self._last_ns = appended
         rec = encode_record(seq, window_start_ns, appended, payload)
         with self._cond:
             if self._error is not None:

@@ -348,7 +348,6 @@ def test_a_record_that_landed_before_the_log_failed_is_voided_when_its_request_g
     Its record is in the log (a failure cuts back to what was durable, which includes it), so
     it must be voided although the log has failed; skipping every void once ``wal.failed``
     replayed it beside the client's retry."""
-    import threading
     import time
 
     from agent import pipeline
@@ -385,3 +384,58 @@ def test_a_record_that_landed_before_the_log_failed_is_voided_when_its_request_g
     assert replayed == 1 and p2.wal.voided_on_open == 1
     p2.shutdown()
     assert [r["window"]["spans"] for r in _reports(tmp_path)] == [32]
+
+
+def test_a_close_that_gives_up_and_cannot_archive_voids_the_abandoned_record(
+        tmp_path: Path, monkeypatch) -> None:
+    """A close gives up on a stalled commit (_abandon_locked) and then cannot archive the
+    window (a full disk): the window stays open under its seq, so the abandoned record, once
+    it lands, is of an unarchived window and only its void entry keeps a replay after kill -9
+    from counting it beside the client's retry."""
+    import threading
+    import time
+
+    from agent import pipeline
+    from agent.wal import WalError
+    from agent.wal import read_records as read_wal
+
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    stall = tmp_path / "stall"
+    p, _ = _open(tmp_path, stall=stall)
+    first, stalled, after = _batches(3)
+    p.ingest(first)
+    stall.touch()
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            p.ingest(stalled)
+            outcome.append(None)
+        except WalError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=request)
+    t.start()
+    deadline = time.monotonic() + 10
+    while p.wal.pending == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(p.archive, "append", full)
+    with p._lock, pytest.raises(OSError):
+        p._close_locked(p._window.start_ns + 10**9, "time")  # gives up, then cannot archive
+    t.join(timeout=10)
+    assert isinstance(outcome[0], WalError)
+    stall.unlink()
+    monkeypatch.undo()
+    monkeypatch.setattr(pipeline, "COMMIT_WAIT_S", 0.3)
+    p.ingest(after)  # the stalled record landed before it, in the still open window
+    assert p._window.spans == 64 and len(read_wal(tmp_path / WAL_NAME)[0]) == 3
+    p.wal.close()  # kill -9
+    p.archive.close()
+    p2, replayed = _open(tmp_path)
+    assert replayed == 2 and p2.wal.voided_on_open == 1
+    p2.shutdown()
+    assert [r["window"]["spans"] for r in _reports(tmp_path)] == [64]

@@ -247,29 +247,59 @@ def test_a_void_record_is_dropped_on_open_whether_it_landed_before_or_after_its_
     again.close()
 
 
-def test_a_torn_void_entry_is_cut_and_stale_entries_go_with_an_empty_log(tmp_path: Path) -> None:
-    from agent.wal import VOID_SUFFIX, read_voids
+def test_a_torn_void_entry_is_skipped_and_stale_entries_go_with_an_empty_log(
+        tmp_path: Path) -> None:
+    from agent.wal import VOID_SUFFIX, read_voids, void_entry
 
     void = tmp_path / ("agent.wal" + VOID_SUFFIX)
     wal = WriteAheadLog(tmp_path / "agent.wal")
     wal.open()
     t1, id1 = wal.append_with_id(0, 1, b"a")
     t2, id2 = wal.append_with_id(0, 1, b"b")
-    wal.wait(t2)
+    t3, id3 = wal.append_with_id(0, 1, b"c")
+    wal.wait(t3)
     wal.void(id1)
     wal.close()
     with void.open("ab") as f:
-        f.write(b"\x01" * 9)  # a void entry torn by a kill mid-write
-    assert read_voids(void) == ({id1}, 16)
+        f.write(void_entry(id2)[:9])  # a short write (a full disk), then a whole entry after it
+        f.write(void_entry(id3))
+    assert read_voids(void) == ({id1, id3}, 9)
     again = WriteAheadLog(tmp_path / "agent.wal")
-    assert [r.payload for r in again.open()] == [b"b"]
-    assert void.stat().st_size == 16  # the torn tail cut, the whole entry kept
+    assert [r.payload for r in again.open()] == [b"b"]  # the entry after the torn one counts
+    assert again.voided_on_open == 2
     again.close()
     (tmp_path / "agent.wal").write_bytes(b"")  # the log was emptied, its void file not (a crash)
     third = WriteAheadLog(tmp_path / "agent.wal")
     assert third.open() == [] and third.voided_on_open == 0
     assert void.stat().st_size == 0  # nothing left to name
     third.close()
+
+
+def test_record_ids_are_unique_even_when_the_clock_repeats_or_steps_back(
+        tmp_path: Path, monkeypatch) -> None:
+    """A record's id is (append ns, CRC): two equal payloads appended in the same nanosecond, or
+    after a clock step back, must still get different ids, or voiding one would drop both."""
+    import time as time_module
+
+    from agent import wal as wal_module
+
+    wal = WriteAheadLog(tmp_path / "agent.wal")
+    wal.open()
+    monkeypatch.setattr(wal_module.time, "time_ns", lambda: 5_000)  # a frozen clock
+    t1, id1 = wal.append_with_id(0, 1, b"same")
+    t2, id2 = wal.append_with_id(0, 1, b"same")
+    assert id1 != id2 and id2[0] == id1[0] + 1
+    wal.wait(t2)
+    wal.void(id1)
+    wal.close()
+    monkeypatch.setattr(wal_module.time, "time_ns", lambda: 10)  # stepped back past both
+    again = WriteAheadLog(tmp_path / "agent.wal")
+    assert [r.payload for r in again.open()] == [b"same"]  # only the voided one is dropped
+    t3, id3 = again.append_with_id(0, 1, b"same")
+    assert id3[0] > id2[0]  # later than every record already in the log
+    monkeypatch.setattr(wal_module.time, "time_ns", time_module.time_ns)
+    again.wait(t3)
+    again.close()
 
 
 @settings(max_examples=40, deadline=None)
