@@ -32,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from agent import pipeline
 from agent.daemon_config import AgentSettings
 from agent.export import (
     BadEncoding,
@@ -55,7 +57,7 @@ from httpserve import Head, HttpServer, Later, Limits, Request, Response, Route,
 log = logging.getLogger("carbonspan.agent")
 
 _STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500,
-           "deadline": 503}  # OTLP/HTTP sends no deadline: never reached
+           "deadline": 503}  # a hand-off that waited COMMIT_WAIT_S for a thread: retry
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
              503: 14}
 _FORMATS = {
@@ -252,10 +254,13 @@ class OtlpHttpApp:
         if self._slow is None:
             self._slow = ThreadPoolExecutor(SLOW_THREADS, "http-slow")
         later = Later()
+        # answered within COMMIT_WAIT_S of now, however long it waits for a thread: later, its
+        # client (the Collector's default timeout is 5 s) may have given up and will resend it
+        deadline = time.monotonic() + pipeline.COMMIT_WAIT_S
 
         def run() -> None:
             try:
-                response = self._export_here(request)
+                response = self._export_here(request, deadline)
             except Exception as exc:  # the request must be answered whatever happened
                 log.exception("an OTLP/HTTP export failed")
                 response = self.error(request.head, 500, "the request could not be handled "
@@ -270,7 +275,7 @@ class OtlpHttpApp:
         if self._slow is not None:
             self._slow.shutdown(wait=False, cancel_futures=False)
 
-    def _export_here(self, request: Request) -> Response:
+    def _export_here(self, request: Request, deadline: float | None = None) -> Response:
         h = self.handler
         head = request.head
         fmt = _FORMATS[_content_type(head)]
@@ -282,7 +287,7 @@ class OtlpHttpApp:
         except BadEncoding as exc:
             h.count("http", "invalid")
             return self.error(head, 400, str(exc))
-        return self._answer(head, fmt, h.export(data, fmt, "http"))
+        return self._answer(head, fmt, h.export(data, fmt, "http", deadline=deadline))
 
     def _answer(self, head: Head, fmt: str, outcome: Outcome) -> Response:
         if outcome.code != "ok":
