@@ -234,8 +234,9 @@ class Agent:
         self.metrics.ready.set(1)
         pipeline.start_ticker()
         next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
-        if wal.voided_on_open:  # records of refused batches that landed late (agent/wal.py)
-            replayed_text = f"{replayed} partials replayed from the WAL, {wal.voided_on_open} void records skipped"
+        if pipeline.voided_skipped:  # records of refused batches that landed late (agent/wal.py)
+            replayed_text = (f"{replayed} partials replayed from the WAL, "
+                             f"{pipeline.voided_skipped} void records skipped")
         else:
             replayed_text = f"{replayed} partials replayed from the WAL"
         if self.worker is None:

@@ -175,6 +175,7 @@ class Pipeline:
         self._answers: deque[Pending] = deque()  # decided deferred requests, to be told
         self._commits: queue.SimpleQueue = queue.SimpleQueue()  # the writer -> the committer
         self._committer: threading.Thread | None = None  # started by the first ingest_later
+        self.voided_skipped = 0  # void WAL records restore() did not replay (startup line)
         wal.on_commit = self._committed
         metrics.queue_capacity.set(queue_size)
         metrics.set_gauge_functions(lambda: self._inflight, lambda: self._window.spans,
@@ -484,16 +485,19 @@ class Pipeline:
         when its last record was logged (the agent was surely up then; the downtime after it
         is not charged to hosts). Nothing in this depends on the wall clock.
         """
-        if self.wal.voided_on_open:
+        head_start = recovery.last_window_start
+        head_start_ns = times.to_ns(head_start) if head_start else None
+        # the void records a replay would have taken (those of archived windows it skips anyway)
+        self.voided_skipped = sum(len(g) for g in unarchived(
+            self.wal.voided, recovery.last_seq, head_start_ns).values())
+        if self.voided_skipped:
             log.warning("skipped %d write-ahead-log records named in %s: their batches were "
                         "answered 'unavailable, retry' (not durable in time), so the clients' "
-                        "retries carry them", self.wal.voided_on_open, self.wal.void_path.name)
+                        "retries carry them", self.voided_skipped, self.wal.void_path.name)
         if recovery.last_window_end:
             self._archived_end_ns = times.to_ns(recovery.last_window_end)
             self._warn_if_clock_behind()
-        head_start = recovery.last_window_start
-        groups = unarchived(records, recovery.last_seq,
-                            times.to_ns(head_start) if head_start else None)
+        groups = unarchived(records, recovery.last_seq, head_start_ns)
         replayed = 0
         with self._lock:
             stuck: OpenWindow | None = None  # a replayed window the archive refused

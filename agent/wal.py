@@ -204,6 +204,7 @@ class WriteAheadLog:
         self._void_lock = threading.Lock()  # one void entry written at a time
         self._void_dirty = False  # entries written since the void file's last sync
         self.voided_on_open = 0  # records open() dropped because the void file names them
+        self.voided: list[WalRecord] = []  # those records (Pipeline.restore counts its own)
         self._last_ns = 0  # the last record's append time: each one's is later (its id is unique)
         self.voids_written = 0
 
@@ -219,7 +220,8 @@ class WriteAheadLog:
                         len(voids))
         if voids:
             kept = [r for r in records if r.record_id not in voids]
-            self.voided_on_open = len(records) - len(kept)
+            self.voided = [r for r in records if r.record_id in voids]
+            self.voided_on_open = len(self.voided)
             records = kept
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
