@@ -24,7 +24,7 @@ pods=$(kubectl -n "$ns" get pods -l "$selector" --field-selector=status.phase=Ru
 for pod in $pods; do
   echo "copying $pod:$root/$pod -> $dest/$pod" >&2
   kubectl -n "$ns" exec "$pod" -c agent -- tar -C "$root" -cf - \
-    --exclude=agent.wal --exclude=agent.lock --exclude='*.gz.tmp' "$pod" | tar -xf - -C "$dest"
+    --exclude=agent.wal --exclude=agent.wal.void --exclude=agent.lock --exclude='*.gz.tmp' "$pod" | tar -xf - -C "$dest"
   # A file compressed while tar ran can arrive twice (plain and .gz); the agent keeps the .gz
   # (it is renamed into place only once complete), so the copy does too.
   for gz in "$dest/$pod"/windows-*.jsonl.gz; do

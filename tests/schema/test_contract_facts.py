@@ -66,7 +66,8 @@ def test_every_reader_finds_the_agents_files_in_one_order(tmp_path: Path) -> Non
     names = sorted(p.name for p in directory.iterdir() if archive.AGENT_FILE_RE.match(p.name))
     assert len(names) >= 3 and any(archive.is_gzip(n) for n in names)  # rotated and compressed
     assert all(archive.is_window_file(n) for n in names)
-    assert not any(archive.is_window_file(n) for n in ("agent.wal", "agent.lock", "checkpoints.log"))
+    assert not any(archive.is_window_file(n) for n in ("agent.wal", "agent.wal.void", "agent.lock",
+                                                       "checkpoints.log"))
     want = archive.window_files(directory)
     assert [p.name for p in want] == names  # lexical = write order; no twins here
     assert [f.name for f in discover([str(tmp_path)])] == names  # the aggregator
