@@ -91,6 +91,13 @@ _CTYPES: dict[str, str] = {}
 _CTYPES_MAX = 64
 
 
+def _answer_by(request: Request) -> float:
+    """When an export waiting for a thread must be answered: ``COMMIT_WAIT_S`` after it arrived,
+    however long it waited. Later its client (the Collector's default timeout is 5 s) may have
+    given up and will send it again, so an OK then would count it twice."""
+    return (request.received or time.monotonic()) + pipeline.COMMIT_WAIT_S
+
+
 class OtlpHttpApp:
     """The agent's routes, on top of ``httpserve`` (see ``httpserve.App``).
 
@@ -215,8 +222,8 @@ class OtlpHttpApp:
         and answer once its group commit is durable (``ExportHandler.export_later``); what the
         loop should not decode goes to the slow threads. In an ``http_workers`` thread: all of
         it here, waiting for the commit."""
-        if not self.on_loop:
-            return self._export_here(request)
+        if not self.on_loop:  # answered within COMMIT_WAIT_S of its arrival, as a hand-off is
+            return self._export_here(request, _answer_by(request))
         head = request.head
         if len(request.body) > LOOP_MAX_BYTES:
             return self._hand_off(request, "large")
@@ -254,9 +261,7 @@ class OtlpHttpApp:
         if self._slow is None:
             self._slow = ThreadPoolExecutor(SLOW_THREADS, "http-slow")
         later = Later()
-        # answered within COMMIT_WAIT_S of now, however long it waits for a thread: later, its
-        # client (the Collector's default timeout is 5 s) may have given up and will resend it
-        deadline = time.monotonic() + pipeline.COMMIT_WAIT_S
+        deadline = _answer_by(request)
 
         def run() -> None:
             try:

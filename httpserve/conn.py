@@ -401,7 +401,7 @@ class Connection(asyncio.BufferedProtocol):
             body: bytes | bytearray = self._buf
         else:
             body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self.ready.append(_Ready(Request(self._head, body), self._route, self._early,
+        self.ready.append(_Ready(Request(self._head, body, time.monotonic()), self._route, self._early,
                                  keep_alive, self._reserved))
         self._reserved = 0
         self._new_request()

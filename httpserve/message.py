@@ -59,6 +59,7 @@ class Head:
 class Request:
     head: Head
     body: bytes | bytearray  # a body of declared length is the buffer it was read into
+    received: float = 0.0  # monotonic time its last byte was read (0: made by hand)
 
     @property
     def path(self) -> str:
