@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
+from agent.otlp.jsonfmt import WalkExpired
 from agent.pipeline import STALL_READY_S, Pipeline, PipelineBusy, ShuttingDown
 from agent.wal import WalError
 
@@ -287,10 +288,15 @@ class ExportHandler:
         return None
 
     def _decode(self, body: bytes, fmt: str,
-                decoders: Mapping[str, Callable[[bytes], SpanBatch | None]] | None = None
-                ) -> SpanBatch | None:
+                decoders: Mapping[str, Callable[..., SpanBatch | None]] | None = None,
+                deadline: float | None = None) -> SpanBatch | None:
+        decoder = (decoders or self.decoders)[fmt]
         try:
-            return (decoders or self.decoders)[fmt](body)
+            if deadline is not None and fmt == "json":  # the Python walk may wait its turn
+                return decoder(body, deadline=deadline)
+            return decoder(body)
+        except WalkExpired:  # not walked: its answer would have come too late to count
+            raise _Refused(_late()) from None
         except self.decode_error as exc:
             raise _Refused(Outcome("invalid", str(exc))) from None
         except Exception as exc:  # a decoder bug must not take the agent down: say it, log it
@@ -300,7 +306,7 @@ class ExportHandler:
 
     def _export(self, body: bytes, fmt: str, deadline: float | None = None) -> Outcome:
         try:
-            batch = self._decode(body, fmt)
+            batch = self._decode(body, fmt, deadline=deadline)
         except _Refused as exc:
             return exc.outcome
         assert batch is not None  # the full decoders always give a batch

@@ -30,6 +30,7 @@ import base64
 import binascii
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -227,6 +228,11 @@ def decode_json_python(data: bytes | str) -> SpanBatch:
     return builder.build()
 
 
+class WalkExpired(Exception):
+    """A walk waited for the budget past its request's answer time (``deadline``): it was not
+    walked; its request is refused with nothing counted (agent/export.py, ``deadline``)."""
+
+
 class WalkBudget:
     """Bytes of request body walked in Python at once.
 
@@ -247,11 +253,19 @@ class WalkBudget:
         self._cond = threading.Condition()
 
     @contextmanager
-    def hold(self, n: int) -> Iterator[None]:
+    def hold(self, n: int, deadline: float | None = None) -> Iterator[None]:
+        """Hold ``n`` bytes of the budget while walking; with ``deadline`` (monotonic), a wait
+        for room that would outlast it raises WalkExpired instead of walking a body whose
+        answer would come too late to count (the walks ahead are not slowed by it)."""
         with self._cond:
             waited = bool(self.held and self.held + n > self.limit)
             if waited:
-                self._cond.wait_for(lambda: not self.held or self.held + n <= self.limit)
+                room = lambda: not self.held or self.held + n <= self.limit  # noqa: E731
+                if deadline is None:
+                    self._cond.wait_for(room)
+                elif not self._cond.wait_for(room, max(0.0, deadline - time.monotonic())):
+                    raise WalkExpired(f"waited for the Python walk past the answer time "
+                                      f"({n} bytes behind {self.held} being walked)")
             self.held += n
         if self.on_walk is not None:
             self.on_walk(waited)
@@ -266,11 +280,12 @@ class WalkBudget:
 WALK_BUDGET = WalkBudget(16 << 20)  # ~130 MB of orjson objects at most (docs/operations.md)
 
 
-def decode_json(data: bytes | str) -> SpanBatch:
+def decode_json(data: bytes | str, deadline: float | None = None) -> SpanBatch:
     """Decode one OTLP/JSON ``ExportTraceServiceRequest`` object (C walker first, if built;
-    the Python walk within ``WALK_BUDGET``)."""
+    the Python walk within ``WALK_BUDGET``, raising WalkExpired if its wait for the budget
+    would pass ``deadline``)."""
     batch = decode_json_fast(data)
     if batch is not None:
         return batch
-    with WALK_BUDGET.hold(len(data)):
+    with WALK_BUDGET.hold(len(data), deadline):
         return decode_json_python(data)

@@ -85,3 +85,40 @@ def test_concurrent_snake_case_bodies_take_turns_in_the_python_walk(start_agent)
     assert agent.metric("carbonspan_json_python_walks_total", waited="true") >= 1
     assert agent.metric("carbonspan_spans_accepted_total") == CONCURRENT * spans
     assert agent.stop() == 0
+
+
+def test_a_walk_that_would_wait_past_its_answer_time_is_not_walked() -> None:
+    """An export waiting for a thread must be answered within COMMIT_WAIT_S of its arrival;
+    one still waiting for the walk budget then is refused before its walk (WalkExpired, the
+    'deadline' outcome), not walked only to be refused after the work. Without a deadline
+    the wait is as long as the walks ahead of it."""
+    from agent.otlp.jsonfmt import WalkBudget, WalkExpired
+
+    budget = WalkBudget(100)
+    walks: list[bool] = []
+    budget.on_walk = walks.append
+    release = threading.Event()
+    holding = threading.Event()
+
+    def walker() -> None:
+        with budget.hold(80):
+            holding.set()
+            release.wait(10)
+
+    t = threading.Thread(target=walker)
+    t.start()
+    assert holding.wait(10)
+    t0 = time.monotonic()
+    try:
+        with budget.hold(50, deadline=time.monotonic() + 0.2):
+            raise AssertionError("walked although no room came before its deadline")
+    except WalkExpired:
+        pass
+    assert 0.15 <= time.monotonic() - t0 < 5 and budget.held == 80 and walks == [False]
+    with budget.hold(20, deadline=time.monotonic()):  # room now: walked, whatever the deadline
+        pass
+    threading.Timer(0.2, release.set).start()
+    with budget.hold(50):  # no deadline: waits for the walk ahead
+        assert budget.held == 50
+    t.join(10)
+    assert walks == [False, False, True]
