@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,28 @@ def _scaphandre(cfg: Config):
 
 def _batches(n: int):
     return [decode_protobuf(make_request_bytes(32, seed=s)) for s in range(n)]
+
+
+def _stalled_request(p: Pipeline, batch) -> tuple[threading.Thread, list]:
+    """``p.ingest(batch)`` in a thread of its own, returned once its record waits on the (stalled)
+    disk; the list gets None (acknowledged) or the WalError it raised (answered "unavailable")."""
+    from agent.wal import WalError
+
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            p.ingest(batch)
+            outcome.append(None)
+        except WalError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=request)
+    t.start()
+    deadline = time.monotonic() + 10
+    while p.wal.pending == 0 and time.monotonic() < deadline:  # its record waits on the disk
+        time.sleep(0.01)
+    return t, outcome
 
 
 def _reports(d: Path) -> list[dict]:
@@ -174,7 +198,6 @@ def test_concurrent_ingest_with_windows_closing_under_it_archives_every_span(tmp
     """Four threads ingest while windows close by size (in ingest) and by time (the ticker),
     so closes often find partials still waiting for their group commit: every acknowledged
     span must land in exactly one archived window, in a chain that verifies."""
-    import threading
 
     p, _ = _open(tmp_path, max_window_spans=96, window_seconds=0.05)
     p.start_ticker()
@@ -209,8 +232,6 @@ def test_a_close_that_gives_up_on_a_stalled_commit_abandons_it_for_good(tmp_path
     commit and the window closes: the close gives up after COMMIT_WAIT_S, the request is
     answered "unavailable" (WalError), and when the disk thaws and the record lands it is in
     no window: not the archived one, not the next, and a restart skips it by its seq."""
-    import threading
-    import time
 
     from agent.pipeline import COMMIT_WAIT_S
     from agent.wal import WalError
@@ -220,20 +241,7 @@ def test_a_close_that_gives_up_on_a_stalled_commit_abandons_it_for_good(tmp_path
     first, stalled = _batches(2)
     p.ingest(first)  # 32 spans, durable and merged
     stall.touch()
-    outcome: list[BaseException | None] = []
-
-    def request() -> None:
-        try:
-            p.ingest(stalled)
-            outcome.append(None)
-        except WalError as exc:
-            outcome.append(exc)
-
-    t = threading.Thread(target=request)
-    t.start()
-    deadline = time.monotonic() + 10
-    while p.wal.pending == 0 and time.monotonic() < deadline:  # its record waits on the disk
-        time.sleep(0.01)
+    t, outcome = _stalled_request(p, stalled)
     with p._lock:
         p._close_locked(p._window.start_ns + 10**9, "time")  # gives up after the wait
     stall.unlink()
@@ -265,8 +273,6 @@ def test_a_batch_refused_on_a_stalled_disk_is_not_replayed_when_its_record_lands
     before and after, never the refused one (its client's retry is its only copy), whether it
     waited for its commit (gRPC's threads) or was deferred (OTLP/HTTP's loop, timed out by
     the ticker's expire_deferred). Without the void entry it was replayed: 96 spans, not 64."""
-    import threading
-    import time
 
     from agent import pipeline
     from agent.wal import WalError
@@ -313,7 +319,6 @@ def test_a_client_deadline_shorter_than_the_commit_wait_bounds_it_even_when_the_
     is expired by the ticker at it, not at COMMIT_WAIT_S; and one whose record is durable only
     after it is abandoned when the commit is merged, not counted late (its client has given
     up and resends it), with its record named void."""
-    import time
 
     from agent.wal import WalError
     from agent.wal import read_records as wal_records
@@ -354,7 +359,6 @@ def test_a_record_that_landed_before_the_log_failed_is_voided_when_its_request_g
     Its record is in the log (a failure cuts back to what was durable, which includes it), so
     it must be voided although the log has failed; skipping every void once ``wal.failed``
     replayed it beside the client's retry."""
-    import time
 
     from agent import pipeline
     from agent.wal import WalError
@@ -398,8 +402,6 @@ def test_a_close_that_gives_up_and_cannot_archive_voids_the_abandoned_record(
     window (a full disk): the window stays open under its seq, so the abandoned record, once
     it lands, is of an unarchived window and only its void entry keeps a replay after kill -9
     from counting it beside the client's retry."""
-    import threading
-    import time
 
     from agent import pipeline
     from agent.wal import WalError
@@ -411,20 +413,7 @@ def test_a_close_that_gives_up_and_cannot_archive_voids_the_abandoned_record(
     first, stalled, after = _batches(3)
     p.ingest(first)
     stall.touch()
-    outcome: list[BaseException | None] = []
-
-    def request() -> None:
-        try:
-            p.ingest(stalled)
-            outcome.append(None)
-        except WalError as exc:
-            outcome.append(exc)
-
-    t = threading.Thread(target=request)
-    t.start()
-    deadline = time.monotonic() + 10
-    while p.wal.pending == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    t, outcome = _stalled_request(p, stalled)
 
     def full(*_a, **_k):
         raise OSError(28, "No space left on device")
