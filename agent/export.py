@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from agent import pipeline as pipeline_module
 from agent.batch import SpanBatch
 from agent.metrics import AgentMetrics
 from agent.otlp.jsonfmt import WalkExpired
@@ -215,8 +216,8 @@ class ExportHandler:
         Admission comes first and costs nothing, so a request past ``queue_size`` is refused
         at once; an admitted one then holds ``work_slot`` (gRPC: one of ``grpc_workers``) while
         it is decoded, scored and made durable. ``deadline`` (monotonic; gRPC's, less
-        ``DEADLINE_MARGIN_S``, or ``COMMIT_WAIT_S`` after an OTLP/HTTP request was handed to a
-        thread): the time after which the client may no longer hear an answer. A
+        ``DEADLINE_MARGIN_S``, or ``COMMIT_WAIT_S`` after the arrival of an OTLP/HTTP request
+        that waited for a thread): the time after which the client may no longer hear an answer. A
         request taken after it is refused with nothing counted (``deadline``), and a partial not
         durable by then is abandoned ("unavailable"): the agent never counts a batch whose
         client heard no OK, since that client sends it again."""
@@ -340,10 +341,11 @@ DEADLINE_MARGIN_S = 0.25
 
 
 def _late() -> Outcome:
-    return Outcome("deadline", "the request's deadline (the gRPC client's, or 4 s after an "
-                   "OTLP/HTTP request was handed to a thread) had (all but) passed before the "
-                   "agent could take it, so nothing of it was counted; retry (with a longer "
-                   "deadline, or when the agent is less busy)")
+    return Outcome("deadline", "the request's deadline (the gRPC client's, or "
+                   f"{pipeline_module.COMMIT_WAIT_S:g} s after an OTLP/HTTP request that waited "
+                   "for a thread arrived) had (all but) passed before the agent could take it, "
+                   "so nothing of it was counted; retry (with a longer deadline, or when the "
+                   "agent is less busy)")
 
 
 def _accepted(batch: SpanBatch) -> Outcome:

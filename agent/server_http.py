@@ -57,7 +57,7 @@ from httpserve import Head, HttpServer, Later, Limits, Request, Response, Route,
 log = logging.getLogger("carbonspan.agent")
 
 _STATUS = {"invalid": 400, "too_large": 413, "exhausted": 429, "unavailable": 503, "internal": 500,
-           "deadline": 503}  # a hand-off that waited COMMIT_WAIT_S for a thread: retry
+           "deadline": 503}  # waited for a thread past COMMIT_WAIT_S from its arrival: retry
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 408: 4, 411: 3, 413: 8, 415: 3, 429: 8, 431: 8, 500: 13,
              503: 14}
 _FORMATS = {
