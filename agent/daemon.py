@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.archive import WAL_NAME, ArchiveWriter
-from agent.config import Config
+from agent.config import Config, ConfigError
 from agent.daemon_config import AgentSettings, read_token
 from agent.export import ExportHandler
 from agent.metrics import AgentMetrics
+from agent.metrics_share import ENV as METRICS_SHARE_ENV
+from agent.metrics_share import SHARE_S, MetricsShare
 from agent.pipeline import Pipeline, Scoring
 from agent.server_grpc import GrpcReceiver
 from agent.server_http import HttpReceiver
@@ -133,6 +135,13 @@ class Agent:
         self.metrics = AgentMetrics()
         if worker is not None:
             self.metrics.worker_on(worker.index, worker.count, settings.agent_id, worker.restarts)
+            raw = os.environ.get(METRICS_SHARE_ENV)
+            if raw:  # one /metrics for all workers (agent/metrics_share.py)
+                try:
+                    self.metrics.share = MetricsShare.from_env(raw, worker.index, worker.count,
+                                                               self.metrics.exposition)
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
 
     def request_stop(self, signum: int = 0, _frame: Any = None) -> None:
         if signum:
@@ -232,6 +241,10 @@ class Agent:
             raise
         handler.ready = True
         self.metrics.ready.set(1)
+        share = self.metrics.share
+        if share is not None:  # before "ready": the supervisor's ports line finds every file
+            share.publish()
+        shared_at = time.monotonic()
         pipeline.start_ticker()
         next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
         if pipeline.voided_skipped:  # records of refused batches that landed late (agent/wal.py)
@@ -250,6 +263,9 @@ class Agent:
         while not self.stop_event.wait(0.5):
             if sources is not None:
                 self._publish_signal_ages(sources)
+            if share is not None and time.monotonic() - shared_at >= SHARE_S - 0.05:
+                shared_at = time.monotonic()
+                share.publish()
         return self._shutdown(handler, pipeline, grpc_rx, http, sources)
 
     def _publish_signal_ages(self, sources: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -32,6 +33,7 @@ class AgentMetrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        self.share: Any = None  # a worker's MetricsShare (agent/metrics_share.py), or None
         self.requests = Counter(
             "carbonspan_requests",
             "Export requests by protocol and outcome",
@@ -275,8 +277,8 @@ class AgentMetrics:
         """Add the C pass's fallbacks since the last scrape to the counter."""
         from agent import score_fast
 
-        now = score_fast.fallbacks()
-        with self._lock:
+        with self._lock:  # read under the lock too: two scrapes must not count one twice
+            now = score_fast.fallbacks()
             for reason, n in now.items():
                 seen = self._fallbacks_seen.get(reason, 0)
                 if n > seen:
@@ -443,8 +445,14 @@ class AgentMetrics:
                             float(n) if isinstance(n, int | float) else 0.0)
 
     def exposition(self) -> bytes:
+        """This process's figures, in the Prometheus text format."""
         self._sync_scorer()
         return generate_latest(self.registry)
+
+    def scrape(self) -> bytes:
+        """What ``GET /metrics`` answers: this process's figures, or, in a worker of
+        ``--workers N``, every worker's, each sample labelled ``worker`` (agent/metrics_share.py)."""
+        return self.exposition() if self.share is None else self.share.exposition()
 
 
 def scorer_status(status: str) -> str:

@@ -173,7 +173,7 @@ class OtlpHttpApp:
                 return Response(200, b"ready" + who + b"\n", _TEXT, headers)
             return Response(503, b"not ready" + who + f": the agent is {h.state()}\n".encode(),
                             _TEXT, headers)
-        return Response(200, h.metrics.exposition(), METRICS_CONTENT_TYPE, headers)
+        return Response(200, h.metrics.scrape(), METRICS_CONTENT_TYPE, headers)
 
     def _page(self, head: Head) -> Response:
         """The live page (agent/livepage.py), behind the ingest token when auth is on."""

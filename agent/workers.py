@@ -50,6 +50,9 @@ from typing import Any
 
 from agent.config import Config, ConfigError
 from agent.daemon_config import AgentSettings, SignalLogSettings
+from agent.metrics_share import ENV as METRICS_ENV
+from agent.metrics_share import clear as clear_metrics
+from agent.metrics_share import metrics_dir
 from agent.sources.shared import ENV as SOURCES_ENV
 
 log = logging.getLogger("carbonspan.agent")
@@ -268,6 +271,8 @@ class Supervisor:
         held = [reserve_port(s.bind, s.grpc_port, "OTLP/gRPC"),
                 reserve_port(s.bind, s.http_port, "OTLP/HTTP")]
         self.ports = [int(sock.getsockname()[1]) for sock in held]
+        self.metrics_dir = metrics_dir(s.archive.dir, s.agent_id)
+        clear_metrics(self.metrics_dir)  # no file of another run is read as this one's
         try:
             if self.cfg is not None:
                 self.hub = start_hub(self.cfg, s, self.count)
@@ -277,6 +282,10 @@ class Supervisor:
                 self.hub.stop()
             for sock in held:
                 sock.close()
+            try:
+                clear_metrics(self.metrics_dir)
+            except OSError as exc:
+                log.warning("could not empty %s: %s", self.metrics_dir, exc)
 
     def _run(self) -> int:
         for slot in self.slots:
@@ -301,6 +310,7 @@ class Supervisor:
         env = dict(os.environ)
         env[WORKER_ENV] = f"{slot.index}/{self.count} {slot.restarts} {os.getpid()}"
         env.pop(SOURCES_ENV, None)
+        env[METRICS_ENV] = f"{self.metrics_dir} {os.getpid()}"  # one /metrics for all workers
         if self.hub is not None:
             env[SOURCES_ENV] = str(self.hub.dir)
         argv = [*self.argv, "--grpc-port", str(self.ports[0]), "--http-port", str(self.ports[1])]

@@ -459,6 +459,19 @@ def test_every_metric_is_in_the_operations_table() -> None:
         assert family.name in labels, f"{family.name}: not an AgentMetrics attribute"
         name = family.name + ("_total" if family.type == "counter" else "")
         exposed[name] = (family.type, set(labels[family.name]))
+    # with --workers N, each answer adds how whole it is (agent/metrics_share.py)
+    import tempfile
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from agent.metrics_share import MetricsShare
+
+    with tempfile.TemporaryDirectory() as d:
+        merged = MetricsShare(Path(d), 0, 2, 1, metrics.exposition).exposition().decode()
+    for family in text_string_to_metric_families(merged):
+        if family.name.startswith("carbonspan_worker_metrics_"):
+            exposed[family.name] = (family.type, {k for s in family.samples for k in s.labels})
+    assert {"carbonspan_worker_metrics_up", "carbonspan_worker_metrics_age_seconds"} <= set(exposed)
     table = {}
     for cells in rows(section(read(doc), "Metrics (`GET /metrics`)", doc)):
         m = re.fullmatch(r"`(\w+)(?:\{([\w,]*)\})?`", cells[0])

@@ -81,27 +81,34 @@ def ops_file(directory: Path, index: int) -> Path:
     return directory / f"ops-w{index}.json"
 
 
-def _read_doc(path: Path) -> Any:
-    """A shared file's JSON, or ``ValueError`` saying why not: not a regular file (a FIFO would
-    block the reader for good; a symlink is not ours), over ``MAX_FILE_BYTES`` (a foreign or
-    runaway writer), not UTF-8 JSON, or nested too deep for the parser."""
+def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A shared file's bytes, or ``ValueError`` saying why not: not a regular file (a FIFO would
+    block the reader for good; a symlink is not ours: ``OSError``), or over ``limit`` bytes (a
+    foreign or runaway writer). Also the workers' metrics files (agent/metrics_share.py)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
         chunks, size = [], 0
-        while size <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
     finally:
         os.close(fd)
-    if size > MAX_FILE_BYTES:
-        raise ValueError(f"over {MAX_FILE_BYTES} bytes")
+    if size > limit:
+        raise ValueError(f"over {limit} bytes")
+    return b"".join(chunks)
+
+
+def _read_doc(path: Path) -> Any:
+    """A shared file's JSON, or ``ValueError`` saying why not: see :func:`read_regular`, not
+    UTF-8 JSON, or nested too deep for the parser."""
+    raw = read_regular(path)
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(raw)
     except RecursionError:
         raise ValueError("nested too deep") from None
 

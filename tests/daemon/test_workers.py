@@ -143,17 +143,76 @@ def test_health_readiness_and_metrics_name_the_worker_that_answered(start_agent)
     with urllib.request.urlopen(f"{agent.http_url}/readyz", timeout=5) as resp:
         assert re.fullmatch(r"ready \(worker [01]/2, test-agent-w[01], pid \d+\)\n",
                             resp.read().decode())
-    with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=5) as resp:
-        who = resp.headers["Carbonspan-Worker"]
-        text = resp.read().decode()
-    k = who.split("/")[0]
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
-    info = ("carbonspan_worker_info", (("agent_id", f"test-agent-w{k}"), ("worker", k),
-                                       ("workers", "2")))
-    assert samples[info] == 1.0
-    assert samples[("carbonspan_worker_restarts", ())] == 0.0
     assert agent.stop() == 0
+
+
+def scrape(agent) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    """One GET /metrics on a new connection: the index of the worker that answered, and the
+    samples by (name, sorted labels)."""
+    with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=5) as resp:
+        who = resp.headers["Carbonspan-Worker"].split("/")[0]
+        text = resp.read().decode()
+    return who, {(s.name, tuple(sorted(s.labels.items()))): s.value
+                 for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def by_worker(samples: dict, name: str, **labels: str) -> dict[str, float]:
+    """``name``'s value per ``worker`` label, among the samples with these other labels."""
+    out = {}
+    for (n, lab), v in samples.items():
+        d = dict(lab)
+        if n == name and all(d.get(k) == w for k, w in labels.items()):
+            out[d["worker"]] = v
+    return out
+
+
+def test_metrics_answer_for_every_worker_whichever_takes_the_scrape(start_agent,
+                                                                    recording) -> None:
+    """The kernel picks the worker of each scrape's connection. Each answer holds every
+    worker's figures, labelled with its worker, so a counter never jumps between two workers'
+    values (Prometheus would read each fall as a reset); the sum over workers is the agent's."""
+    agent = start_agent("--workers", "2")
+    acked = 0
+    for i in range(8):  # new connections, so both workers take spans
+        acked += send(recording, lambda: GrpcExporter(endpoint=agent.grpc_target, insecure=True),
+                      f"grpc-{i}", 4)
+        acked += send(recording, lambda: HttpExporter(endpoint=f"{agent.http_url}/v1/traces"),
+                      f"http-{i}", 3)
+
+    def settled():  # each worker republishes its figures every second
+        who, s = scrape(agent)
+        got = by_worker(s, "carbonspan_spans_accepted_total")
+        return (who, s) if sum(got.values()) == acked else None
+
+    answers: dict[str, dict] = {}
+    for _ in range(200):
+        who, s = wait_for(settled, 10, "every worker's accepted spans in one answer")
+        answers[who] = s
+        if len(answers) == 2:
+            break
+    assert sorted(answers) == ["0", "1"], "the kernel gave every scrape to one worker"
+    pids = worker_pids(agent)
+    for who, s in answers.items():
+        accepted = by_worker(s, "carbonspan_spans_accepted_total")
+        assert sorted(accepted) == ["0", "1"] and all(v > 0 for v in accepted.values()), accepted
+        assert by_worker(s, "carbonspan_worker_metrics_up") == {"0": 1.0, "1": 1.0}
+        ages = by_worker(s, "carbonspan_worker_metrics_age_seconds")
+        assert ages[who] == 0.0 and all(0.0 <= a < 5.0 for a in ages.values()), ages
+        for k in ("0", "1"):  # each worker says which it is, whichever answered
+            info = ("carbonspan_worker_info", (("agent_id", f"test-agent-w{k}"), ("worker", k),
+                                               ("workers", "2")))
+            assert s[info] == 1.0
+        assert by_worker(s, "carbonspan_worker_restarts") == {"0": 0.0, "1": 0.0}
+    # the same series, the same figures, from both workers (no traffic since: nothing moved)
+    assert (by_worker(answers["0"], "carbonspan_spans_accepted_total")
+            == by_worker(answers["1"], "carbonspan_spans_accepted_total"))
+    ok = {w: by_worker(a, "carbonspan_requests_total", protocol="grpc", outcome="ok")
+          for w, a in answers.items()}
+    assert ok["0"] == ok["1"], ok
+    assert len(pids) == 2
+    assert agent.stop() == 0
+    assert sum(chain_spans(agent.root).values()) == acked
+    assert not list((agent.root / ".test-agent.metrics").iterdir())  # emptied at the stop
 
 
 def test_a_worker_killed_with_sigkill_is_reported_restarted_and_loses_nothing(
@@ -181,14 +240,12 @@ def test_a_worker_killed_with_sigkill_is_reported_restarted_and_loses_nothing(
 
 
 def _metric_of_worker(agent, index: str, name: str) -> float | None:
-    """``name``'s value in worker ``index``'s /metrics, once a new connection reaches it."""
-    with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=5) as resp:
-        if not resp.headers["Carbonspan-Worker"].startswith(f"{index}/"):
-            return None
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return None
+    """``name``'s value for worker ``index`` in /metrics, once that worker's figures are in the
+    answer (each worker answers for all; a restarted worker's appear once it has published)."""
+    _, s = scrape(agent)
+    if by_worker(s, "carbonspan_worker_metrics_up").get(index) != 1.0:
+        return None
+    return by_worker(s, name).get(index)
 
 
 def test_the_supervisors_death_stops_every_worker(start_agent, recording) -> None:
@@ -300,9 +357,10 @@ def test_tls_and_the_token_bind_every_worker(start_agent, tmp_path) -> None:
             break
     assert sorted(refused) == sorted(metrics) == ["0/2 test-agent-w0", "1/2 test-agent-w1"]
     for who, text in metrics.items():  # each worker refused and accepted gRPC calls itself
+        k = who.split("/")[0]
         got = {(s.labels["protocol"], s.labels["outcome"]): s.value
                for family in text_string_to_metric_families(text) for s in family.samples
-               if s.name == "carbonspan_requests_total"}
+               if s.name == "carbonspan_requests_total" and s.labels["worker"] == k}
         assert got.get(("grpc", "unauthenticated"), 0) > 0 and got.get(("grpc", "ok"), 0) > 0, who
     assert agent.stop() == 0
 

@@ -118,18 +118,19 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
             if len(answered) == 2 and i >= 7:
                 break
         assert answered == {"0/2", "1/2"}, answered
-        # the supervisor writes the signal log; worker 0 alone shows its counters
-        counted: dict[str, float] = {}
+        # the supervisor writes the signal log; worker 0 alone counts it, and every answer
+        # (whichever worker gave it: each answers for all, agent/metrics_share.py) says so
+        counted: dict[str, dict[str, float]] = {}
 
         def both_scraped() -> bool:
             worker, text = metrics_text(agent)
-            m = re.search(r'^carbonspan_signal_log_rows_total\{kind="observation"\} (\S+)$', text,
-                          re.M)
-            counted[worker.split()[0]] = float(m.group(1)) if m else -1.0
-            return len(counted) == 2 and counted["0/2"] == 1.0
+            counted[worker.split()[0]] = {w: float(v) for w, v in re.findall(
+                r'^carbonspan_signal_log_rows_total\{kind="observation",worker="(\d)"\} (\S+)$',
+                text, re.M)}
+            return len(counted) == 2 and all(c == {"0": 1.0} for c in counted.values())
 
         wait_for(both_scraped, timeout=20, what="a scrape of each worker")
-        assert counted == {"0/2": 1.0, "1/2": -1.0}, counted
+        assert counted == {"0/2": {"0": 1.0}, "1/2": {"0": 1.0}}, counted
         # each worker's I/O ops reach the supervisor's one op counter (measured kWh per op)
         shared = agent.root / ".test-agent.sources"
 
@@ -148,17 +149,18 @@ def test_two_workers_share_one_poll_and_score_with_the_same_reading(start_agent,
 
             def both_silent() -> bool:
                 worker, text = metrics_text(agent)
-                if all(s in text for s in (  # the gauge, the counter, the source's health
-                        "carbonspan_sources_publisher_up 0.0",
-                        "carbonspan_sources_publisher_silent_total 1.0",
-                        'carbonspan_source_up{source="electricity_maps"} 0.0')):
+                if all(s in text for k in "01" for s in (  # the gauge, the counter, the health
+                        f'carbonspan_sources_publisher_up{{worker="{k}"}} 0.0',
+                        f'carbonspan_sources_publisher_silent_total{{worker="{k}"}} 1.0',
+                        f'carbonspan_source_up{{source="electricity_maps",worker="{k}"}} 0.0')):
                     silent.add(worker.split()[0])
                 return len(silent) == 2
 
             wait_for(both_silent, timeout=STALE_AFTER_S + 30, what="both workers see the silence")
         finally:
             os.kill(supervisor, signal.SIGCONT)
-        wait_for(lambda: "carbonspan_sources_publisher_up 1.0" in metrics_text(agent)[1],
+        wait_for(lambda: all(f'carbonspan_sources_publisher_up{{worker="{k}"}} 1.0'
+                             in metrics_text(agent)[1] for k in "01"),
                  timeout=20, what="the publisher is heard again")
     finally:
         assert agent.stop() == 0

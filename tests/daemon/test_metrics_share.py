@@ -1,0 +1,183 @@
+"""One ``/metrics`` for all workers (agent/metrics_share.py), with real ``AgentMetrics`` and real
+files: each worker's figures labelled ``worker`` whichever worker answers, and every file that
+cannot be trusted (missing, stale, another run's, another worker's, a FIFO, a symlink, too big,
+not Prometheus text) left out with ``carbonspan_worker_metrics_up`` 0 and a warning, the
+answering worker's own figures still served. The real ``--workers 2`` agent is in
+tests/daemon/test_workers.py."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.metrics import AgentMetrics
+from agent.metrics_share import (
+    FORMAT,
+    MAX_FILE_BYTES,
+    STALE_AFTER_S,
+    MetricsShare,
+    clear,
+    metrics_file,
+)
+
+RUN = 4242
+
+
+def worker(tmp: Path, k: int, n: int, accepted: int) -> tuple[AgentMetrics, MetricsShare]:
+    m = AgentMetrics()
+    m.worker_on(k, n, f"a-w{k}", 0)
+    m.spans_accepted.inc(accepted)
+    share = m.share = MetricsShare(tmp, k, n, RUN, m.exposition)
+    return m, share
+
+
+def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text.decode()) for s in fam.samples}
+
+
+def accepted(text: bytes) -> dict[str, float]:
+    return {dict(labels)["worker"]: v for (name, labels), v in samples(text).items()
+            if name == "carbonspan_spans_accepted_total"}
+
+
+def up(text: bytes) -> dict[str, float]:
+    return {dict(labels)["worker"]: v for (name, labels), v in samples(text).items()
+            if name == "carbonspan_worker_metrics_up"}
+
+
+def test_every_worker_answers_for_all_each_sample_labelled_with_its_worker(tmp_path) -> None:
+    clear(tmp_path)
+    workers = [worker(tmp_path, k, 3, 100 * (k + 1)) for k in range(3)]
+    for _, share in workers:
+        share.publish()
+    answers = [m.scrape() for m, _ in workers]
+    for text in answers:  # whichever worker answers: the same series, the same figures
+        assert accepted(text) == {"0": 100.0, "1": 200.0, "2": 300.0}
+        assert up(text) == {"0": 1.0, "1": 1.0, "2": 1.0}
+        s = samples(text)
+        for k in range(3):
+            info = ("carbonspan_worker_info", (("agent_id", f"a-w{k}"), ("worker", str(k)),
+                                               ("workers", "3")))
+            assert s[info] == 1.0
+            assert 0.0 <= s[("carbonspan_worker_metrics_age_seconds",
+                             (("worker", str(k)),))] < 60.0
+    # the answering worker's own figures are read as it answers, the others' from their files
+    workers[0][0].spans_accepted.inc(5)
+    assert accepted(workers[0][0].scrape())["0"] == 105.0
+    assert accepted(workers[1][0].scrape())["0"] == 100.0
+    workers[0][1].publish()
+    assert accepted(workers[1][0].scrape())["0"] == 105.0
+
+
+def test_a_single_agent_answers_its_own_figures_unlabelled() -> None:
+    m = AgentMetrics()
+    m.spans_accepted.inc(7)
+    s = samples(m.scrape())
+    assert s[("carbonspan_spans_accepted_total", ())] == 7.0
+    assert not any(name.startswith("carbonspan_worker_metrics") for name, _ in s)
+
+
+def _planted(tmp: Path, k: int, body: bytes, *, run: int = RUN, taken_at: float | None = None,
+             claims: int | None = None) -> None:
+    head = (f"# {FORMAT} worker={k if claims is None else claims} run={run} pid=1 "
+            f"taken_at={time.time() if taken_at is None else taken_at:.3f}\n").encode()
+    metrics_file(tmp, k).write_bytes(head + body)
+
+
+def _peer_text(k: int, value: int) -> bytes:
+    m = AgentMetrics()
+    m.worker_on(k, 2, f"a-w{k}", 0)
+    m.spans_accepted.inc(value)
+    return m.exposition()
+
+
+@pytest.mark.parametrize("case, why", [
+    ("missing", "has written no figures yet"),
+    ("stale", "s old (over 10 s"),
+    ("other_run", "is not worker 1's of this run"),
+    ("other_worker", "is not worker 1's of this run"),
+    ("not_text", "do not parse as Prometheus text"),
+    ("not_utf8", "is not UTF-8"),
+    ("too_big", "over "),
+    ("fifo", "not a regular file"),
+    ("symlink", "figures refused"),
+])
+def test_a_peer_file_that_cannot_be_trusted_is_left_out_and_said(tmp_path, caplog, case,
+                                                                 why) -> None:
+    clear(tmp_path)
+    m, share = worker(tmp_path, 0, 2, 11)
+    good = _peer_text(1, 22)
+    if case == "stale":
+        _planted(tmp_path, 1, good, taken_at=time.time() - STALE_AFTER_S - 5)
+    elif case == "other_run":
+        _planted(tmp_path, 1, good, run=RUN + 1)
+    elif case == "other_worker":
+        _planted(tmp_path, 1, good, claims=0)
+    elif case == "not_text":
+        _planted(tmp_path, 1, b"carbonspan_spans_accepted_total{ 1 2 3\n")
+    elif case == "not_utf8":
+        _planted(tmp_path, 1, b"\xff\xfe" + good)
+    elif case == "too_big":
+        _planted(tmp_path, 1, b"#" * (MAX_FILE_BYTES + 1))
+    elif case == "fifo":
+        os.mkfifo(metrics_file(tmp_path, 1))  # opened without blocking, then refused
+    elif case == "symlink":
+        target = tmp_path / "elsewhere.prom"
+        target.write_bytes(f"# {FORMAT} worker=1 run={RUN} pid=1 taken_at={time.time():.3f}\n"
+                           .encode() + good)
+        metrics_file(tmp_path, 1).symlink_to(target)
+    with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
+        text = m.scrape()
+    assert accepted(text) == {"0": 11.0}  # its own figures served, the peer's left out
+    assert up(text) == {"0": 1.0, "1": 0.0}
+    assert any(why in r.getMessage() and "worker 1" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+    if case == "stale":  # its age is said
+        age = samples(text)[("carbonspan_worker_metrics_age_seconds", (("worker", "1"),))]
+        assert age > STALE_AFTER_S
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
+        m.scrape()
+    assert not caplog.records  # once a minute per worker, not once per scrape
+
+
+def test_labels_in_a_peer_file_cannot_claim_another_worker(tmp_path) -> None:
+    clear(tmp_path)
+    m, _ = worker(tmp_path, 0, 2, 5)
+    forged = _peer_text(1, 9).replace(b"carbonspan_spans_accepted_total 9.0",
+                                      b'carbonspan_spans_accepted_total{worker="0"} 9.0')
+    assert forged != _peer_text(1, 9)
+    _planted(tmp_path, 1, forged)
+    assert accepted(m.scrape()) == {"0": 5.0, "1": 9.0}
+
+
+def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path, caplog) -> None:
+    clear(tmp_path)
+    m, share = worker(tmp_path, 1, 2, 3)
+    share.publish()
+    first = metrics_file(tmp_path, 1).read_bytes()
+    assert first.startswith(f"# {FORMAT} worker=1 run={RUN} pid={os.getpid()} ".encode())
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics-w1.prom"]  # no temporary left
+    tmp_path.chmod(0o500)  # the directory refuses the temporary file
+    try:
+        with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
+            share.publish()
+    finally:
+        tmp_path.chmod(0o700)
+    if os.geteuid() != 0:  # root writes anyway
+        assert share.publish_errors == 1
+        assert any("could not write its figures" in r.getMessage() for r in caplog.records)
+        assert metrics_file(tmp_path, 1).read_bytes() == first  # the last whole file stays
+
+
+def test_clear_removes_every_workers_file_and_leftover(tmp_path) -> None:
+    for name in ("metrics-w0.prom", "metrics-w7.prom", "metrics-w1.prom.123.tmp", "keep.txt"):
+        (tmp_path / name).write_text("x")
+    clear(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
