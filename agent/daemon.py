@@ -26,7 +26,7 @@ from agent.daemon_config import AgentSettings, read_token
 from agent.export import ExportHandler
 from agent.metrics import AgentMetrics
 from agent.metrics_share import ENV as METRICS_SHARE_ENV
-from agent.metrics_share import SHARE_S, MetricsShare
+from agent.metrics_share import LIVE_S, SHARE_S, MetricsShare
 from agent.pipeline import Pipeline, Scoring
 from agent.server_grpc import GrpcReceiver
 from agent.server_http import HttpReceiver
@@ -244,7 +244,7 @@ class Agent:
         share = self.metrics.share
         if share is not None:  # before "ready": the supervisor's ports line finds every file
             share.publish()
-        shared_at = time.monotonic()
+        shared_at = live_at = time.monotonic() - LIVE_S
         pipeline.start_ticker()
         next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
         if pipeline.voided_skipped:  # records of refused batches that landed late (agent/wal.py)
@@ -266,7 +266,20 @@ class Agent:
             if share is not None and time.monotonic() - shared_at >= SHARE_S - 0.05:
                 shared_at = time.monotonic()
                 share.publish()
+            if share is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
+                    and share.live_wanted():  # somebody looks at GET / (metrics_share.py)
+                live_at = time.monotonic()
+                self._publish_live(share, handler, pipeline)
         return self._shutdown(handler, pipeline, grpc_rx, http, sources)
+
+    def _publish_live(self, share: MetricsShare, handler: ExportHandler,
+                      pipeline: Pipeline) -> None:
+        try:
+            open_report, recent = pipeline.live_view()
+            share.publish_live("ready" if handler.is_ready() else handler.state(),
+                               self.settings.agent_id, open_report, recent)
+        except Exception:  # the live page must never stop the agent
+            log.exception("could not write this worker's live-page figures")
 
     def _publish_signal_ages(self, sources: Any) -> None:
         try:

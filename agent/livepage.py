@@ -11,7 +11,8 @@ itself every ``REFRESH_S`` seconds with ``<meta http-equiv="refresh">``. It show
 - what was refused or ignored (the windows' ``counters``), so a bad exporter is visible here.
 
 Every figure is read from the same window reports the agent archives; nothing is computed
-twice. Behind the same bearer token as ingest when auth is on (``server_http``).
+twice. With ``--workers N`` the page sums every worker's figures (``agent/metrics_share.py``
+reads them) and lists the workers, naming any it left out and why. Behind the same bearer token as ingest when auth is on (``server_http``).
 """
 
 from __future__ import annotations
@@ -100,21 +101,63 @@ def _sources(health: dict[str, dict[str, Any]] | None, now: float) -> str:
                               "last error"), rows, {3})
 
 
+def _workers(workers: list[dict[str, Any]], answering: int) -> str:
+    """The workers of ``--workers N``: whose figures the page sums, and whose it left out."""
+    rows = []
+    for w in workers:
+        age = "-" if w.get("age") is None else f"{w['age']:.1f} s"
+        if "why" in w:
+            rows.append([w["worker"], "-", "-", age, "-", f"left out: {w['why']}"])
+        else:
+            spans = w["open"]["window"]["spans"] if w.get("open") else 0
+            note = "this answer" if w["worker"] == answering else "summed"
+            rows.append([w["worker"], w["agent_id"], w["state"], age, spans, note])
+    return _table("workers", ("worker", "chain", "state", "figures' age", "open-window spans",
+                              "on this page"), rows, {4})
+
+
 def render(agent_id: str, state: str, open_report: dict[str, Any] | None,
-           recent: list[dict[str, Any]], health: dict[str, dict[str, Any]] | None) -> bytes:
-    """The page as UTF-8 bytes."""
-    if open_report is None:
+           recent: list[dict[str, Any]], health: dict[str, dict[str, Any]] | None,
+           workers: list[dict[str, Any]] | None = None, answering: int = 0) -> bytes:
+    """The page as UTF-8 bytes. With ``workers`` (``--workers N``: every worker's figures as
+    ``agent/metrics_share.py`` reads them, this one's included) the figures are their sums."""
+    shown = [w for w in workers or () if "why" not in w]
+    opens = ([open_report] if open_report else []) if workers is None else \
+        [w["open"] for w in shown if w.get("open")]
+    if workers is not None:
+        recent = sorted((r for w in shown for r in w["recent"]), key=lambda r: r["window"]["start"])
+        by_id = {id(r): w["worker"] for w in shown for r in w["recent"]}
+    if not opens:
         open_html = '<p class="muted">no spans in the open window yet</p>'
     else:
-        w = open_report["window"]
-        open_html = (f'<p>since {_e(w["start"])}: {w["spans"]} spans, {w["io_ops"]} I/O '
-                     f"operations, {w['traces']} traces</p>"
-                     + _table("open", _SERVICE_HEAD, _service_rows([open_report]), {1, 2, 3}))
-    windows = [[r["window"]["start"], r["window"]["end"], r["window"]["spans"],
-                f"{r['green_summary'].get('energy_kwh', 0.0):.3e}",
-                f"{r['green_summary'].get('co2', {}).get('total', {}).get('mid', 0.0):.3e}"]
+        spans = sum(r["window"]["spans"] for r in opens)
+        io_ops = sum(r["window"]["io_ops"] for r in opens)
+        traces = sum(r["window"]["traces"] for r in opens)
+        start = min(r["window"]["start"] for r in opens)
+        whose = "" if workers is None else f" (the open windows of {len(opens)} worker(s), summed)"
+        open_html = (f'<p>since {_e(start)}: {spans} spans, {io_ops} I/O '
+                     f"operations, {traces} traces{_e(whose)}</p>"
+                     + _table("open", _SERVICE_HEAD, _service_rows(opens), {1, 2, 3}))
+    windows = [([by_id[id(r)]] if workers is not None else [])
+               + [r["window"]["start"], r["window"]["end"], r["window"]["spans"],
+                  f"{r['green_summary'].get('energy_kwh', 0.0):.3e}",
+                  f"{r['green_summary'].get('co2', {}).get('total', {}).get('mid', 0.0):.3e}"]
                for r in reversed(recent)]
-    rejected = _counters(recent + ([open_report] if open_report else []))
+    window_head = ("start", "end", "spans", "energy kWh", "carbon gCO2e (total mid)")
+    window_num = {2, 3, 4}
+    if workers is not None:
+        window_head, window_num = ("worker", *window_head), {3, 4, 5}
+    rejected = _counters(recent + opens)
+    if workers is None:
+        workers_html = ""
+    else:
+        left = len(workers) - len(shown)
+        warn = ' class="warn"' if left else ""
+        workers_html = (f"<h2>Workers</h2><p{warn}>{len(workers)} "
+                        f"workers share this agent's ports; this page sums the figures of "
+                        f"{len(shown)} of them"
+                        + (f" ({left} left out: see below)" if left else "") + ".</p>"
+                        + _workers(workers, answering))
     state_cls = "" if state == "ready" else ' class="warn"'
     body = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -123,12 +166,12 @@ def render(agent_id: str, state: str, open_report: dict[str, Any] | None,
 <body>
 <h1>carbonspan agent <code>{_e(agent_id)}</code></h1>
 <p{state_cls}>state: {_e(state)} · this page reloads every {REFRESH_S} s</p>
+{workers_html}
 <h2>Open window</h2>{open_html}
 <h2>Last {len(recent)} archived windows, per service</h2>
 {_table("recent-services", _SERVICE_HEAD, _service_rows(recent), {1, 2, 3})}
 <h2>Archived windows</h2>
-{_table("windows", ("start", "end", "spans", "energy kWh", "carbon gCO2e (total mid)"), windows,
-        {2, 3, 4})}
+{_table("windows", window_head, windows, window_num)}
 <h2>Sources</h2>{_sources(health, time.time())}
 <h2>Refused or ignored input</h2>
 {_table("rejected", ("counter", "count"), rejected, {1})}

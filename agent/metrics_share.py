@@ -18,7 +18,15 @@ missing, unreadable, not from this run, or over ``STALE_AFTER_S`` old: a worker 
 restarting. Its samples are then left out, not shown stale, and the answering worker logs a
 warning, the first time and then once a minute per worker).
 
-A file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
+The live page (``GET /``) is made whole the same way, but only while somebody looks at it: the
+worker answering ``GET /`` touches ``live-wanted``, and while that is under ``WANTED_S`` old
+every worker writes its page figures (its state, the open window's report so far and its last
+archived window reports) to ``live-w<k>.json`` every ``LIVE_S``; the answering worker sums the
+workers' figures, lists each worker with the age of its figures, and names any left out (missing,
+refused, or over ``LIVE_STALE_S`` old) with the reason. Each report is checked against the
+window report's schema (``schema.models.WindowReport``) before it is shown.
+
+A metrics file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
 worker=<k> run=<supervisor pid> pid=<pid> taken_at=<unix seconds>``. The supervisor empties the
 directory when it starts and when it stops. A file that is not a regular file (a FIFO, a
 symlink), is over ``MAX_FILE_BYTES``, names another worker or run, or does not parse is refused
@@ -49,6 +57,12 @@ SHARE_S = 1.0  # each worker rewrites its file this often
 STALE_AFTER_S = 10.0  # figures older than this are left out (the worker is gone or stuck)
 MAX_FILE_BYTES = 8 << 20
 WARN_EVERY_S = 60.0
+LIVE_FORMAT = "carbonspan-worker-live/1"
+LIVE_S = 5.0  # while the live page is wanted, each worker rewrites its live file this often
+WANTED_S = 30.0  # ... and it is wanted this long after a GET / (the page reloads every 5 s)
+LIVE_STALE_S = 3 * LIVE_S  # a live file older than this is left out
+WANTED = "live-wanted"
+MAX_RECENT = 64  # more recent windows than any worker keeps: a file with more is refused
 _HEADER = re.compile(
     rf"# {re.escape(FORMAT)} worker=(\d+) run=(\d+) pid=(\d+) taken_at=([0-9.]+)")
 
@@ -61,11 +75,31 @@ def metrics_file(directory: Path, index: int) -> Path:
     return directory / f"metrics-w{index}.prom"
 
 
+def live_file(directory: Path, index: int) -> Path:
+    return directory / f"live-w{index}.json"
+
+
 def clear(directory: Path) -> None:
     """The supervisor, at start and at stop: no file of another run is left to be read."""
     directory.mkdir(parents=True, exist_ok=True)
-    for p in directory.glob("metrics-w*.prom*"):
-        p.unlink(missing_ok=True)
+    for pattern in ("metrics-w*.prom*", "live-w*.json*", WANTED):
+        for p in directory.glob(pattern):
+            p.unlink(missing_ok=True)
+
+
+def _valid_report(rep: object) -> dict:
+    """A window report of a live file as the page reads it, or ``ValueError``."""
+    from pydantic import ValidationError
+
+    from schema.models import WindowReport
+
+    if not isinstance(rep, dict):
+        raise ValueError("a report is not an object")
+    try:
+        return WindowReport.model_validate(rep).model_dump(mode="json")
+    except ValidationError as exc:
+        raise ValueError(f"a report does not match the window report schema "
+                         f"({exc.error_count()} errors)") from None
 
 
 class _Families:
@@ -87,7 +121,7 @@ class MetricsShare:
         self.dir, self.index, self.count, self.run = directory, index, count, run
         self.own = own
         self.path = metrics_file(directory, index)
-        self._warned: dict[int, float] = {}
+        self._warned: dict[tuple[int, str], float] = {}
         self.publish_errors = 0
 
     @classmethod
@@ -116,11 +150,85 @@ class MetricsShare:
             self._warn(self.index, f"could not write its figures to {self.path} ({exc}); the "
                        "other workers' /metrics show it as not up until a write succeeds")
 
-    def _warn(self, worker: int, why: str) -> None:
+    def want_live(self) -> None:
+        """A ``GET /``: ask every worker for its live figures for the next ``WANTED_S``."""
+        path = self.dir / WANTED
+        try:
+            path.touch()
+        except OSError as exc:
+            self._warn(self.index, f"could not ask the others for their live figures ({path}: "
+                       f"{exc}): the live page shows this worker's alone", "live page")
+
+    def live_wanted(self) -> bool:
+        try:
+            return time.time() - (self.dir / WANTED).stat().st_mtime < WANTED_S
+        except OSError:
+            return False
+
+    def publish_live(self, state: str, agent_id: str, open_report: dict | None,
+                     recent: list[dict]) -> None:
+        """Replace this worker's live file (the page's figures), as :meth:`publish` does."""
+        import orjson
+
+        doc = {"format": LIVE_FORMAT, "worker": self.index, "run": self.run, "pid": os.getpid(),
+               "taken_at": time.time(), "state": state, "agent_id": agent_id,
+               "open": open_report, "recent": recent}
+        path = live_file(self.dir, self.index)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.unlink(missing_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(orjson.dumps(doc))
+            os.replace(tmp, path)
+        except OSError as exc:
+            self.publish_errors += 1
+            self._warn(self.index, f"could not write its live figures to {path} ({exc})",
+                       "live page")
+
+    def peer_live(self, k: int, now: float | None = None) -> dict:
+        """Worker ``k``'s live figures: ``{"worker", "agent_id", "state", "age", "open",
+        "recent"}``, or ``{"worker", "age", "why"}`` when they are left out (logged)."""
+        import orjson
+
+        now = time.time() if now is None else now
+        path = live_file(self.dir, k)
+        age = None
+        try:
+            doc = orjson.loads(read_regular(path, MAX_FILE_BYTES))
+            if not isinstance(doc, dict) or doc.get("format") != LIVE_FORMAT:
+                raise ValueError(f"not a {LIVE_FORMAT} document")
+            if doc.get("worker") != k or doc.get("run") != self.run:
+                raise ValueError(f"not worker {k}'s of this run")
+            taken = doc.get("taken_at")
+            if isinstance(taken, bool) or not isinstance(taken, int | float):
+                raise ValueError("taken_at is not a number")
+            age = max(0.0, now - float(taken))
+            if age > LIVE_STALE_S:
+                return {"worker": k, "age": age, "why": f"figures {age:.0f} s old (over "
+                        f"{LIVE_STALE_S:.0f} s: stopped, restarting or hung)"}
+            state, agent_id, recent = doc.get("state"), doc.get("agent_id"), doc.get("recent")
+            if not isinstance(state, str) or not isinstance(agent_id, str):
+                raise ValueError("state or agent_id is not a string")
+            if not isinstance(recent, list) or len(recent) > MAX_RECENT:
+                raise ValueError(f"recent is not a list of at most {MAX_RECENT} reports")
+            opened = doc.get("open")
+            return {"worker": k, "agent_id": agent_id, "state": state, "age": age,
+                    "open": None if opened is None else _valid_report(opened),
+                    "recent": [_valid_report(r) for r in recent]}
+        except FileNotFoundError:
+            why = f"no figures yet (they come within {LIVE_S:.0f} s of a first look)"
+        except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+            why = f"figures refused ({path.name}: {exc})"
+            self._warn(k, f"figures refused ({path}: {exc}): left out of the page", "live page")
+        return {"worker": k, "age": age, "why": why}
+
+    def _warn(self, worker: int, why: str, kind: str = "/metrics") -> None:
         now = time.monotonic()
-        if now - self._warned.get(worker, -WARN_EVERY_S) >= WARN_EVERY_S:
-            self._warned[worker] = now
-            log.warning("/metrics: worker %d %s", worker, why)
+        if now - self._warned.get((worker, kind), -WARN_EVERY_S) >= WARN_EVERY_S:
+            self._warned[(worker, kind)] = now
+            log.warning("%s: worker %d %s", kind, worker, why)
 
     def _peer(self, k: int, now: float) -> tuple[str | None, float | None]:
         """Worker ``k``'s exposition text and age, or (None, age or None) with a warning."""

@@ -186,8 +186,16 @@ class OtlpHttpApp:
 
         open_report, recent = h.pipeline.live_view()
         health = h.sources_health() if h.sources_health is not None else None
-        page = render(self.settings.agent_id, "ready" if h.is_ready() else h.state(),
-                      open_report, recent, health)
+        state = "ready" if h.is_ready() else h.state()
+        share, workers = h.metrics.share, None
+        if share is not None:  # --workers N: every worker's figures (agent/metrics_share.py)
+            share.want_live()
+            workers = [{"worker": share.index, "agent_id": self.settings.agent_id,
+                        "state": state, "age": 0.0, "open": open_report, "recent": recent}]
+            workers += [share.peer_live(k) for k in range(share.count) if k != share.index]
+            workers.sort(key=lambda w: w["worker"])
+        page = render(self.settings.agent_id, state, open_report, recent, health, workers,
+                      share.index if share is not None else 0)
         return Response(200, page, "text/html; charset=utf-8",
                         (("Cache-Control", "no-store"), *self._headers))
 

@@ -181,3 +181,82 @@ def test_clear_removes_every_workers_file_and_leftover(tmp_path) -> None:
         (tmp_path / name).write_text("x")
     clear(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+# -- the live page (GET /) ----------------------------------------------------------------------
+
+
+def _report(spans: int, service: str) -> dict:
+    from schema.models import WindowReport
+
+    return WindowReport.model_validate({
+        "agent_id": "a", "window": {"start": "2026-12-06T10:00:00Z", "end": "2026-12-06T10:00:10Z",
+                                    "spans": spans, "io_ops": spans, "traces": spans},
+        "green_summary": {"per_service_energy_kwh": {service: 1e-6},
+                          "per_service_carbon_kgco2eq": {service: 2e-7},
+                          "per_service_requests": {service: spans}},
+    }).model_dump(mode="json")
+
+
+def test_live_figures_are_wanted_then_published_and_read_back(tmp_path) -> None:
+    from agent.metrics_share import live_file
+
+    clear(tmp_path)
+    _, me = worker(tmp_path, 0, 2, 0)
+    _, peer = worker(tmp_path, 1, 2, 0)
+    assert not peer.live_wanted()  # nobody looked: nothing is written
+    me.want_live()
+    assert peer.live_wanted()
+    peer.publish_live("ready", "a-w1", _report(7, "svc-b"), [_report(3, "svc-b")])
+    got = me.peer_live(1)
+    assert got["state"] == "ready" and got["agent_id"] == "a-w1" and got["age"] < 5
+    assert got["open"]["window"]["spans"] == 7 and len(got["recent"]) == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("live")] == \
+        sorted(["live-wanted", live_file(tmp_path, 1).name])
+    clear(tmp_path)
+    assert not any(p.name.startswith("live") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case, why", [
+    ("missing", "no figures yet"),
+    ("stale", "s old (over 15 s"),
+    ("other_run", "not worker 1's of this run"),
+    ("not_json", "figures refused"),
+    ("bad_report", "does not match the window report schema"),
+    ("too_many", "recent is not a list of at most"),
+    ("fifo", "not a regular file"),
+])
+def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path, case,
+                                                                        why) -> None:
+    import orjson
+
+    from agent.livepage import render
+    from agent.metrics_share import LIVE_FORMAT, LIVE_STALE_S, MAX_RECENT, live_file
+
+    clear(tmp_path)
+    _, me = worker(tmp_path, 0, 2, 0)
+    doc = {"format": LIVE_FORMAT, "worker": 1, "run": RUN, "pid": 1, "taken_at": time.time(),
+           "state": "ready", "agent_id": "a-w1", "open": _report(5, "svc-b"), "recent": []}
+    path = live_file(tmp_path, 1)
+    if case == "stale":
+        doc["taken_at"] = time.time() - LIVE_STALE_S - 1
+    elif case == "other_run":
+        doc["run"] = RUN + 1
+    elif case == "bad_report":
+        doc["open"] = {"window": {"start": 5}, "green_summary": []}
+    elif case == "too_many":
+        doc["recent"] = [_report(1, "x")] * (MAX_RECENT + 1)
+    if case == "not_json":
+        path.write_bytes(b"{not json")
+    elif case == "fifo":
+        os.mkfifo(path)
+    elif case != "missing":
+        path.write_bytes(orjson.dumps(doc))
+    got = me.peer_live(1)
+    assert why in got["why"], got
+    own = {"worker": 0, "agent_id": "a-w0", "state": "ready", "age": 0.0,
+           "open": _report(4, "svc-a"), "recent": []}
+    page = render("a-w0", "ready", own["open"], [], None, [own, got], 0).decode()
+    assert "this page sums the figures of 1 of them (1 left out: see below)" in page
+    assert "left out: " in page and "<td>svc-a</td>" in page and "<td>svc-b</td>" not in page
+    assert "since 2026-12-06T10:00:00Z: 4 spans" in page

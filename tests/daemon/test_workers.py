@@ -166,6 +166,19 @@ def by_worker(samples: dict, name: str, **labels: str) -> dict[str, float]:
     return out
 
 
+def from_both_workers(answer, timeout: float, what: str) -> dict[str, object]:
+    """``answer()`` gives (worker index, what it answered) once the answer is whole, else None;
+    new connections until each of the two workers has given a whole answer."""
+    answers: dict[str, object] = {}
+    for _ in range(200):
+        who, got = wait_for(answer, timeout, what)
+        answers[who] = got
+        if len(answers) == 2:
+            break
+    assert sorted(answers) == ["0", "1"], f"the kernel gave every request to one worker ({what})"
+    return answers
+
+
 def test_metrics_answer_for_every_worker_whichever_takes_the_scrape(start_agent,
                                                                     recording) -> None:
     """The kernel picks the worker of each scrape's connection. Each answer holds every
@@ -184,13 +197,7 @@ def test_metrics_answer_for_every_worker_whichever_takes_the_scrape(start_agent,
         got = by_worker(s, "carbonspan_spans_accepted_total")
         return (who, s) if sum(got.values()) == acked else None
 
-    answers: dict[str, dict] = {}
-    for _ in range(200):
-        who, s = wait_for(settled, 10, "every worker's accepted spans in one answer")
-        answers[who] = s
-        if len(answers) == 2:
-            break
-    assert sorted(answers) == ["0", "1"], "the kernel gave every scrape to one worker"
+    answers = from_both_workers(settled, 10, "every worker's accepted spans in one answer")
     pids = worker_pids(agent)
     for who, s in answers.items():
         accepted = by_worker(s, "carbonspan_spans_accepted_total")
@@ -237,6 +244,38 @@ def test_a_worker_killed_with_sigkill_is_reported_restarted_and_loses_nothing(
     assert sum(chain_spans(agent.root).values()) == acked == 2 * 80
     verify = run_cli("verify", str(agent.root))
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_live_page_sums_every_workers_figures_whichever_answers(start_agent,
+                                                                     recording) -> None:
+    """GET / from either worker shows the open windows of both, summed, and lists both workers
+    with the age of their figures (each writes them while the page is being looked at)."""
+    agent = start_agent("--workers", "2", "--window-seconds", "60")
+    acked = 0
+    for i in range(8):  # new connections, so both workers take spans
+        acked += send(recording, lambda: GrpcExporter(endpoint=agent.grpc_target, insecure=True),
+                      f"live-{i}", 3)
+
+    def page() -> tuple[str, str]:
+        with urllib.request.urlopen(f"{agent.http_url}/", timeout=5) as resp:
+            return resp.headers["Carbonspan-Worker"].split("/")[0], resp.read().decode()
+
+    def whole() -> tuple[str, str] | None:
+        who, html = page()
+        m = re.search(r"since [^:]+:\d\d:[^:]+: (\d+) spans, \d+ I/O operations, \d+ traces "
+                      r"\(the open windows of (\d) worker\(s\), summed\)", html)
+        return (who, html) if m and int(m.group(1)) == acked and m.group(2) == "2" else None
+
+    pages = from_both_workers(whole, 20, "a live page summing both workers' open windows")
+    for html in pages.values():
+        assert "2 workers share this agent's ports; this page sums the figures of 2 of them" \
+            in html, html
+        for i in range(8):  # every service, whichever worker took it
+            assert f"<td>live-{i}</td>" in html
+        assert html.count("<td>test-agent-w") == 2  # both workers listed, with their chains
+        assert "<td>this answer</td>" in html and "<td>summed</td>" in html
+    assert agent.stop() == 0
+    assert sum(chain_spans(agent.root).values()) == acked
 
 
 def _metric_of_worker(agent, index: str, name: str) -> float | None:
