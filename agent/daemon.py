@@ -26,7 +26,7 @@ from agent.daemon_config import AgentSettings, read_token
 from agent.export import ExportHandler
 from agent.metrics import AgentMetrics
 from agent.metrics_share import ENV as METRICS_SHARE_ENV
-from agent.metrics_share import LIVE_S, SHARE_S, MetricsShare
+from agent.metrics_share import MetricsShare
 from agent.pipeline import Pipeline, Scoring
 from agent.server_grpc import GrpcReceiver
 from agent.server_http import HttpReceiver
@@ -138,8 +138,9 @@ class Agent:
             raw = os.environ.get(METRICS_SHARE_ENV)
             if raw:  # one /metrics for all workers (agent/metrics_share.py)
                 try:
-                    self.metrics.share = MetricsShare.from_env(raw, worker.index, worker.count,
-                                                               self.metrics.exposition)
+                    self.metrics.share = MetricsShare.from_env(
+                        raw, worker.index, worker.count, self.metrics.exposition,
+                        self.metrics.worker_metrics_publish_errors.inc)
                 except ValueError as exc:
                     raise ConfigError(str(exc)) from None
 
@@ -243,8 +244,9 @@ class Agent:
         self.metrics.ready.set(1)
         share = self.metrics.share
         if share is not None:  # before "ready": the supervisor's ports line finds every file
-            share.publish()
-        shared_at = live_at = time.monotonic() - LIVE_S
+            share.live_view = lambda: ("ready" if handler.is_ready() else handler.state(),
+                                       s.agent_id, *pipeline.live_view())
+            share.start()
         pipeline.start_ticker()
         next_seq = 0 if archive.last_seq is None else archive.last_seq + 1
         if pipeline.voided_skipped:  # records of refused batches that landed late (agent/wal.py)
@@ -263,23 +265,7 @@ class Agent:
         while not self.stop_event.wait(0.5):
             if sources is not None:
                 self._publish_signal_ages(sources)
-            if share is not None and time.monotonic() - shared_at >= SHARE_S - 0.05:
-                shared_at = time.monotonic()
-                share.publish()
-            if share is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
-                    and share.live_wanted():  # somebody looks at GET / (metrics_share.py)
-                live_at = time.monotonic()
-                self._publish_live(share, handler, pipeline)
         return self._shutdown(handler, pipeline, grpc_rx, http, sources)
-
-    def _publish_live(self, share: MetricsShare, handler: ExportHandler,
-                      pipeline: Pipeline) -> None:
-        try:
-            open_report, recent = pipeline.live_view()
-            share.publish_live("ready" if handler.is_ready() else handler.state(),
-                               self.settings.agent_id, open_report, recent)
-        except Exception:  # the live page must never stop the agent
-            log.exception("could not write this worker's live-page figures")
 
     def _publish_signal_ages(self, sources: Any) -> None:
         try:
@@ -324,6 +310,8 @@ class Agent:
                 "write-ahead log %s and are archived on the next start", exc, pipeline.wal.path,
             )
             code = 1
+        if self.metrics.share is not None:  # its publisher thread (--workers N)
+            self.metrics.share.stop()
         if sources is not None:
             sources.stop()
         if self.recorder is not None:  # after the pollers: their last rows are written

@@ -295,6 +295,10 @@ class AgentMetrics:
                                      "restarted this worker's slot before this process",
                                      registry=self.registry)
         self.worker_restarts.set(restarts)
+        self.worker_metrics_publish_errors = Counter(
+            "carbonspan_worker_metrics_publish_errors", "Times this worker could not publish its "
+            "figures for the other workers' /metrics and live page (logged)",
+            registry=self.registry)
 
     def publisher_on(self) -> None:
         """A worker reading the supervisor's ``[sources]`` (agent/sources/shared.py)."""

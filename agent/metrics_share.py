@@ -1,36 +1,48 @@
-"""One ``/metrics`` for all workers of ``carbonspan agent --workers N``.
+"""One ``/metrics`` and one live page for all workers of ``carbonspan agent --workers N``.
 
 Why: the workers share the HTTP port (``SO_REUSEPORT``) and the kernel picks which one takes a
 scrape's connection. Were each worker to answer with its own counters alone, Prometheus would see
 ``carbonspan_spans_accepted_total`` jump between two workers' values from one scrape to the next:
 every fall reads as a counter reset, so ``rate()`` and ``increase()`` come out wrong, silently.
 
-So each worker writes its own exposition, every ``SHARE_S``, to ``metrics-w<k>.prom`` in
-``<archive dir>/.<agent_id>.metrics/`` (replaced atomically: written beside it, then renamed),
-and whichever worker takes a scrape answers for all of them: its own figures read at that
-moment, the others' from their files, every sample labelled ``worker="<k>"`` (the label is set
-by the answering worker, never taken from a file). So each series always belongs to one worker,
-whichever answered, and sums over ``worker`` are the agent's. Per worker, two series say how
-whole the answer is: ``carbonspan_worker_metrics_age_seconds{worker}`` (how old that worker's
-figures are: 0 for the one answering, up to ``SHARE_S`` for the others) and
-``carbonspan_worker_metrics_up{worker}`` (1 when they are in the answer; 0 when its file is
-missing, unreadable, not from this run, or over ``STALE_AFTER_S`` old: a worker that died and is
-restarting. Its samples are then left out, not shown stale, and the answering worker logs a
-warning, the first time and then once a minute per worker).
+So each worker writes its own exposition, every ``SHARE_S`` and before answering any scrape, to
+``metrics-w<k>.prom`` in ``<archive dir>/.<agent_id>.metrics/`` (replaced atomically: written
+beside it, then renamed, one writer at a time), and whichever worker takes a scrape answers for
+all of them: each worker's **last published** figures (its own it has just published), every
+sample labelled ``worker="<k>"`` (the label is set by the answering worker, never taken from a
+file). So each series always belongs to one worker, whichever answered, and only moves forward:
+a worker's file is only ever replaced by a later snapshot, and every answer reads the latest.
+Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is:
+``carbonspan_worker_metrics_up{worker}`` (1 when its figures are in the answer; 0 when they are
+left out: see below) and ``carbonspan_worker_metrics_age_seconds{worker}`` (how old they are; 0 to
+~``SHARE_S`` for a live worker; present whenever the file's header could be read).
+
+A worker's figures are left out (``up`` 0, and a warning from the answering worker, the first time
+and then once a minute per worker and reason) when its file is missing (not written yet, or its
+worker died: the supervisor removes a dead worker's files), refused, or over ``STALE_AFTER_S`` old
+(a hung worker). Refused: not a regular file (a FIFO, a symlink), over ``MAX_METRICS_BYTES``, a
+header that is not this format, another worker's or another supervisor run's (a random token per
+supervisor start), dated more than ``FUTURE_S`` ahead (a stepped clock), not UTF-8 Prometheus text,
+over ``MAX_SERIES`` samples, or figures at odds with the answer: a family whose name or type
+clashes with one already in it (the answering worker's own come first), a repeated series, a
+sample with a timestamp, one of the two families the merge adds itself, or a
+``carbonspan_worker_info`` of another worker. A file is refused whole, never in part, so ``up`` 1
+always means all of that worker's figures.
 
 The live page (``GET /``) is made whole the same way, but only while somebody looks at it: the
-worker answering ``GET /`` touches ``live-wanted``, and while that is under ``WANTED_S`` old
-every worker writes its page figures (its state, the open window's report so far and its last
-archived window reports) to ``live-w<k>.json`` every ``LIVE_S``; the answering worker sums the
-workers' figures, lists each worker with the age of its figures, and names any left out (missing,
-refused, or over ``LIVE_STALE_S`` old) with the reason. Each report is checked against the
-window report's schema (``schema.models.WindowReport``) before it is shown.
+worker answering ``GET /`` touches ``live-wanted``, and while that is under ``WANTED_S`` old every
+worker writes its page figures (its state, the open window's report so far and its last archived
+window reports) to ``live-w<k>.json`` every ``LIVE_S``; the answering worker sums the workers'
+figures, lists each worker with the age of its figures, and names any left out (missing, refused,
+or over ``LIVE_STALE_S`` old) with the reason. Each report is checked against the window report's
+schema (``schema.models.WindowReport``) before it is shown.
+
+Files are written by a thread of each worker (``metrics-share``), never by its ingest path or its
+main loop, so a slow archive file system delays the figures, not a drain.
 
 A metrics file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
-worker=<k> run=<supervisor pid> pid=<pid> taken_at=<unix seconds>``. The supervisor empties the
-directory when it starts and when it stops. A file that is not a regular file (a FIFO, a
-symlink), is over ``MAX_FILE_BYTES``, names another worker or run, or does not parse is refused
-(that worker's ``up`` is 0, with the reason in the warning).
+worker=<k> run=<token> pid=<pid> taken_at=<unix seconds>``. The supervisor empties the directory
+when it starts and when it stops.
 """
 
 from __future__ import annotations
@@ -38,9 +50,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -50,21 +64,26 @@ from agent.sources.shared import read_regular
 
 log = logging.getLogger("carbonspan.agent")
 
-#: set by the supervisor in each worker's environment: "<directory> <supervisor pid>"
+#: set by the supervisor in each worker's environment: "<directory> <run token>"
 ENV = "_CARBONSPAN_METRICS_DIR"
 FORMAT = "carbonspan-worker-metrics/1"
-SHARE_S = 1.0  # each worker rewrites its file this often
-STALE_AFTER_S = 10.0  # figures older than this are left out (the worker is gone or stuck)
-MAX_FILE_BYTES = 8 << 20
+SHARE_S = 1.0  # each worker rewrites its metrics file this often (and before every scrape)
+STALE_AFTER_S = 10.0  # figures older than this are left out (the worker hangs)
+FUTURE_S = 2 * SHARE_S  # figures dated further ahead than this are refused (a stepped clock)
+MAX_METRICS_BYTES = 1 << 20  # a worker's real file is ~20 KB (service labels are capped at 50)
+MAX_SERIES = 20_000  # samples per worker's file (a real one has a few hundred)
 WARN_EVERY_S = 60.0
+RESERVED = ("carbonspan_worker_metrics_up", "carbonspan_worker_metrics_age_seconds")  # the merge's
 LIVE_FORMAT = "carbonspan-worker-live/1"
 LIVE_S = 5.0  # while the live page is wanted, each worker rewrites its live file this often
 WANTED_S = 30.0  # ... and it is wanted this long after a GET / (the page reloads every 5 s)
 LIVE_STALE_S = 3 * LIVE_S  # a live file older than this is left out
+MAX_LIVE_BYTES = 32 << 20  # 13 reports of a window of 4,096 services fit
 WANTED = "live-wanted"
 MAX_RECENT = 64  # more recent windows than any worker keeps: a file with more is refused
 _HEADER = re.compile(
-    rf"# {re.escape(FORMAT)} worker=(\d+) run=(\d+) pid=(\d+) taken_at=([0-9.]+)")
+    rf"# {re.escape(FORMAT)} worker=(\d+) run=([0-9a-f]{{1,64}}) pid=(\d+) "
+    r"taken_at=(\d{1,12}(?:\.\d{1,9})?)")
 
 
 def metrics_dir(archive_dir: Path, agent_id: str) -> Path:
@@ -87,6 +106,27 @@ def clear(directory: Path) -> None:
             p.unlink(missing_ok=True)
 
 
+def forget(directory: Path, index: int) -> None:
+    """The supervisor, when worker ``index`` died: its frozen figures are not served as live
+    (the others say "missing" until its restart has published)."""
+    for p in (metrics_file(directory, index), live_file(directory, index)):
+        p.unlink(missing_ok=True)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` beside ``path`` (never through a link) and rename it over ``path``."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)  # a failed write's leftover, or a symlink planted there
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _valid_report(rep: object) -> dict:
     """A window report of a live file as the page reads it, or ``ValueError``."""
     from pydantic import ValidationError
@@ -102,6 +142,14 @@ def _valid_report(rep: object) -> dict:
                          f"({exc.error_count()} errors)") from None
 
 
+class _Refused(Exception):
+    """A worker's figures left out of an answer: ``reason`` (a short key) and the message."""
+
+    def __init__(self, reason: str, message: str, age: float | None = None) -> None:
+        super().__init__(message)
+        self.reason, self.age = reason, age
+
+
 class _Families:
     """The merged families, as a collector ``generate_latest`` renders."""
 
@@ -112,43 +160,141 @@ class _Families:
         yield from self.families
 
 
-class MetricsShare:
-    """Worker ``index`` of ``count``: :meth:`publish` writes its figures for the others (call
-    it every ``SHARE_S``), :meth:`exposition` answers a scrape for all of them."""
+def _exposed(fam: Metric) -> set[str]:
+    """The names a family takes in an answer: its TYPE line's, its own and its samples'."""
+    return {fam.name + ("_total" if fam.type == "counter" else ""), fam.name,
+            *(s.name for s in fam.samples)}
 
-    def __init__(self, directory: Path, index: int, count: int, run: int,
-                 own: Callable[[], bytes]) -> None:
+
+class _Merge:
+    """Families of several workers, each worker's taken whole or not at all."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, Metric] = {}
+        self.owner: dict[str, tuple[str, str]] = {}  # exposed name -> (family, type)
+
+    def check(self, k: int, text: str, from_file: bool) -> list[Metric]:
+        """Worker ``k``'s families, or ``_Refused`` saying what is at odds with the answer."""
+        try:
+            families = list(text_string_to_metric_families(text))
+        except Exception as exc:  # the parser raises ValueError and others on bad text
+            raise _Refused("parse", f"its figures do not parse as Prometheus text ({exc})") from None
+        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        owner: dict[str, tuple[str, str]] = {}
+        n = 0
+        for fam in families:
+            if from_file and fam.name in RESERVED:
+                raise _Refused("clash", f"its figures hold the reserved family {fam.name}")
+            for exposed in _exposed(fam):
+                mine = (fam.name, fam.type)
+                known = self.owner.get(exposed) or owner.get(exposed)
+                if known is not None and known != mine:
+                    raise _Refused("clash", f"its family {fam.name} ({fam.type}) clashes with "
+                                   f"{known[0]} ({known[1]}) in this answer")
+                owner[exposed] = mine
+            for s in fam.samples:
+                n += 1
+                if s.timestamp is not None:
+                    raise _Refused("clash", f"its sample {s.name} carries a timestamp")
+                if fam.name == "carbonspan_worker_info" and s.labels.get("worker") != str(k):
+                    raise _Refused("clash", f"its carbonspan_worker_info names worker "
+                                   f"{s.labels.get('worker')!r}")
+                key = (s.name, tuple(sorted((a, b) for a, b in s.labels.items() if a != "worker")))
+                if key in seen:
+                    raise _Refused("clash", f"its series {s.name}{dict(key[1])} appears twice")
+                seen.add(key)
+        if n > MAX_SERIES:
+            raise _Refused("size", f"its figures hold {n} samples (over {MAX_SERIES})")
+        return families
+
+    def add(self, k: int, families: list[Metric]) -> None:
+        label = str(k)
+        for fam in families:
+            for exposed in _exposed(fam):
+                self.owner[exposed] = (fam.name, fam.type)
+            into = self.families.get(fam.name)
+            if into is None:
+                into = self.families[fam.name] = Metric(fam.name, fam.documentation, fam.type,
+                                                        fam.unit)
+            into.samples += [s._replace(labels={**s.labels, "worker": label}) for s in fam.samples]
+
+
+class MetricsShare:
+    """Worker ``index`` of ``count``: :meth:`start` publishes its figures for the others (every
+    ``SHARE_S``, and the live page's while wanted), :meth:`exposition` answers a scrape for all
+    of them, :meth:`peer_live` reads another worker's live-page figures."""
+
+    def __init__(self, directory: Path, index: int, count: int, run: str,
+                 own: Callable[[], bytes], on_error: Callable[[], None] | None = None) -> None:
         self.dir, self.index, self.count, self.run = directory, index, count, run
         self.own = own
+        self.on_error = on_error  # counts a failed publish (carbonspan_worker_metrics_publish_errors)
         self.path = metrics_file(directory, index)
-        self._warned: dict[tuple[int, str], float] = {}
+        self._warned: dict[tuple[int, str, str], float] = {}
+        self._lock = threading.Lock()  # one publish at a time: a file never goes back in time
+        self._last: tuple[bytes, float] | None = None  # the last published figures, their time
         self.publish_errors = 0
+        self.live_view: Callable[[], tuple[str, str, dict | None, list[dict]]] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_env(cls, raw: str, index: int, count: int, own: Callable[[], bytes]) -> MetricsShare:
+    def from_env(cls, raw: str, index: int, count: int, own: Callable[[], bytes],
+                 on_error: Callable[[], None] | None = None) -> MetricsShare:
         directory, _, run = raw.rpartition(" ")
-        if not directory or not run.isdigit():
+        if not directory or not re.fullmatch(r"[0-9a-f]{1,64}", run):
             raise ValueError(f"{ENV}={raw!r} is not set by a carbonspan supervisor; unset it")
-        return cls(Path(directory), index, count, int(run), own)
+        return cls(Path(directory), index, count, run, own, on_error)
 
-    def publish(self) -> None:
-        """Replace this worker's file with its figures now. A failure is logged (the first,
-        then once a minute) and counted; the other workers then show this one as not up."""
-        head = (f"# {FORMAT} worker={self.index} run={self.run} pid={os.getpid()} "
-                f"taken_at={time.time():.3f}\n").encode()
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        try:
-            body = self.own()
-            tmp.unlink(missing_ok=True)  # a failed write's leftover, or a symlink planted there
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(head + body)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            self.publish_errors += 1
-            self._warn(self.index, f"could not write its figures to {self.path} ({exc}); the "
-                       "other workers' /metrics show it as not up until a write succeeds")
+    # -- this worker's side ----------------------------------------------------------------
+    def start(self) -> None:
+        """Publish now, then every ``SHARE_S`` from a thread of its own (and the live page's
+        figures every ``LIVE_S`` while wanted, through :attr:`live_view`)."""
+        self.publish()
+        self._thread = threading.Thread(target=self._run, name="metrics-share", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        live_at = 0.0
+        while not self._stop.wait(SHARE_S):
+            self.publish()
+            if self.live_view is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
+                    and self.live_wanted():
+                live_at = time.monotonic()
+                try:
+                    self.publish_live(*self.live_view())
+                except Exception:  # the live page must never stop the agent
+                    log.exception("could not write this worker's live-page figures")
+
+    def _failed(self, reason: str, message: str) -> None:
+        self.publish_errors += 1
+        if self.on_error is not None:
+            self.on_error()
+        self._warn(self.index, reason, message)
+
+    def publish(self) -> tuple[bytes, float] | None:
+        """Replace this worker's file with its figures now; the figures and their time (the
+        last published ones if this write failed, None if none ever was). Never raises: a
+        failure is logged (the first, then once a minute) and counted."""
+        with self._lock:
+            try:
+                body, taken = self.own(), time.time()
+                head = (f"# {FORMAT} worker={self.index} run={self.run} pid={os.getpid()} "
+                        f"taken_at={taken:.6f}\n").encode()
+                _replace(self.path, head + body)
+                self._last = (body, taken)
+            except OSError as exc:
+                self._failed("write", f"could not write its figures to {self.path} ({exc}); the "
+                             "others show its last written figures until a write succeeds")
+            except Exception as exc:  # a metrics glitch must never stop the agent
+                log.exception("could not take this worker's figures for /metrics")
+                self._failed("own", f"could not take its figures ({exc})")
+            return self._last
 
     def want_live(self) -> None:
         """A ``GET /``: ask every worker for its live figures for the next ``WANTED_S``."""
@@ -156,8 +302,8 @@ class MetricsShare:
         try:
             path.touch()
         except OSError as exc:
-            self._warn(self.index, f"could not ask the others for their live figures ({path}: "
-                       f"{exc}): the live page shows this worker's alone", "live page")
+            self._warn(self.index, "want", f"could not ask the others for their live figures "
+                       f"({path}: {exc}): the live page shows this worker's alone", "live page")
 
     def live_wanted(self) -> bool:
         try:
@@ -174,20 +320,101 @@ class MetricsShare:
                "taken_at": time.time(), "state": state, "agent_id": agent_id,
                "open": open_report, "recent": recent}
         path = live_file(self.dir, self.index)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
-            tmp.unlink(missing_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(orjson.dumps(doc))
-            os.replace(tmp, path)
+            _replace(path, orjson.dumps(doc))
         except OSError as exc:
             self.publish_errors += 1
-            self._warn(self.index, f"could not write its live figures to {path} ({exc})",
+            if self.on_error is not None:
+                self.on_error()
+            self._warn(self.index, "write", f"could not write its live figures to {path} ({exc})",
                        "live page")
 
-    def peer_live(self, k: int, now: float | None = None) -> dict:
+    # -- the others' side --------------------------------------------------------------------
+    def _warn(self, worker: int, reason: str, why: str, kind: str = "/metrics") -> None:
+        now = time.monotonic()
+        key = (worker, kind, reason)
+        if now - self._warned.get(key, -WARN_EVERY_S) >= WARN_EVERY_S:
+            self._warned[key] = now
+            log.warning("%s: worker %d: %s", kind, worker, why)
+
+    def _peer(self, k: int, now: float) -> tuple[str, float]:
+        """Worker ``k``'s exposition text and age, or ``_Refused``."""
+        path = metrics_file(self.dir, k)
+        try:
+            raw = read_regular(path, MAX_METRICS_BYTES)
+        except FileNotFoundError:
+            raise _Refused("missing", f"has no figures ({path.name} is missing: not written yet, "
+                           "or its worker died and has not published since its restart)") from None
+        except (OSError, ValueError) as exc:
+            raise _Refused("refused", f"figures refused ({path}: {exc})") from None
+        head, newline, body = raw.partition(b"\n")
+        m = _HEADER.fullmatch(head.decode("ascii", "replace")) if newline else None
+        if m is None:
+            raise _Refused("refused", f"figures refused ({path.name} does not start with a "
+                           f"{FORMAT} header)")
+        if int(m.group(1)) != k or m.group(2) != self.run:
+            raise _Refused("refused", f"figures refused ({path.name} is not worker {k}'s of "
+                           "this run)")
+        taken = float(m.group(4))
+        if taken > now + FUTURE_S:
+            raise _Refused("future", f"figures refused ({path.name} is dated {taken - now:.0f} s "
+                           "ahead: the clock stepped back?)")
+        age = max(0.0, now - taken)
+        if age > STALE_AFTER_S:
+            raise _Refused("stale", f"figures are {age:.0f} s old (over {STALE_AFTER_S:.0f} s: the "
+                           "worker hangs)", age)
+        try:
+            return body.decode("utf-8"), age
+        except UnicodeDecodeError:
+            raise _Refused("refused", f"figures refused ({path.name} is not UTF-8)", age) from None
+
+    def exposition(self) -> bytes:
+        """Every worker's last published figures (this one's published now), each sample
+        labelled ``worker``, plus how whole the answer is."""
+        last = self.publish()
+        if last is None:  # never published: its figures now, not seen by the others
+            last = (self.own(), time.time())
+        now = time.time()
+        merge = _Merge()
+        ages: dict[int, float] = {self.index: max(0.0, now - last[1])}
+        up: dict[int, bool] = {}
+        try:
+            merge.add(self.index, merge.check(self.index, last[0].decode("utf-8"), False))
+            up[self.index] = True
+        except (_Refused, UnicodeDecodeError) as exc:  # its own figures: a bug, but say it
+            self._warn(self.index, "own", f"its own figures could not be merged ({exc})")
+            up[self.index] = False
+        for k in range(self.count):
+            if k == self.index:
+                continue
+            try:
+                text, ages[k] = self._peer(k, now)
+                merge.add(k, merge.check(k, text, True))
+                up[k] = True
+            except _Refused as exc:
+                if exc.age is not None:
+                    ages[k] = exc.age
+                self._warn(k, exc.reason, f"{exc}: its samples are left out of this answer "
+                           "(carbonspan_worker_metrics_up 0)")
+                up[k] = False
+            except Exception as exc:  # whatever a file holds, the answer is served
+                log.exception("/metrics: worker %d's figures could not be read", k)
+                self._warn(k, "error", f"figures could not be read ({exc!r}): left out")
+                up[k] = False
+        age = Metric("carbonspan_worker_metrics_age_seconds", "Seconds since this worker's "
+                     "figures in this answer were taken (absent: its file's header could not be "
+                     "read)", "gauge")
+        upm = Metric("carbonspan_worker_metrics_up", "1 when all of this worker's figures are in "
+                     "this answer; 0 when they are left out (missing, refused or stale)", "gauge")
+        for k in range(self.count):
+            if k in ages:
+                age.add_sample(age.name, {"worker": str(k)}, ages[k])
+            upm.add_sample(upm.name, {"worker": str(k)}, 1.0 if up.get(k) else 0.0)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families([*merge.families.values(), age, upm]))
+        return generate_latest(registry)
+
+    def peer_live(self, k: int, now: float | None = None) -> dict[str, Any]:
         """Worker ``k``'s live figures: ``{"worker", "agent_id", "state", "age", "open",
         "recent"}``, or ``{"worker", "age", "why"}`` when they are left out (logged)."""
         import orjson
@@ -196,14 +423,16 @@ class MetricsShare:
         path = live_file(self.dir, k)
         age = None
         try:
-            doc = orjson.loads(read_regular(path, MAX_FILE_BYTES))
+            doc = orjson.loads(read_regular(path, MAX_LIVE_BYTES))
             if not isinstance(doc, dict) or doc.get("format") != LIVE_FORMAT:
                 raise ValueError(f"not a {LIVE_FORMAT} document")
             if doc.get("worker") != k or doc.get("run") != self.run:
                 raise ValueError(f"not worker {k}'s of this run")
             taken = doc.get("taken_at")
-            if isinstance(taken, bool) or not isinstance(taken, int | float):
+            if isinstance(taken, bool) or not isinstance(taken, int | float) or taken != taken:
                 raise ValueError("taken_at is not a number")
+            if taken > now + FUTURE_S:
+                raise ValueError(f"dated {taken - now:.0f} s ahead (the clock stepped back?)")
             age = max(0.0, now - float(taken))
             if age > LIVE_STALE_S:
                 return {"worker": k, "age": age, "why": f"figures {age:.0f} s old (over "
@@ -221,81 +450,6 @@ class MetricsShare:
             why = f"no figures yet (they come within {LIVE_S:.0f} s of a first look)"
         except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
             why = f"figures refused ({path.name}: {exc})"
-            self._warn(k, f"figures refused ({path}: {exc}): left out of the page", "live page")
+            self._warn(k, "refused", f"figures refused ({path}: {exc}): left out of the page",
+                       "live page")
         return {"worker": k, "age": age, "why": why}
-
-    def _warn(self, worker: int, why: str, kind: str = "/metrics") -> None:
-        now = time.monotonic()
-        if now - self._warned.get((worker, kind), -WARN_EVERY_S) >= WARN_EVERY_S:
-            self._warned[(worker, kind)] = now
-            log.warning("%s: worker %d %s", kind, worker, why)
-
-    def _peer(self, k: int, now: float) -> tuple[str | None, float | None]:
-        """Worker ``k``'s exposition text and age, or (None, age or None) with a warning."""
-        path = metrics_file(self.dir, k)
-        try:
-            raw = read_regular(path, MAX_FILE_BYTES)
-        except FileNotFoundError:
-            self._warn(k, f"has written no figures yet ({path} is missing): its samples are left "
-                       "out of this answer (carbonspan_worker_metrics_up 0)")
-            return None, None
-        except (OSError, ValueError) as exc:
-            self._warn(k, f"figures refused ({path}: {exc}): its samples are left out")
-            return None, None
-        head, _, body = raw.partition(b"\n")
-        m = _HEADER.fullmatch(head.decode("ascii", "replace"))
-        if m is None or int(m.group(1)) != k or int(m.group(2)) != self.run:
-            self._warn(k, f"figures refused ({path} is not worker {k}'s of this run): its "
-                       "samples are left out")
-            return None, None
-        age = max(0.0, now - float(m.group(4)))
-        if age > STALE_AFTER_S:
-            self._warn(k, f"figures are {age:.0f} s old (over {STALE_AFTER_S:.0f} s: the worker "
-                       "stopped or is restarting): its samples are left out")
-            return None, age
-        try:
-            return body.decode("utf-8"), age
-        except UnicodeDecodeError:
-            self._warn(k, f"figures refused ({path} is not UTF-8): its samples are left out")
-            return None, age
-
-    def exposition(self) -> bytes:
-        """Every worker's figures, each sample labelled ``worker``, plus how whole it is."""
-        now = time.time()
-        texts: dict[int, str] = {self.index: self.own().decode("utf-8")}
-        ages: dict[int, float | None] = {self.index: 0.0}
-        for k in range(self.count):
-            if k != self.index:
-                text, ages[k] = self._peer(k, now)
-                if text is not None:
-                    texts[k] = text
-        merged: dict[str, Metric] = {}
-        for k in sorted(texts):
-            try:
-                families = list(text_string_to_metric_families(texts[k]))
-            except Exception as exc:  # the parser raises ValueError and others on bad text
-                self._warn(k, f"figures refused (they do not parse as Prometheus text: {exc}): "
-                           "its samples are left out")
-                del texts[k]
-                continue
-            label = str(k)
-            for fam in families:
-                into = merged.get(fam.name)
-                if into is None:
-                    into = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
-                elif into.type != fam.type:  # a file at odds with the others: not merged
-                    continue
-                into.samples += [s._replace(labels={**s.labels, "worker": label})
-                                 for s in fam.samples]
-        age = Metric("carbonspan_worker_metrics_age_seconds", "Seconds since this worker's "
-                     "figures in this answer were taken (0: the worker answering)", "gauge")
-        up = Metric("carbonspan_worker_metrics_up", "1 when this worker's figures are in this "
-                    "answer; 0 when they are missing, refused or stale (left out)", "gauge")
-        for k in range(self.count):
-            a = ages.get(k)
-            if a is not None:
-                age.add_sample(age.name, {"worker": str(k)}, a)
-            up.add_sample(up.name, {"worker": str(k)}, 1.0 if k in texts else 0.0)
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families([*merged.values(), age, up]))
-        return generate_latest(registry)

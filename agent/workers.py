@@ -38,6 +38,7 @@ import math
 import os
 import queue
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -52,6 +53,7 @@ from agent.config import Config, ConfigError
 from agent.daemon_config import AgentSettings, SignalLogSettings
 from agent.metrics_share import ENV as METRICS_ENV
 from agent.metrics_share import clear as clear_metrics
+from agent.metrics_share import forget as forget_metrics
 from agent.metrics_share import metrics_dir
 from agent.sources.shared import ENV as SOURCES_ENV
 
@@ -272,6 +274,7 @@ class Supervisor:
                 reserve_port(s.bind, s.http_port, "OTLP/HTTP")]
         self.ports = [int(sock.getsockname()[1]) for sock in held]
         self.metrics_dir = metrics_dir(s.archive.dir, s.agent_id)
+        self.run = secrets.token_hex(8)  # the workers' files name it: another run's are refused
         clear_metrics(self.metrics_dir)  # no file of another run is read as this one's
         try:
             if self.cfg is not None:
@@ -310,7 +313,7 @@ class Supervisor:
         env = dict(os.environ)
         env[WORKER_ENV] = f"{slot.index}/{self.count} {slot.restarts} {os.getpid()}"
         env.pop(SOURCES_ENV, None)
-        env[METRICS_ENV] = f"{self.metrics_dir} {os.getpid()}"  # one /metrics for all workers
+        env[METRICS_ENV] = f"{self.metrics_dir} {self.run}"  # one /metrics for all workers
         if self.hub is not None:
             env[SOURCES_ENV] = str(self.hub.dir)
         argv = [*self.argv, "--grpc-port", str(self.ports[0]), "--http-port", str(self.ports[1])]
@@ -378,6 +381,10 @@ class Supervisor:
                           f"pid {slot.proc.pid}) {_how(rc)} (a configuration mistake); stopping "
                           "every worker", err=True)
                 return 2
+            try:  # its frozen figures must not be served as live (agent/metrics_share.py)
+                forget_metrics(self.metrics_dir, slot.index)
+            except OSError as exc:
+                log.warning("could not remove worker %d's figures: %s", slot.index, exc)
             slot.backoff = 0.0 if ran >= 60 else min(30.0, max(1.0, 2 * slot.backoff))
             slot.restart_at = now + slot.backoff
             self._say(f"carbonspan agent {self.settings.agent_id}: worker {slot.index} ({wid}, pid "

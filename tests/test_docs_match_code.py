@@ -464,12 +464,12 @@ def test_every_metric_is_in_the_operations_table() -> None:
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from agent.metrics_share import MetricsShare
+    from agent.metrics_share import RESERVED, MetricsShare
 
     with tempfile.TemporaryDirectory() as d:
-        merged = MetricsShare(Path(d), 0, 2, 1, metrics.exposition).exposition().decode()
+        merged = MetricsShare(Path(d), 0, 2, "1", metrics.exposition).exposition().decode()
     for family in text_string_to_metric_families(merged):
-        if family.name.startswith("carbonspan_worker_metrics_"):
+        if family.name in RESERVED:
             exposed[family.name] = (family.type, {k for s in family.samples for k in s.labels})
     assert {"carbonspan_worker_metrics_up", "carbonspan_worker_metrics_age_seconds"} <= set(exposed)
     table = {}

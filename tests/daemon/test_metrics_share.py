@@ -18,25 +18,55 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.metrics import AgentMetrics
 from agent.metrics_share import (
     FORMAT,
-    MAX_FILE_BYTES,
+    MAX_METRICS_BYTES,
+    MAX_SERIES,
     STALE_AFTER_S,
     MetricsShare,
     clear,
+    forget,
     metrics_file,
 )
 
-RUN = 4242
+RUN = "4242abcd"
 
 
 def worker(tmp: Path, k: int, n: int, accepted: int) -> tuple[AgentMetrics, MetricsShare]:
     m = AgentMetrics()
     m.worker_on(k, n, f"a-w{k}", 0)
     m.spans_accepted.inc(accepted)
-    share = m.share = MetricsShare(tmp, k, n, RUN, m.exposition)
+    share = m.share = MetricsShare(tmp, k, n, RUN, m.exposition,
+                                   m.worker_metrics_publish_errors.inc)
     return m, share
 
 
+def strict(text: bytes) -> bytes:
+    """``text`` as the Prometheus text format allows it (prometheus_client's parser is lenient):
+    one TYPE line per name, each family's samples together after it, no series twice, no
+    sample timestamps. Returns ``text``."""
+    lines = text.decode().splitlines()
+    typed: set[str] = set()
+    series: set[str] = set()
+    current = None
+    for line in lines:
+        if line.startswith("# TYPE "):
+            name = line.split()[2]
+            assert name not in typed, f"a second TYPE line for {name}"
+            typed.add(name)
+            current = name
+        elif line and not line.startswith("#"):
+            ident = line.rsplit(" ", 1)[0]
+            value_and_more = line[len(ident):].split()
+            assert len(value_and_more) == 1, f"a sample with a timestamp: {line}"
+            name = ident.split("{", 1)[0]
+            assert current is not None and name.startswith(current.removesuffix("_total")), \
+                f"{name} outside its family (after TYPE {current})"
+            assert ident not in series, f"series twice: {ident}"
+            series.add(ident)
+    return text
+
+
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    strict(text)
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(text.decode()) for s in fam.samples}
 
@@ -67,12 +97,27 @@ def test_every_worker_answers_for_all_each_sample_labelled_with_its_worker(tmp_p
             assert s[info] == 1.0
             assert 0.0 <= s[("carbonspan_worker_metrics_age_seconds",
                              (("worker", str(k)),))] < 60.0
-    # the answering worker's own figures are read as it answers, the others' from their files
+    # a worker publishes before it answers, so every answer shows each worker's latest
+    # published figures: a counter never falls from one answer to the next, whoever answers
     workers[0][0].spans_accepted.inc(5)
     assert accepted(workers[0][0].scrape())["0"] == 105.0
-    assert accepted(workers[1][0].scrape())["0"] == 100.0
-    workers[0][1].publish()
     assert accepted(workers[1][0].scrape())["0"] == 105.0
+
+
+def test_counters_never_fall_between_answers_of_alternating_workers(tmp_path) -> None:
+    clear(tmp_path)
+    workers = [worker(tmp_path, k, 2, 0) for k in range(2)]
+    for _, share in workers:
+        share.publish()
+    last = {"0": 0.0, "1": 0.0}
+    for i in range(60):
+        workers[i % 2][0].spans_accepted.inc(1 + i % 3)  # traffic on the worker answering next
+        workers[(i + 1) % 2][0].spans_accepted.inc(2)  # ... and on the other, not yet published
+        got = accepted(workers[i % 2][0].scrape())
+        for k, v in got.items():
+            assert v >= last[k], f"worker {k} fell from {last[k]} to {v} at answer {i}"
+            last[k] = v
+    assert last["0"] > 60 and last["1"] > 60
 
 
 def test_a_single_agent_answers_its_own_figures_unlabelled() -> None:
@@ -83,7 +128,7 @@ def test_a_single_agent_answers_its_own_figures_unlabelled() -> None:
     assert not any(name.startswith("carbonspan_worker_metrics") for name, _ in s)
 
 
-def _planted(tmp: Path, k: int, body: bytes, *, run: int = RUN, taken_at: float | None = None,
+def _planted(tmp: Path, k: int, body: bytes, *, run: str = RUN, taken_at: float | None = None,
              claims: int | None = None) -> None:
     head = (f"# {FORMAT} worker={k if claims is None else claims} run={run} pid=1 "
             f"taken_at={time.time() if taken_at is None else taken_at:.3f}\n").encode()
@@ -98,13 +143,23 @@ def _peer_text(k: int, value: int) -> bytes:
 
 
 @pytest.mark.parametrize("case, why", [
-    ("missing", "has written no figures yet"),
+    ("missing", "has no figures"),
     ("stale", "s old (over 10 s"),
+    ("future", "ahead: the clock stepped back?"),
     ("other_run", "is not worker 1's of this run"),
     ("other_worker", "is not worker 1's of this run"),
+    ("bad_taken_at", "does not start with a carbonspan-worker-metrics/1 header"),
+    ("no_newline", "does not start with a carbonspan-worker-metrics/1 header"),
+    ("empty", "does not start with a carbonspan-worker-metrics/1 header"),
     ("not_text", "do not parse as Prometheus text"),
     ("not_utf8", "is not UTF-8"),
     ("too_big", "over "),
+    ("too_many_series", f"samples (over {MAX_SERIES})"),
+    ("counter_as_gauge", "clashes with carbonspan_spans_accepted (counter)"),
+    ("reserved", "the reserved family carbonspan_worker_metrics_up"),
+    ("twice", "appears twice"),
+    ("timestamp", "carries a timestamp"),
+    ("other_info", "carbonspan_worker_info names worker '0'"),
     ("fifo", "not a regular file"),
     ("symlink", "figures refused"),
 ])
@@ -113,18 +168,45 @@ def test_a_peer_file_that_cannot_be_trusted_is_left_out_and_said(tmp_path, caplo
     clear(tmp_path)
     m, share = worker(tmp_path, 0, 2, 11)
     good = _peer_text(1, 22)
+    header = f"# {FORMAT} worker=1 run={RUN} pid=1 taken_at="
     if case == "stale":
         _planted(tmp_path, 1, good, taken_at=time.time() - STALE_AFTER_S - 5)
+    elif case == "future":
+        _planted(tmp_path, 1, good, taken_at=time.time() + 3600)
     elif case == "other_run":
-        _planted(tmp_path, 1, good, run=RUN + 1)
+        _planted(tmp_path, 1, good, run="5e5e5e5e")
     elif case == "other_worker":
         _planted(tmp_path, 1, good, claims=0)
+    elif case == "bad_taken_at":
+        metrics_file(tmp_path, 1).write_bytes(f"{header}1.2.3\n".encode() + good)
+    elif case == "no_newline":
+        metrics_file(tmp_path, 1).write_bytes(f"{header}{time.time():.3f}".encode())
+    elif case == "empty":
+        metrics_file(tmp_path, 1).write_bytes(b"")
     elif case == "not_text":
         _planted(tmp_path, 1, b"carbonspan_spans_accepted_total{ 1 2 3\n")
     elif case == "not_utf8":
         _planted(tmp_path, 1, b"\xff\xfe" + good)
     elif case == "too_big":
-        _planted(tmp_path, 1, b"#" * (MAX_FILE_BYTES + 1))
+        _planted(tmp_path, 1, b"#" * (MAX_METRICS_BYTES + 1))
+    elif case == "too_many_series":
+        _planted(tmp_path, 1, good + b"# TYPE x gauge\n" + b"".join(
+            b'x{n="%d"} 1.0\n' % i for i in range(MAX_SERIES)))
+    elif case == "counter_as_gauge":
+        _planted(tmp_path, 1, good.replace(b"# TYPE carbonspan_spans_accepted_total counter",
+                                           b"# TYPE carbonspan_spans_accepted_total gauge"))
+    elif case == "reserved":
+        _planted(tmp_path, 1, good + b"# TYPE carbonspan_worker_metrics_up gauge\n"
+                 b"carbonspan_worker_metrics_up 1.0\n")
+    elif case == "twice":
+        _planted(tmp_path, 1, good.replace(b"carbonspan_spans_accepted_total 22.0\n",
+                                           b"carbonspan_spans_accepted_total 22.0\n"
+                                           b"carbonspan_spans_accepted_total 99.0\n"))
+    elif case == "timestamp":
+        _planted(tmp_path, 1, good.replace(b"carbonspan_spans_accepted_total 22.0\n",
+                                           b"carbonspan_spans_accepted_total 22.0 1700000000000\n"))
+    elif case == "other_info":
+        _planted(tmp_path, 1, good.replace(b'worker="1"', b'worker="0"'))
     elif case == "fifo":
         os.mkfifo(metrics_file(tmp_path, 1))  # opened without blocking, then refused
     elif case == "symlink":
@@ -138,9 +220,12 @@ def test_a_peer_file_that_cannot_be_trusted_is_left_out_and_said(tmp_path, caplo
     assert up(text) == {"0": 1.0, "1": 0.0}
     assert any(why in r.getMessage() and "worker 1" in r.getMessage() for r in caplog.records), \
         [r.getMessage() for r in caplog.records]
+    ages = {dict(lab)["worker"]: v for (n, lab), v in samples(text).items()
+            if n == "carbonspan_worker_metrics_age_seconds"}
     if case == "stale":  # its age is said
-        age = samples(text)[("carbonspan_worker_metrics_age_seconds", (("worker", "1"),))]
-        assert age > STALE_AFTER_S
+        assert ages["1"] > STALE_AFTER_S
+    elif case in ("missing", "fifo", "symlink", "empty", "bad_taken_at", "other_run"):
+        assert "1" not in ages  # no header read: no age to say
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
         m.scrape()
@@ -158,22 +243,37 @@ def test_labels_in_a_peer_file_cannot_claim_another_worker(tmp_path) -> None:
 
 
 def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path, caplog) -> None:
+    import threading
+
     clear(tmp_path)
     m, share = worker(tmp_path, 1, 2, 3)
     share.publish()
     first = metrics_file(tmp_path, 1).read_bytes()
     assert first.startswith(f"# {FORMAT} worker=1 run={RUN} pid={os.getpid()} ".encode())
     assert [p.name for p in tmp_path.iterdir()] == ["metrics-w1.prom"]  # no temporary left
-    tmp_path.chmod(0o500)  # the directory refuses the temporary file
-    try:
-        with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
-            share.publish()
-    finally:
-        tmp_path.chmod(0o700)
-    if os.geteuid() != 0:  # root writes anyway
-        assert share.publish_errors == 1
-        assert any("could not write its figures" in r.getMessage() for r in caplog.records)
-        assert metrics_file(tmp_path, 1).read_bytes() == first  # the last whole file stays
+    # a directory where the temporary file goes: the write fails (as root too)
+    blocker = tmp_path / f"metrics-w1.prom.{os.getpid()}.{threading.get_ident()}.tmp"
+    blocker.mkdir()
+    m.spans_accepted.inc(1)
+    with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
+        assert share.publish()[0] == first.partition(b"\n")[2]  # the last published figures
+    assert share.publish_errors == 1
+    assert any("could not write its figures" in r.getMessage() for r in caplog.records)
+    assert metrics_file(tmp_path, 1).read_bytes() == first  # the last whole file stays
+    assert samples(m.exposition())[("carbonspan_worker_metrics_publish_errors_total", ())] == 1
+    blocker.rmdir()
+    share.publish()
+    assert metrics_file(tmp_path, 1).read_bytes() != first
+
+
+def test_a_dead_workers_figures_are_forgotten(tmp_path) -> None:
+    clear(tmp_path)
+    m0, _ = worker(tmp_path, 0, 2, 1)
+    _, s1 = worker(tmp_path, 1, 2, 2)
+    s1.publish()
+    assert up(m0.scrape()) == {"0": 1.0, "1": 1.0}
+    forget(tmp_path, 1)  # the supervisor, when worker 1 died
+    assert up(m0.scrape()) == {"0": 1.0, "1": 0.0}
 
 
 def test_clear_removes_every_workers_file_and_leftover(tmp_path) -> None:
@@ -224,6 +324,7 @@ def test_live_figures_are_wanted_then_published_and_read_back(tmp_path) -> None:
     ("not_json", "figures refused"),
     ("bad_report", "does not match the window report schema"),
     ("too_many", "recent is not a list of at most"),
+    ("future", "ahead (the clock stepped back?)"),
     ("fifo", "not a regular file"),
 ])
 def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path, case,
@@ -241,7 +342,9 @@ def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path
     if case == "stale":
         doc["taken_at"] = time.time() - LIVE_STALE_S - 1
     elif case == "other_run":
-        doc["run"] = RUN + 1
+        doc["run"] = "5e5e5e5e"
+    elif case == "future":
+        doc["taken_at"] = time.time() + 3600
     elif case == "bad_report":
         doc["open"] = {"window": {"start": 5}, "green_summary": []}
     elif case == "too_many":
