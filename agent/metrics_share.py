@@ -5,12 +5,14 @@ scrape's connection. Were each worker to answer with its own counters alone, Pro
 ``carbonspan_spans_accepted_total`` jump between two workers' values from one scrape to the next:
 every fall reads as a counter reset, so ``rate()`` and ``increase()`` come out wrong, silently.
 
-So each worker writes its own exposition, every ``SHARE_S`` and before answering any scrape, to
-``metrics-w<k>.prom`` in ``<archive dir>/.<agent_id>.metrics/`` (replaced atomically: written
-beside it, then renamed, one writer at a time), and whichever worker takes a scrape answers for
-all of them: each worker's **last published** figures (its own it has just published), every
+So each worker's ``metrics-share`` thread writes its exposition every ``SHARE_S``, and whenever
+a scrape asks, to ``metrics-w<k>.prom`` in ``<archive dir>/.<agent_id>.metrics/`` (replaced
+atomically: written beside it, then renamed, one writer at a time), and whichever worker takes a
+scrape answers for all of them: each worker's **last published** figures (its own it asked its
+thread to publish, waiting ``SCRAPE_WAIT_S`` at most: a request never writes to the disk), every
 sample labelled ``worker="<k>"`` (the label is set by the answering worker, never taken from a
-file). So each series always belongs to one worker, whichever answered, and only moves forward:
+file). A worker that cannot publish (a failed or hung write) answers with its live figures
+instead and says so (``carbonspan_worker_metrics_publish_failing`` 1). So each series always belongs to one worker, whichever answered, and only moves forward:
 a worker's file is only ever replaced by a later snapshot, and every answer reads the latest.
 Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is:
 ``carbonspan_worker_metrics_up{worker}`` (1 when its figures are in the answer; 0 when they are
@@ -37,8 +39,8 @@ figures, lists each worker with the age of its figures, and names any left out (
 or over ``LIVE_STALE_S`` old) with the reason. Each report is checked against the window report's
 schema (``schema.models.WindowReport``) before it is shown.
 
-Files are written by a thread of each worker (``metrics-share``), never by its ingest path or its
-main loop, so a slow archive file system delays the figures, not a drain.
+Files are written by that thread alone, never by a request, the ingest path or the main loop, so
+a slow or frozen archive file system delays the figures, not an answer or a drain.
 
 A metrics file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
 worker=<k> run=<token> pid=<pid> taken_at=<unix seconds>``. The supervisor empties the directory
@@ -67,20 +69,25 @@ log = logging.getLogger("carbonspan.agent")
 #: set by the supervisor in each worker's environment: "<directory> <run token>"
 ENV = "_CARBONSPAN_METRICS_DIR"
 FORMAT = "carbonspan-worker-metrics/1"
-SHARE_S = 1.0  # each worker rewrites its metrics file this often (and before every scrape)
+SHARE_S = 1.0  # each worker rewrites its metrics file this often (and when a scrape asks)
+SCRAPE_WAIT_S = 0.5  # a scrape waits this long at most for its worker's publish
 STALE_AFTER_S = 10.0  # figures older than this are left out (the worker hangs)
 FUTURE_S = 2 * SHARE_S  # figures dated further ahead than this are refused (a stepped clock)
-MAX_METRICS_BYTES = 1 << 20  # a worker's real file is ~20 KB (service labels are capped at 50)
-MAX_SERIES = 20_000  # samples per worker's file (a real one has a few hundred)
+MAX_METRICS_BYTES = 512 << 10  # a worker's real file is 20-50 kB (service labels capped at 50)
+MAX_SERIES = 4_000  # samples per worker's file (a real one has ~450); counted while parsing
 WARN_EVERY_S = 60.0
-RESERVED = ("carbonspan_worker_metrics_up", "carbonspan_worker_metrics_age_seconds")  # the merge's
+RESERVED = ("carbonspan_worker_metrics_up", "carbonspan_worker_metrics_age_seconds",
+            "carbonspan_worker_metrics_publish_failing")  # the families the merge adds itself
+FILE_TYPES = ("counter", "gauge")  # the only types AgentMetrics exposes
 LIVE_FORMAT = "carbonspan-worker-live/1"
 LIVE_S = 5.0  # while the live page is wanted, each worker rewrites its live file this often
 WANTED_S = 30.0  # ... and it is wanted this long after a GET / (the page reloads every 5 s)
 LIVE_STALE_S = 3 * LIVE_S  # a live file older than this is left out
-MAX_LIVE_BYTES = 32 << 20  # 13 reports of a window of 4,096 services fit
+LIVE_SERVICES = 200  # per report in a live file: the services of most carbon, the rest one row
+MORE = "(more services)"  # ... that row's name
+MAX_LIVE_BYTES = 4 << 20  # 13 compacted reports of 200 services with names of 256 bytes fit
 WANTED = "live-wanted"
-MAX_RECENT = 64  # more recent windows than any worker keeps: a file with more is refused
+MAX_RECENT = 16  # more recent windows than any worker keeps (12): a file with more is refused
 _HEADER = re.compile(
     rf"# {re.escape(FORMAT)} worker=(\d+) run=([0-9a-f]{{1,64}}) pid=(\d+) "
     r"taken_at=(\d{1,12}(?:\.\d{1,9})?)")
@@ -109,7 +116,9 @@ def clear(directory: Path) -> None:
 def forget(directory: Path, index: int) -> None:
     """The supervisor, when worker ``index`` died: its frozen figures are not served as live
     (the others say "missing" until its restart has published)."""
-    for p in (metrics_file(directory, index), live_file(directory, index)):
+    for p in (metrics_file(directory, index), live_file(directory, index),
+              *directory.glob(f"metrics-w{index}.prom.*.tmp"),
+              *directory.glob(f"live-w{index}.json.*.tmp")):
         p.unlink(missing_ok=True)
 
 
@@ -127,6 +136,30 @@ def _replace(path: Path, data: bytes) -> None:
         raise
 
 
+def compact(report: dict) -> dict:
+    """``report`` as a live file holds it: what the page shows, its per-service rows cut to the
+    ``LIVE_SERVICES`` of most carbon (then energy, then name) and the rest summed in one row,
+    ``MORE``, so a look at the page costs the same whatever a window's cardinality; endpoints,
+    hosts and methodology, which the page does not show, left out."""
+    gs = dict(report.get("green_summary") or {})
+    energy, carbon = gs.get("per_service_energy_kwh") or {}, gs.get("per_service_carbon_kgco2eq") or {}
+    services = sorted(set(energy) | set(carbon),
+                      key=lambda n: (-carbon.get(n, 0.0), -energy.get(n, 0.0), n))
+    if len(services) > LIVE_SERVICES:
+        rest = set(services[LIVE_SERVICES:])
+        for field in ("per_service_energy_kwh", "per_service_carbon_kgco2eq",
+                      "per_service_requests"):
+            values = gs.get(field) or {}
+            kept = {n: v for n, v in values.items() if n not in rest}
+            kept[MORE] = kept.get(MORE, 0) + sum(v for n, v in values.items() if n in rest)
+            gs[field] = kept
+        for field in ("per_service_energy_model", "per_service_region",
+                      "per_service_measured_ratio"):
+            gs[field] = {n: v for n, v in (gs.get(field) or {}).items() if n not in rest}
+    gs["hosts"] = []
+    return {**report, "green_summary": gs, "per_endpoint_io_ops": [], "methodology": {}}
+
+
 def _valid_report(rep: object) -> dict:
     """A window report of a live file as the page reads it, or ``ValueError``."""
     from pydantic import ValidationError
@@ -136,10 +169,19 @@ def _valid_report(rep: object) -> dict:
     if not isinstance(rep, dict):
         raise ValueError("a report is not an object")
     try:
-        return WindowReport.model_validate(rep).model_dump(mode="json")
+        valid = WindowReport.model_validate(rep)
     except ValidationError as exc:
         raise ValueError(f"a report does not match the window report schema "
                          f"({exc.error_count()} errors)") from None
+    gs, w = valid.green_summary, valid.window
+    figures = [w.spans, w.io_ops, w.traces, *valid.counters.values(),
+               *gs.per_service_energy_kwh.values(), *gs.per_service_carbon_kgco2eq.values(),
+               *gs.per_service_requests.values(), gs.energy_kwh]
+    if any(not (v >= 0) for v in figures):  # also NaN; no agent writes a negative figure
+        raise ValueError("a report holds a negative figure")
+    if len(gs.per_service_energy_kwh) > LIVE_SERVICES + 1:
+        raise ValueError(f"a report lists over {LIVE_SERVICES + 1} services")
+    return valid.model_dump(mode="json")
 
 
 class _Refused(Exception):
@@ -161,9 +203,10 @@ class _Families:
 
 
 def _exposed(fam: Metric) -> set[str]:
-    """The names a family takes in an answer: its TYPE line's, its own and its samples'."""
-    return {fam.name + ("_total" if fam.type == "counter" else ""), fam.name,
-            *(s.name for s in fam.samples)}
+    """The names a family takes in an answer: its TYPE line's (as ``generate_latest`` renames
+    counters and infos), its own and its samples'."""
+    suffix = {"counter": "_total", "info": "_info"}.get(fam.type, "")
+    return {fam.name + suffix, fam.name, *(s.name for s in fam.samples)}
 
 
 class _Merge:
@@ -175,16 +218,28 @@ class _Merge:
 
     def check(self, k: int, text: str, from_file: bool) -> list[Metric]:
         """Worker ``k``'s families, or ``_Refused`` saying what is at odds with the answer."""
-        try:
-            families = list(text_string_to_metric_families(text))
-        except Exception as exc:  # the parser raises ValueError and others on bad text
-            raise _Refused("parse", f"its figures do not parse as Prometheus text ({exc})") from None
+        families: list[Metric] = []
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         owner: dict[str, tuple[str, str]] = {}
         n = 0
-        for fam in families:
+        parsed = text_string_to_metric_families(text)  # a generator: counted as it parses
+        while True:
+            try:
+                fam = next(parsed, None)
+            except Exception as exc:  # the parser raises ValueError and others on bad text
+                raise _Refused("parse", f"its figures do not parse as Prometheus text "
+                               f"({exc})") from None
+            if fam is None:
+                break
+            families.append(fam)
+            n += len(fam.samples)
+            if n > MAX_SERIES:
+                raise _Refused("size", f"its figures hold over {MAX_SERIES} samples")
             if from_file and fam.name in RESERVED:
                 raise _Refused("clash", f"its figures hold the reserved family {fam.name}")
+            if from_file and fam.type not in FILE_TYPES:
+                raise _Refused("clash", f"its family {fam.name} is of type {fam.type}, which "
+                               "no worker exposes")
             for exposed in _exposed(fam):
                 mine = (fam.name, fam.type)
                 known = self.owner.get(exposed) or owner.get(exposed)
@@ -193,7 +248,6 @@ class _Merge:
                                    f"{known[0]} ({known[1]}) in this answer")
                 owner[exposed] = mine
             for s in fam.samples:
-                n += 1
                 if s.timestamp is not None:
                     raise _Refused("clash", f"its sample {s.name} carries a timestamp")
                 if fam.name == "carbonspan_worker_info" and s.labels.get("worker") != str(k):
@@ -203,8 +257,6 @@ class _Merge:
                 if key in seen:
                     raise _Refused("clash", f"its series {s.name}{dict(key[1])} appears twice")
                 seen.add(key)
-        if n > MAX_SERIES:
-            raise _Refused("size", f"its figures hold {n} samples (over {MAX_SERIES})")
         return families
 
     def add(self, k: int, families: list[Metric]) -> None:
@@ -233,6 +285,12 @@ class MetricsShare:
         self._warned: dict[tuple[int, str, str], float] = {}
         self._lock = threading.Lock()  # one publish at a time: a file never goes back in time
         self._last: tuple[bytes, float] | None = None  # the last published figures, their time
+        self._failing = False  # the last publish failed
+        self._busy_since: float | None = None  # monotonic start of a publish under way
+        self._kick = threading.Event()  # a scrape or a GET / asks the publisher now
+        self._done = threading.Condition()  # ... and waits for its attempt (SCRAPE_WAIT_S)
+        self._attempts = 0
+        self._want_pending = False
         self.publish_errors = 0
         self.live_view: Callable[[], tuple[str, str, dict | None, list[dict]]] | None = None
         self._stop = threading.Event()
@@ -248,21 +306,32 @@ class MetricsShare:
 
     # -- this worker's side ----------------------------------------------------------------
     def start(self) -> None:
-        """Publish now, then every ``SHARE_S`` from a thread of its own (and the live page's
-        figures every ``LIVE_S`` while wanted, through :attr:`live_view`)."""
+        """Publish now, then every ``SHARE_S`` (and whenever a scrape asks) from a thread of its
+        own, with the live page's figures every ``LIVE_S`` while wanted (:attr:`live_view`)."""
         self.publish()
         self._thread = threading.Thread(target=self._run, name="metrics-share", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._kick.set()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(1.0)  # a publisher stuck on a hung disk is a daemon thread
 
     def _run(self) -> None:
         live_at = 0.0
-        while not self._stop.wait(SHARE_S):
+        while not self._stop.is_set():
+            self._kick.wait(SHARE_S)
+            self._kick.clear()
+            if self._stop.is_set():
+                return
+            if self._want_pending:  # a GET / here: ask the others (the disk only from here)
+                self._want_pending = False
+                self._touch_wanted()
             self.publish()
+            with self._done:
+                self._attempts += 1
+                self._done.notify_all()
             if self.live_view is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
                     and self.live_wanted():
                 live_at = time.monotonic()
@@ -273,6 +342,7 @@ class MetricsShare:
 
     def _failed(self, reason: str, message: str) -> None:
         self.publish_errors += 1
+        self._failing = True
         if self.on_error is not None:
             self.on_error()
         self._warn(self.index, reason, message)
@@ -280,24 +350,55 @@ class MetricsShare:
     def publish(self) -> tuple[bytes, float] | None:
         """Replace this worker's file with its figures now; the figures and their time (the
         last published ones if this write failed, None if none ever was). Never raises: a
-        failure is logged (the first, then once a minute) and counted."""
+        failure is logged (the first, then once a minute) and counted. Called by the
+        ``metrics-share`` thread (and directly where none runs), never by a request."""
         with self._lock:
+            self._busy_since = time.monotonic()
             try:
                 body, taken = self.own(), time.time()
                 head = (f"# {FORMAT} worker={self.index} run={self.run} pid={os.getpid()} "
                         f"taken_at={taken:.6f}\n").encode()
                 _replace(self.path, head + body)
-                self._last = (body, taken)
+                self._last, self._failing = (body, taken), False
             except OSError as exc:
-                self._failed("write", f"could not write its figures to {self.path} ({exc}); the "
-                             "others show its last written figures until a write succeeds")
+                self._failed("write", f"could not write its figures to {self.path} ({exc}); "
+                             "it answers with its live figures meanwhile, and the others leave "
+                             f"its figures out once they are {STALE_AFTER_S:.0f} s old")
             except Exception as exc:  # a metrics glitch must never stop the agent
                 log.exception("could not take this worker's figures for /metrics")
                 self._failed("own", f"could not take its figures ({exc})")
+            finally:
+                self._busy_since = None
             return self._last
 
+    def _own_for_answer(self) -> tuple[bytes, float, bool]:
+        """This worker's figures for an answer: its latest published ones (what the others
+        read, so no counter falls between answers), asked for now and waited for at most
+        ``SCRAPE_WAIT_S``; its live figures when publishing fails, hangs on the disk or is
+        over ``STALE_AFTER_S`` behind (then ``failing`` is True: the gauge says so)."""
+        if self._thread is None:  # no publisher thread (before start; tests): publish here
+            self.publish()
+        else:
+            with self._done:
+                target = self._attempts + 1
+                self._kick.set()
+                self._done.wait_for(lambda: self._attempts >= target, SCRAPE_WAIT_S)
+        last, busy = self._last, self._busy_since
+        hung = busy is not None and time.monotonic() - busy > SCRAPE_WAIT_S
+        if last is None or self._failing or hung or time.time() - last[1] > STALE_AFTER_S:
+            return self.own(), time.time(), True
+        return last[0], last[1], False
+
     def want_live(self) -> None:
-        """A ``GET /``: ask every worker for its live figures for the next ``WANTED_S``."""
+        """A ``GET /``: ask every worker for its live figures for the next ``WANTED_S`` (the
+        publisher thread touches the file: a request never waits for the disk)."""
+        if self._thread is None:  # no publisher thread (before start; tests): here
+            self._touch_wanted()
+            return
+        self._want_pending = True
+        self._kick.set()
+
+    def _touch_wanted(self) -> None:
         path = self.dir / WANTED
         try:
             path.touch()
@@ -318,7 +419,8 @@ class MetricsShare:
 
         doc = {"format": LIVE_FORMAT, "worker": self.index, "run": self.run, "pid": os.getpid(),
                "taken_at": time.time(), "state": state, "agent_id": agent_id,
-               "open": open_report, "recent": recent}
+               "open": None if open_report is None else compact(open_report),
+               "recent": [compact(r) for r in recent[-MAX_RECENT:]]}
         path = live_file(self.dir, self.index)
         try:
             _replace(path, orjson.dumps(doc))
@@ -371,15 +473,13 @@ class MetricsShare:
     def exposition(self) -> bytes:
         """Every worker's last published figures (this one's published now), each sample
         labelled ``worker``, plus how whole the answer is."""
-        last = self.publish()
-        if last is None:  # never published: its figures now, not seen by the others
-            last = (self.own(), time.time())
+        own, own_taken, failing = self._own_for_answer()
         now = time.time()
         merge = _Merge()
-        ages: dict[int, float] = {self.index: max(0.0, now - last[1])}
+        ages: dict[int, float] = {self.index: max(0.0, now - own_taken)}
         up: dict[int, bool] = {}
         try:
-            merge.add(self.index, merge.check(self.index, last[0].decode("utf-8"), False))
+            merge.add(self.index, merge.check(self.index, own.decode("utf-8"), False))
             up[self.index] = True
         except (_Refused, UnicodeDecodeError) as exc:  # its own figures: a bug, but say it
             self._warn(self.index, "own", f"its own figures could not be merged ({exc})")
@@ -410,8 +510,13 @@ class MetricsShare:
             if k in ages:
                 age.add_sample(age.name, {"worker": str(k)}, ages[k])
             upm.add_sample(upm.name, {"worker": str(k)}, 1.0 if up.get(k) else 0.0)
+        failm = Metric("carbonspan_worker_metrics_publish_failing", "1 while the answering "
+                       "worker cannot publish its figures (a full, read-only or hung archive "
+                       "disk): it answers with its live figures, which the others do not see",
+                       "gauge")
+        failm.add_sample(failm.name, {"worker": str(self.index)}, 1.0 if failing else 0.0)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families([*merge.families.values(), age, upm]))
+        registry.register(_Families([*merge.families.values(), age, upm, failm]))
         return generate_latest(registry)
 
     def peer_live(self, k: int, now: float | None = None) -> dict[str, Any]:

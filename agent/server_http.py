@@ -189,9 +189,13 @@ class OtlpHttpApp:
         state = "ready" if h.is_ready() else h.state()
         share, workers = h.metrics.share, None
         if share is not None:  # --workers N: every worker's figures (agent/metrics_share.py)
-            share.want_live()
+            from agent.metrics_share import compact
+
+            share.want_live()  # in memory: the publisher thread touches the file
             workers = [{"worker": share.index, "agent_id": self.settings.agent_id,
-                        "state": state, "age": 0.0, "open": open_report, "recent": recent}]
+                        "state": state, "age": 0.0,
+                        "open": None if open_report is None else compact(open_report),
+                        "recent": [compact(r) for r in recent]}]
             workers += [share.peer_live(k) for k in range(share.count) if k != share.index]
             workers.sort(key=lambda w: w["worker"])
         page = render(self.settings.agent_id, state, open_report, recent, health, workers,

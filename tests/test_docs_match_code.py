@@ -555,3 +555,35 @@ def test_every_window_line_field_is_in_archive_format() -> None:
 )
 def test_the_matcher(text: str, parents: tuple[str, ...], name: str, expected: bool) -> None:
     assert documented_with_parents("t.md", text, parents, name) is expected
+
+
+# -- --workers N: one /metrics and one live page (agent/metrics_share.py) ---------------------
+
+
+def test_the_workers_sharing_numbers_in_operations_are_the_codes() -> None:
+    from agent import metrics_share as ms
+
+    def n(x: float) -> str:
+        return f"{x:g}"
+
+    assert ms.SHARE_S == 1.0 and ms.WARN_EVERY_S == 60.0  # said in words below
+    text = " ".join(read("docs/operations.md").split())
+    stated = [
+        "every second (`SHARE_S`)",
+        "once a minute per worker and reason",
+        f"at most {n(ms.SCRAPE_WAIT_S)} s (`SCRAPE_WAIT_S`)",
+        f"over {n(ms.STALE_AFTER_S)} s old (`STALE_AFTER_S`",
+        f"dated over {n(ms.FUTURE_S)} s ahead",
+        f"over {ms.MAX_METRICS_BYTES >> 10} KiB",
+        f"over {ms.MAX_SERIES:,} samples",
+        f"under {n(ms.WANTED_S)} s old (`WANTED_S`)",
+        f"every {n(ms.LIVE_S)} s (`LIVE_S`",
+        f"over {n(ms.LIVE_STALE_S)} s old (`LIVE_STALE_S`)",
+        f"{ms.LIVE_SERVICES} services of most carbon (`LIVE_SERVICES`)",
+        f"over {ms.MAX_LIVE_BYTES >> 20} MiB",
+        f"more than {ms.MAX_RECENT} archived reports",
+        f"lists over {ms.LIVE_SERVICES + 1} services",
+        f"`{ms.MORE}`",
+    ]
+    missing = [phrase for phrase in stated if phrase not in text]
+    assert not missing, f"docs/operations.md does not say (or says otherwise): {missing}"

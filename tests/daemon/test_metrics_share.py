@@ -154,7 +154,8 @@ def _peer_text(k: int, value: int) -> bytes:
     ("not_text", "do not parse as Prometheus text"),
     ("not_utf8", "is not UTF-8"),
     ("too_big", "over "),
-    ("too_many_series", f"samples (over {MAX_SERIES})"),
+    ("too_many_series", f"hold over {MAX_SERIES} samples"),
+    ("info_type", "is of type info, which no worker exposes"),
     ("counter_as_gauge", "clashes with carbonspan_spans_accepted (counter)"),
     ("reserved", "the reserved family carbonspan_worker_metrics_up"),
     ("twice", "appears twice"),
@@ -192,6 +193,8 @@ def test_a_peer_file_that_cannot_be_trusted_is_left_out_and_said(tmp_path, caplo
     elif case == "too_many_series":
         _planted(tmp_path, 1, good + b"# TYPE x gauge\n" + b"".join(
             b'x{n="%d"} 1.0\n' % i for i in range(MAX_SERIES)))
+    elif case == "info_type":  # would render a second TYPE carbonspan_worker_info
+        _planted(tmp_path, 1, good + b"# TYPE carbonspan_worker info\n")
     elif case == "counter_as_gauge":
         _planted(tmp_path, 1, good.replace(b"# TYPE carbonspan_spans_accepted_total counter",
                                            b"# TYPE carbonspan_spans_accepted_total gauge"))
@@ -261,9 +264,60 @@ def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path,
     assert any("could not write its figures" in r.getMessage() for r in caplog.records)
     assert metrics_file(tmp_path, 1).read_bytes() == first  # the last whole file stays
     assert samples(m.exposition())[("carbonspan_worker_metrics_publish_errors_total", ())] == 1
+    # its answer shows its live figures and says it cannot publish (the others see its file
+    # go stale): a full disk must not freeze the figures that would say why
+    s = samples(m.scrape())
+    assert s[("carbonspan_spans_accepted_total", (("worker", "1"),))] == 4.0
+    assert s[("carbonspan_worker_metrics_publish_errors_total", (("worker", "1"),))] >= 2.0
+    assert s[("carbonspan_worker_metrics_publish_failing", (("worker", "1"),))] == 1.0
     blocker.rmdir()
     share.publish()
     assert metrics_file(tmp_path, 1).read_bytes() != first
+    assert samples(m.scrape())[("carbonspan_worker_metrics_publish_failing",
+                                (("worker", "1"),))] == 0.0
+
+
+def test_a_scrape_never_waits_for_a_hung_disk(tmp_path, monkeypatch) -> None:
+    """The publisher thread writes; a scrape asks it and waits SCRAPE_WAIT_S at most, then
+    answers with its live figures (and says publishing fails) while the write hangs."""
+    import threading
+
+    from agent import metrics_share
+    from agent.metrics_share import SCRAPE_WAIT_S
+
+    clear(tmp_path)
+    m, share = worker(tmp_path, 0, 2, 5)
+    share.start()
+    try:
+        assert up(m.scrape())["0"] == 1.0
+        release = threading.Event()
+        real = metrics_share._replace
+
+        def hung(path, data):  # the disk freezes under the publisher thread
+            release.wait(30)
+            real(path, data)
+
+        monkeypatch.setattr(metrics_share, "_replace", hung)
+        m.spans_accepted.inc(3)
+        times = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            s = samples(m.scrape())
+            times.append(time.monotonic() - t0)
+        assert max(times) < SCRAPE_WAIT_S + 0.5, times
+        assert s[("carbonspan_spans_accepted_total", (("worker", "0"),))] == 8.0
+        assert s[("carbonspan_worker_metrics_publish_failing", (("worker", "0"),))] == 1.0
+        me_wants = time.monotonic()
+        share.want_live()  # a GET / does not touch the disk itself either
+        assert time.monotonic() - me_wants < 0.1
+        release.set()
+        monkeypatch.setattr(metrics_share, "_replace", real)
+        wait = time.monotonic() + 5
+        while samples(m.scrape())[("carbonspan_worker_metrics_publish_failing",
+                                   (("worker", "0"),))] != 0.0:
+            assert time.monotonic() < wait, "publishing did not recover after the thaw"
+    finally:
+        share.stop()
 
 
 def test_a_dead_workers_figures_are_forgotten(tmp_path) -> None:
@@ -325,6 +379,8 @@ def test_live_figures_are_wanted_then_published_and_read_back(tmp_path) -> None:
     ("bad_report", "does not match the window report schema"),
     ("too_many", "recent is not a list of at most"),
     ("future", "ahead (the clock stepped back?)"),
+    ("negative", "a report holds a negative figure"),
+    ("too_many_services", "a report lists over 201 services"),
     ("fifo", "not a regular file"),
 ])
 def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path, case,
@@ -345,6 +401,12 @@ def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path
         doc["run"] = "5e5e5e5e"
     elif case == "future":
         doc["taken_at"] = time.time() + 3600
+    elif case == "negative":
+        doc["open"]["counters"] = {"spans_rejected": -20}
+    elif case == "too_many_services":
+        many = _report(5, "svc-b")
+        many["green_summary"]["per_service_energy_kwh"] = {f"s{i}": 1e-9 for i in range(300)}
+        doc["open"] = many
     elif case == "bad_report":
         doc["open"] = {"window": {"start": 5}, "green_summary": []}
     elif case == "too_many":
@@ -363,3 +425,34 @@ def test_a_live_file_that_cannot_be_trusted_is_left_out_with_its_reason(tmp_path
     assert "this page sums the figures of 1 of them (1 left out: see below)" in page
     assert "left out: " in page and "<td>svc-a</td>" in page and "<td>svc-b</td>" not in page
     assert "since 2026-12-06T10:00:00Z: 4 spans" in page
+
+
+def test_a_live_file_holds_the_services_of_most_carbon_and_the_rest_in_one_row(tmp_path) -> None:
+    from agent.livepage import render
+    from agent.metrics_share import LIVE_SERVICES, MORE
+
+    def wide(worker_k: int) -> dict:
+        rep = _report(300, "x")
+        gs = rep["green_summary"]
+        gs["per_service_energy_kwh"] = {f"s{i}": 1e-6 for i in range(300)}
+        gs["per_service_carbon_kgco2eq"] = {f"s{i}": (300 - i) * 1e-9 for i in range(300)}
+        gs["per_service_requests"] = {f"s{i}": 1 for i in range(300)}
+        return rep
+
+    clear(tmp_path)
+    _, me = worker(tmp_path, 0, 2, 0)
+    _, peer = worker(tmp_path, 1, 2, 0)
+    peer.publish_live("ready", "a-w1", wide(1), [])
+    got = me.peer_live(1)
+    gs = got["open"]["green_summary"]
+    assert len(gs["per_service_energy_kwh"]) == LIVE_SERVICES + 1
+    assert "s0" in gs["per_service_energy_kwh"] and "s299" not in gs["per_service_energy_kwh"]
+    assert gs["per_service_requests"][MORE] == 300 - LIVE_SERVICES
+    assert sum(gs["per_service_energy_kwh"].values()) == pytest.approx(300e-6)
+    from agent.metrics_share import compact
+
+    own = {"worker": 0, "agent_id": "a-w0", "state": "ready", "age": 0.0,
+           "open": compact(wide(0)), "recent": []}
+    page = render("a-w0", "ready", None, [], None, [own, got], 0).decode()
+    # one row for the rest, summed over both workers: 2 x 100 requests
+    assert f"<td>{MORE}</td>" in page and '<td class="n">200</td>' in page
