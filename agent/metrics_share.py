@@ -11,10 +11,15 @@ atomically: written beside it, then renamed, one writer at a time), and whicheve
 scrape answers for all of them: each worker's **last published** figures (its own it asked its
 thread to publish, waiting ``SCRAPE_WAIT_S`` at most: a request never writes to the disk), every
 sample labelled ``worker="<k>"`` (the label is set by the answering worker, never taken from a
-file). A worker that cannot publish (a failed or hung write) answers with its live figures
-instead and says so (``carbonspan_worker_metrics_publish_failing`` 1). So each series always belongs to one worker, whichever answered, and only moves forward:
-a worker's file is only ever replaced by a later snapshot, and every answer reads the latest.
-Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is:
+file). A worker that cannot publish (a failed or hung write) says so in every answer
+(``carbonspan_worker_metrics_publish_failing{worker}`` 1: the answering worker knows it of
+itself, and of another once that one's figures are over ``PUBLISH_LATE_S`` old); its answers show
+its last published figures until they are ``STALE_AFTER_S`` old, then its live ones. So each
+series always belongs to one worker, whichever answered, and its counters never fall: a worker's
+file is only ever replaced by a later snapshot, every answer reads the latest, and a worker
+answers with live figures only where no answer shows its file any more (and keeps to them until
+a later snapshot has landed).
+Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is (and a third whether it publishes):
 ``carbonspan_worker_metrics_up{worker}`` (1 when its figures are in the answer; 0 when they are
 left out: see below) and ``carbonspan_worker_metrics_age_seconds{worker}`` (how old they are; 0 to
 ~``SHARE_S`` for a live worker; present whenever the file's header could be read).
@@ -71,6 +76,7 @@ ENV = "_CARBONSPAN_METRICS_DIR"
 FORMAT = "carbonspan-worker-metrics/1"
 SHARE_S = 1.0  # each worker rewrites its metrics file this often (and when a scrape asks)
 SCRAPE_WAIT_S = 0.5  # a scrape waits this long at most for its worker's publish
+PUBLISH_LATE_S = 3 * SHARE_S  # another worker's figures older than this: it cannot publish
 STALE_AFTER_S = 10.0  # figures older than this are left out (the worker hangs)
 FUTURE_S = 2 * SHARE_S  # figures dated further ahead than this are refused (a stepped clock)
 MAX_METRICS_BYTES = 512 << 10  # a worker's real file is 20-50 kB (service labels capped at 50)
@@ -85,7 +91,7 @@ WANTED_S = 30.0  # ... and it is wanted this long after a GET / (the page reload
 LIVE_STALE_S = 3 * LIVE_S  # a live file older than this is left out
 LIVE_SERVICES = 200  # per report in a live file: the services of most carbon, the rest one row
 MORE = "(more services)"  # ... that row's name
-MAX_LIVE_BYTES = 4 << 20  # 13 compacted reports of 200 services with names of 256 bytes fit
+MAX_LIVE_BYTES = 32 << 20  # 13 reports of 200 services with 256-byte names, escaped, fit
 WANTED = "live-wanted"
 MAX_RECENT = 16  # more recent windows than any worker keeps (12): a file with more is refused
 _HEADER = re.compile(
@@ -295,6 +301,11 @@ class MetricsShare:
         self.live_view: Callable[[], tuple[str, str, dict | None, list[dict]]] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._cycle_since: float | None = None  # monotonic start of the thread's disk work
+        self._live_at: float | None = None  # time of the newest live answer given (see below)
+        #: publish from the asking thread when no publisher thread runs (tests); a worker sets
+        #: False (from_env): before start() its requests answer live and never write
+        self.inline = True
 
     @classmethod
     def from_env(cls, raw: str, index: int, count: int, own: Callable[[], bytes],
@@ -302,7 +313,9 @@ class MetricsShare:
         directory, _, run = raw.rpartition(" ")
         if not directory or not re.fullmatch(r"[0-9a-f]{1,64}", run):
             raise ValueError(f"{ENV}={raw!r} is not set by a carbonspan supervisor; unset it")
-        return cls(Path(directory), index, count, run, own, on_error)
+        share = cls(Path(directory), index, count, run, own, on_error)
+        share.inline = False
+        return share
 
     # -- this worker's side ----------------------------------------------------------------
     def start(self) -> None:
@@ -325,20 +338,24 @@ class MetricsShare:
             self._kick.clear()
             if self._stop.is_set():
                 return
-            if self._want_pending:  # a GET / here: ask the others (the disk only from here)
-                self._want_pending = False
-                self._touch_wanted()
-            self.publish()
-            with self._done:
-                self._attempts += 1
-                self._done.notify_all()
-            if self.live_view is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
-                    and self.live_wanted():
-                live_at = time.monotonic()
-                try:
-                    self.publish_live(*self.live_view())
-                except Exception:  # the live page must never stop the agent
-                    log.exception("could not write this worker's live-page figures")
+            self._cycle_since = time.monotonic()  # any of its disk work may hang: said so
+            try:
+                if self._want_pending:  # a GET / here: ask the others (the disk only from here)
+                    self._want_pending = False
+                    self._touch_wanted()
+                self.publish()
+                with self._done:
+                    self._attempts += 1
+                    self._done.notify_all()
+                if self.live_view is not None and time.monotonic() - live_at >= LIVE_S - 0.05 \
+                        and self.live_wanted():
+                    live_at = time.monotonic()
+                    try:
+                        self.publish_live(*self.live_view())
+                    except Exception:  # the live page must never stop the agent
+                        log.exception("could not write this worker's live-page figures")
+            finally:
+                self._cycle_since = None
 
     def _failed(self, reason: str, message: str) -> None:
         self.publish_errors += 1
@@ -362,8 +379,9 @@ class MetricsShare:
                 self._last, self._failing = (body, taken), False
             except OSError as exc:
                 self._failed("write", f"could not write its figures to {self.path} ({exc}); "
-                             "it answers with its live figures meanwhile, and the others leave "
-                             f"its figures out once they are {STALE_AFTER_S:.0f} s old")
+                             "answers show its last published figures with "
+                             "carbonspan_worker_metrics_publish_failing 1, and its live figures "
+                             f"once those are {STALE_AFTER_S:.0f} s old")
             except Exception as exc:  # a metrics glitch must never stop the agent
                 log.exception("could not take this worker's figures for /metrics")
                 self._failed("own", f"could not take its figures ({exc})")
@@ -371,31 +389,51 @@ class MetricsShare:
                 self._busy_since = None
             return self._last
 
-    def _own_for_answer(self) -> tuple[bytes, float, bool]:
-        """This worker's figures for an answer: its latest published ones (what the others
-        read, so no counter falls between answers), asked for now and waited for at most
-        ``SCRAPE_WAIT_S``; its live figures when publishing fails, hangs on the disk or is
-        over ``STALE_AFTER_S`` behind (then ``failing`` is True: the gauge says so)."""
-        if self._thread is None:  # no publisher thread (before start; tests): publish here
+    def failing(self) -> bool:
+        """True while this worker cannot publish: its last write failed, or its thread's disk
+        work (a publish, the live page's files) has been under way for over ``SCRAPE_WAIT_S``."""
+        since = self._cycle_since
+        return self._failing or (since is not None
+                                 and time.monotonic() - since > SCRAPE_WAIT_S)
+
+    def _own_for_answer(self) -> tuple[bytes, float]:
+        """This worker's figures for an answer.
+
+        Its latest published ones, asked for now and waited for at most ``SCRAPE_WAIT_S``
+        (not waited for while the thread hangs): what the others read, so no counter falls
+        from one answer to the next. Its live figures only once its published ones are over
+        ``STALE_AFTER_S`` old (the others leave them out from then on), or before it ever
+        published; and after a live answer, live again until a publish taken later than it has
+        landed, so a late snapshot never shows a counter lower than an answer already given.
+        """
+        if self._thread is None and self.inline:  # no publisher thread (tests): publish here
             self.publish()
-        else:
+        elif self._thread is not None and not self.failing():
             with self._done:
                 target = self._attempts + 1
                 self._kick.set()
                 self._done.wait_for(lambda: self._attempts >= target, SCRAPE_WAIT_S)
-        last, busy = self._last, self._busy_since
-        hung = busy is not None and time.monotonic() - busy > SCRAPE_WAIT_S
-        if last is None or self._failing or hung or time.time() - last[1] > STALE_AFTER_S:
-            return self.own(), time.time(), True
-        return last[0], last[1], False
+        last, now = self._last, time.time()
+        live_at = self._live_at
+        if last is not None and now - last[1] <= STALE_AFTER_S \
+                and (live_at is None or last[1] >= live_at):
+            return last
+        try:
+            body = self.own()
+        except Exception as exc:  # its figures cannot be taken: the last ones, if any
+            log.exception("could not take this worker's figures for /metrics")
+            self._warn(self.index, "own", f"could not take its figures ({exc})")
+            return last if last is not None else (b"", now)
+        self._live_at = now
+        return body, now
 
     def want_live(self) -> None:
         """A ``GET /``: ask every worker for its live figures for the next ``WANTED_S`` (the
         publisher thread touches the file: a request never waits for the disk)."""
-        if self._thread is None:  # no publisher thread (before start; tests): here
+        if self._thread is None and self.inline:  # no publisher thread (tests): here
             self._touch_wanted()
             return
-        self._want_pending = True
+        self._want_pending = True  # before start(): the thread touches it once it runs
         self._kick.set()
 
     def _touch_wanted(self) -> None:
@@ -473,7 +511,7 @@ class MetricsShare:
     def exposition(self) -> bytes:
         """Every worker's last published figures (this one's published now), each sample
         labelled ``worker``, plus how whole the answer is."""
-        own, own_taken, failing = self._own_for_answer()
+        own, own_taken = self._own_for_answer()
         now = time.time()
         merge = _Merge()
         ages: dict[int, float] = {self.index: max(0.0, now - own_taken)}
@@ -510,11 +548,13 @@ class MetricsShare:
             if k in ages:
                 age.add_sample(age.name, {"worker": str(k)}, ages[k])
             upm.add_sample(upm.name, {"worker": str(k)}, 1.0 if up.get(k) else 0.0)
-        failm = Metric("carbonspan_worker_metrics_publish_failing", "1 while the answering "
-                       "worker cannot publish its figures (a full, read-only or hung archive "
-                       "disk): it answers with its live figures, which the others do not see",
-                       "gauge")
-        failm.add_sample(failm.name, {"worker": str(self.index)}, 1.0 if failing else 0.0)
+        failm = Metric("carbonspan_worker_metrics_publish_failing", "1 while this worker "
+                       "cannot publish its figures (a full, read-only or hung archive disk): the "
+                       "answering worker knows it of itself, and of the others when their "
+                       f"figures are over {PUBLISH_LATE_S:g} s old", "gauge")
+        for k in range(self.count):
+            late = self.failing() if k == self.index else ages.get(k, 0.0) > PUBLISH_LATE_S
+            failm.add_sample(failm.name, {"worker": str(k)}, 1.0 if late else 0.0)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families([*merge.families.values(), age, upm, failm]))
         return generate_latest(registry)

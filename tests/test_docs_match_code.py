@@ -572,6 +572,7 @@ def test_the_workers_sharing_numbers_in_operations_are_the_codes() -> None:
         "every second (`SHARE_S`)",
         "once a minute per worker and reason",
         f"at most {n(ms.SCRAPE_WAIT_S)} s (`SCRAPE_WAIT_S`)",
+        f"over {n(ms.PUBLISH_LATE_S)} s old (`PUBLISH_LATE_S`)",
         f"over {n(ms.STALE_AFTER_S)} s old (`STALE_AFTER_S`",
         f"dated over {n(ms.FUTURE_S)} s ahead",
         f"over {ms.MAX_METRICS_BYTES >> 10} KiB",

@@ -264,8 +264,15 @@ def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path,
     assert any("could not write its figures" in r.getMessage() for r in caplog.records)
     assert metrics_file(tmp_path, 1).read_bytes() == first  # the last whole file stays
     assert samples(m.exposition())[("carbonspan_worker_metrics_publish_errors_total", ())] == 1
-    # its answer shows its live figures and says it cannot publish (the others see its file
-    # go stale): a full disk must not freeze the figures that would say why
+    # its answers say at once that it cannot publish, and show what the others show (its last
+    # published figures: no counter falls between two workers' answers) ...
+    s = samples(m.scrape())
+    assert s[("carbonspan_worker_metrics_publish_failing", (("worker", "1"),))] == 1.0
+    assert s[("carbonspan_spans_accepted_total", (("worker", "1"),))] == 3.0
+    # ... until those are STALE_AFTER_S old, when the others leave them out: then its live
+    # figures, so a full disk does not hide the figures that say why for long
+    body, taken = share._last
+    share._last = (body, taken - STALE_AFTER_S - 1)
     s = samples(m.scrape())
     assert s[("carbonspan_spans_accepted_total", (("worker", "1"),))] == 4.0
     assert s[("carbonspan_worker_metrics_publish_errors_total", (("worker", "1"),))] >= 2.0
@@ -305,7 +312,8 @@ def test_a_scrape_never_waits_for_a_hung_disk(tmp_path, monkeypatch) -> None:
             s = samples(m.scrape())
             times.append(time.monotonic() - t0)
         assert max(times) < SCRAPE_WAIT_S + 0.5, times
-        assert s[("carbonspan_spans_accepted_total", (("worker", "0"),))] == 8.0
+        assert sum(times[1:]) < 0.3, times  # once it knows the disk hangs, it does not wait
+        assert s[("carbonspan_spans_accepted_total", (("worker", "0"),))] == 5.0  # as published
         assert s[("carbonspan_worker_metrics_publish_failing", (("worker", "0"),))] == 1.0
         me_wants = time.monotonic()
         share.want_live()  # a GET / does not touch the disk itself either
@@ -456,3 +464,61 @@ def test_a_live_file_holds_the_services_of_most_carbon_and_the_rest_in_one_row(t
     page = render("a-w0", "ready", None, [], None, [own, got], 0).decode()
     # one row for the rest, summed over both workers: 2 x 100 requests
     assert f"<td>{MORE}</td>" in page and '<td class="n">200</td>' in page
+
+
+def test_after_a_live_answer_a_late_snapshot_never_shows_less(tmp_path) -> None:
+    """A publish taken before a stall that lands after live answers were given (its snapshot
+    older than them) is not answered: live figures go on until a later publish lands."""
+    clear(tmp_path)
+    m, share = worker(tmp_path, 0, 2, 100)
+    share.publish()
+    late = share._last  # a snapshot taken now, whose write hangs ...
+    m.spans_accepted.inc(40)
+    share._last = (late[0], late[1] - STALE_AFTER_S - 1)  # ... past STALE_AFTER_S: live answers
+    share.inline = False  # no publish from the scrape: the thread is the one stalled
+    assert accepted(m.scrape())["0"] == 140.0
+    share._last = late  # the stalled write lands, with its older snapshot (100)
+    assert accepted(m.scrape())["0"] == 140.0  # not 100: live until a later publish lands
+    share.inline = True
+    assert accepted(m.scrape())["0"] == 140.0  # a new publish (taken after the live answer)
+    assert share._live_at is not None and share._last[1] >= share._live_at
+
+
+def test_every_answer_says_whether_each_worker_publishes(tmp_path) -> None:
+    """publish_failing for every worker in every answer (an alert's series never comes and
+    goes with the answering worker): another worker's figures over PUBLISH_LATE_S old say it."""
+    from agent.metrics_share import PUBLISH_LATE_S
+
+    clear(tmp_path)
+    m0, _ = worker(tmp_path, 0, 2, 1)
+    _, s1 = worker(tmp_path, 1, 2, 2)
+    _planted(tmp_path, 1, s1.own(), taken_at=time.time() - PUBLISH_LATE_S - 1)
+    failing = {dict(lab)["worker"]: v for (n, lab), v in samples(m0.scrape()).items()
+               if n == "carbonspan_worker_metrics_publish_failing"}
+    assert failing == {"0": 0.0, "1": 1.0}
+    s1.publish()
+    failing = {dict(lab)["worker"]: v for (n, lab), v in samples(m0.scrape()).items()
+               if n == "carbonspan_worker_metrics_publish_failing"}
+    assert failing == {"0": 0.0, "1": 0.0}
+
+
+def test_a_worker_not_started_yet_answers_live_and_writes_nothing(tmp_path) -> None:
+    """The HTTP server starts before the WAL replay: a scrape or a look then must not write
+    from the request thread (a worker's share has inline False until start())."""
+    clear(tmp_path)
+    m = AgentMetrics()
+    m.worker_on(0, 2, "a-w0", 0)
+    m.spans_accepted.inc(9)
+    m.share = MetricsShare.from_env(f"{tmp_path} {RUN}", 0, 2, m.exposition)
+    assert accepted(m.scrape())["0"] == 9.0
+    m.share.want_live()
+    assert not list(tmp_path.iterdir())  # neither its figures nor live-wanted written
+    m.share.start()
+    try:
+        assert metrics_file(tmp_path, 0).exists()
+        wait = time.monotonic() + 5
+        while not (tmp_path / "live-wanted").exists():  # the thread asks the others now
+            assert time.monotonic() < wait
+            time.sleep(0.05)
+    finally:
+        m.share.stop()
