@@ -48,8 +48,9 @@ Files are written by that thread alone, never by a request, the ingest path or t
 a slow or frozen archive file system delays the figures, not an answer or a drain.
 
 A metrics file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
-worker=<k> run=<token> pid=<pid> taken_at=<unix seconds>``. The supervisor empties the directory
-when it starts and when it stops.
+worker=<k> run=<token> pid=<pid> taken_at=<unix seconds>``. The supervisor holds the directory's
+``lock`` for its life (agent/workers.py ``_hold``: a second supervisor of the agent id is refused)
+and empties the directory when it starts and when it stops.
 """
 
 from __future__ import annotations

@@ -182,6 +182,26 @@ def orphan_error(settings: AgentSettings, found: list[str]) -> str:
             "want (docs/operations.md, Workers)")
 
 
+def _hold(directory: Path) -> int:
+    """Take the workers' shared directory for this supervisor's life (an open fd holding its
+    ``lock``): a second supervisor of this agent id on this archive dir is refused before it
+    touches the running one's files."""
+    import fcntl
+
+    from agent.archive import ArchiveError
+
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ArchiveError(f"{directory} is held by another carbonspan supervisor of this agent "
+                           "id on this archive dir: give each agent its own --agent-id (or "
+                           "--archive-dir)") from None
+    return fd
+
+
 def _locked(path: Path) -> bool:
     import fcntl
 
@@ -274,7 +294,8 @@ class Supervisor:
                 reserve_port(s.bind, s.http_port, "OTLP/HTTP")]
         self.ports = [int(sock.getsockname()[1]) for sock in held]
         self.metrics_dir = metrics_dir(s.archive.dir, s.agent_id)
-        self.run = secrets.token_hex(8)  # the workers' files name it: another run's are refused
+        self.run_token = secrets.token_hex(8)  # the workers' files name it: another run's refused
+        lock = _hold(self.metrics_dir)  # before clearing: never a running agent's files
         clear_metrics(self.metrics_dir)  # no file of another run is read as this one's
         try:
             if self.cfg is not None:
@@ -289,6 +310,7 @@ class Supervisor:
                 clear_metrics(self.metrics_dir)
             except OSError as exc:
                 log.warning("could not empty %s: %s", self.metrics_dir, exc)
+            os.close(lock)
 
     def _run(self) -> int:
         for slot in self.slots:
@@ -313,7 +335,7 @@ class Supervisor:
         env = dict(os.environ)
         env[WORKER_ENV] = f"{slot.index}/{self.count} {slot.restarts} {os.getpid()}"
         env.pop(SOURCES_ENV, None)
-        env[METRICS_ENV] = f"{self.metrics_dir} {self.run}"  # one /metrics for all workers
+        env[METRICS_ENV] = f"{self.metrics_dir} {self.run_token}"  # one /metrics for all workers
         if self.hub is not None:
             env[SOURCES_ENV] = str(self.hub.dir)
         argv = [*self.argv, "--grpc-port", str(self.ports[0]), "--http-port", str(self.ports[1])]

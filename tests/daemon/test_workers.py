@@ -219,7 +219,8 @@ def test_metrics_answer_for_every_worker_whichever_takes_the_scrape(start_agent,
     assert len(pids) == 2
     assert agent.stop() == 0
     assert sum(chain_spans(agent.root).values()) == acked
-    assert not list((agent.root / ".test-agent.metrics").iterdir())  # emptied at the stop
+    left = [p.name for p in (agent.root / ".test-agent.metrics").iterdir()]
+    assert left == ["lock"], left  # emptied at the stop (the supervisors' lock file stays)
 
 
 def test_a_worker_killed_with_sigkill_is_reported_restarted_and_loses_nothing(
@@ -361,6 +362,24 @@ def test_a_port_in_use_is_refused_by_the_supervisor_too(start_agent) -> None:
         assert agent.proc.wait(timeout=30) == 1
     err = "".join(agent.stderr_text())
     assert f"cannot listen for OTLP/gRPC on 127.0.0.1:{port}" in err and "in use" in err, err
+
+
+def test_a_second_supervisor_of_the_agent_id_is_refused_before_it_touches_the_first(
+        start_agent) -> None:
+    """Another `--workers 2` of the same agent id on the same archive dir (other ports) exits 1
+    saying why, and leaves the running agent's shared figures in place (it used to empty
+    them before its workers failed on the archive lock)."""
+    agent = start_agent("--workers", "2")
+    figures = agent.root / ".test-agent.metrics" / "metrics-w0.prom"
+    assert figures.exists()
+    second = run_cli("agent", "--archive-dir", str(agent.root), "--agent-id", "test-agent",
+                     "--workers", "2", "--grpc-port", "0", "--http-port", "0")
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "is held by another carbonspan supervisor of this agent id" in second.stderr
+    assert figures.exists()
+    _, s = scrape(agent)
+    assert by_worker(s, "carbonspan_worker_metrics_up") == {"0": 1.0, "1": 1.0}
+    assert agent.stop() == 0
 
 
 def test_tls_and_the_token_bind_every_worker(start_agent, tmp_path) -> None:
