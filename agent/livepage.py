@@ -12,7 +12,8 @@ itself every ``REFRESH_S`` seconds with ``<meta http-equiv="refresh">``. It show
 
 Every figure is read from the same window reports the agent archives; nothing is computed
 twice. With ``--workers N`` the page sums every worker's figures (``agent/metrics_share.py``
-reads them) and lists the workers, naming any it left out and why. Behind the same bearer token as ingest when auth is on (``server_http``).
+reads them) and lists the workers, naming any it left out and why. Behind the same bearer token
+as ingest when auth is on (``server_http``).
 """
 
 from __future__ import annotations

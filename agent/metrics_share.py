@@ -19,7 +19,8 @@ series always belongs to one worker, whichever answered, and its counters never 
 file is only ever replaced by a later snapshot, every answer reads the latest, and a worker
 answers with live figures only where no answer shows its file any more (and keeps to them until
 a later snapshot has landed).
-Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is (and a third whether it publishes):
+Sums over ``worker`` are the agent's. Per worker, two series say how whole the answer is (and a
+third whether it publishes):
 ``carbonspan_worker_metrics_up{worker}`` (1 when its figures are in the answer; 0 when they are
 left out: see below) and ``carbonspan_worker_metrics_age_seconds{worker}`` (how old they are; 0 to
 ~``SHARE_S`` for a live worker; present whenever the file's header could be read).
@@ -32,7 +33,7 @@ header that is not this format, another worker's or another supervisor run's (a 
 supervisor start), dated more than ``FUTURE_S`` ahead (a stepped clock), not UTF-8 Prometheus text,
 over ``MAX_SERIES`` samples, or figures at odds with the answer: a family whose name or type
 clashes with one already in it (the answering worker's own come first), a repeated series, a
-sample with a timestamp, one of the two families the merge adds itself, or a
+sample with a timestamp, one of the three families the merge adds itself, or a
 ``carbonspan_worker_info`` of another worker. A file is refused whole, never in part, so ``up`` 1
 always means all of that worker's figures.
 
@@ -49,7 +50,7 @@ a slow or frozen archive file system delays the figures, not an answer or a drai
 
 A metrics file is the Prometheus text format after one header line, ``# carbonspan-worker-metrics/1
 worker=<k> run=<token> pid=<pid> taken_at=<unix seconds>``. The supervisor holds the directory's
-``lock`` for its life (agent/workers.py ``_hold``: a second supervisor of the agent id is refused)
+``lock`` for its life (``agent.sources.shared.hold_lock``: a second supervisor of the agent id is refused)
 and empties the directory when it starts and when it stops.
 """
 
@@ -68,7 +69,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.sources.shared import read_regular
+from agent.sources.shared import read_regular, replace_bytes
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -127,20 +128,6 @@ def forget(directory: Path, index: int) -> None:
               *directory.glob(f"metrics-w{index}.prom.*.tmp"),
               *directory.glob(f"live-w{index}.json.*.tmp")):
         p.unlink(missing_ok=True)
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` beside ``path`` (never through a link) and rename it over ``path``."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.unlink(missing_ok=True)  # a failed write's leftover, or a symlink planted there
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def compact(report: dict) -> dict:
@@ -293,7 +280,6 @@ class MetricsShare:
         self._lock = threading.Lock()  # one publish at a time: a file never goes back in time
         self._last: tuple[bytes, float] | None = None  # the last published figures, their time
         self._failing = False  # the last publish failed
-        self._busy_since: float | None = None  # monotonic start of a publish under way
         self._kick = threading.Event()  # a scrape or a GET / asks the publisher now
         self._done = threading.Condition()  # ... and waits for its attempt (SCRAPE_WAIT_S)
         self._attempts = 0
@@ -358,12 +344,15 @@ class MetricsShare:
             finally:
                 self._cycle_since = None
 
-    def _failed(self, reason: str, message: str) -> None:
+    def _count_error(self, reason: str, message: str, kind: str = "/metrics") -> None:
         self.publish_errors += 1
-        self._failing = True
         if self.on_error is not None:
             self.on_error()
-        self._warn(self.index, reason, message)
+        self._warn(self.index, reason, message, kind)
+
+    def _failed(self, reason: str, message: str) -> None:
+        self._failing = True
+        self._count_error(reason, message)
 
     def publish(self) -> tuple[bytes, float] | None:
         """Replace this worker's file with its figures now; the figures and their time (the
@@ -371,12 +360,11 @@ class MetricsShare:
         failure is logged (the first, then once a minute) and counted. Called by the
         ``metrics-share`` thread (and directly where none runs), never by a request."""
         with self._lock:
-            self._busy_since = time.monotonic()
             try:
                 body, taken = self.own(), time.time()
                 head = (f"# {FORMAT} worker={self.index} run={self.run} pid={os.getpid()} "
                         f"taken_at={taken:.6f}\n").encode()
-                _replace(self.path, head + body)
+                replace_bytes(self.path, head + body)
                 self._last, self._failing = (body, taken), False
             except OSError as exc:
                 self._failed("write", f"could not write its figures to {self.path} ({exc}); "
@@ -386,8 +374,6 @@ class MetricsShare:
             except Exception as exc:  # a metrics glitch must never stop the agent
                 log.exception("could not take this worker's figures for /metrics")
                 self._failed("own", f"could not take its figures ({exc})")
-            finally:
-                self._busy_since = None
             return self._last
 
     def failing(self) -> bool:
@@ -462,13 +448,10 @@ class MetricsShare:
                "recent": [compact(r) for r in recent[-MAX_RECENT:]]}
         path = live_file(self.dir, self.index)
         try:
-            _replace(path, orjson.dumps(doc))
+            replace_bytes(path, orjson.dumps(doc))
         except OSError as exc:
-            self.publish_errors += 1
-            if self.on_error is not None:
-                self.on_error()
-            self._warn(self.index, "write", f"could not write its live figures to {path} ({exc})",
-                       "live page")
+            self._count_error("write", f"could not write its live figures to {path} ({exc})",
+                              "live page")
 
     # -- the others' side --------------------------------------------------------------------
     def _warn(self, worker: int, reason: str, why: str, kind: str = "/metrics") -> None:

@@ -56,6 +56,7 @@ from agent.metrics_share import clear as clear_metrics
 from agent.metrics_share import forget as forget_metrics
 from agent.metrics_share import metrics_dir
 from agent.sources.shared import ENV as SOURCES_ENV
+from agent.sources.shared import hold_lock
 
 log = logging.getLogger("carbonspan.agent")
 
@@ -182,26 +183,6 @@ def orphan_error(settings: AgentSettings, found: list[str]) -> str:
             "want (docs/operations.md, Workers)")
 
 
-def _hold(directory: Path) -> int:
-    """Take the workers' shared directory for this supervisor's life (an open fd holding its
-    ``lock``): a second supervisor of this agent id on this archive dir is refused before it
-    touches the running one's files."""
-    import fcntl
-
-    from agent.archive import ArchiveError
-
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise ArchiveError(f"{directory} is held by another carbonspan supervisor of this agent "
-                           "id on this archive dir: give each agent its own --agent-id (or "
-                           "--archive-dir)") from None
-    return fd
-
-
 def _locked(path: Path) -> bool:
     import fcntl
 
@@ -295,7 +276,7 @@ class Supervisor:
         self.ports = [int(sock.getsockname()[1]) for sock in held]
         self.metrics_dir = metrics_dir(s.archive.dir, s.agent_id)
         self.run_token = secrets.token_hex(8)  # the workers' files name it: another run's refused
-        lock = _hold(self.metrics_dir)  # before clearing: never a running agent's files
+        lock = hold_lock(self.metrics_dir)  # before clearing: never a running agent's files
         clear_metrics(self.metrics_dir)  # no file of another run is read as this one's
         try:
             if self.cfg is not None:

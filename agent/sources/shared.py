@@ -120,16 +120,44 @@ def _count(n: Any) -> int:
     return n
 
 
-def _replace(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` beside ``path`` and rename it over ``path`` (readers see all or nothing).
-    No fsync: the file is rebuilt from the sources after any restart."""
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` beside ``path`` and rename it over ``path`` (readers see all or nothing);
+    the temporary file (``<name>.<pid>.tmp``: one writer per file in a process) is never written
+    through a link and is removed if the write fails. No fsync: these files are rebuilt after
+    any restart. Also the workers' metrics and live-page files (agent/metrics_share.py)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)  # a failed write's leftover, or a symlink planted there
     # O_EXCL | O_NOFOLLOW: never written through a link to another file
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps(doc, separators=(",", ":")).encode())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _replace(path: Path, doc: Mapping[str, Any]) -> None:
+    replace_bytes(path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def hold_lock(directory: Path) -> int:
+    """Take ``directory`` for this supervisor's life (an open fd holding its ``lock``): a second
+    supervisor of the same agent id on the same archive dir is refused, before it touches any
+    file there. Also the workers' metrics directory (agent/workers.py)."""
+    from agent.archive import ArchiveError
+
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ArchiveError(f"{directory} is held by another carbonspan supervisor of this agent "
+                           "id on this archive dir: give each agent its own --agent-id (or "
+                           "--archive-dir)") from None
+    return fd
 
 
 # -- the snapshot on the wire ------------------------------------------------------------------
@@ -221,18 +249,7 @@ class SignalHub:
 
     def open(self) -> None:
         """Take the directory (one supervisor per agent id and archive dir), clear old files."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            from agent.archive import ArchiveError
-
-            raise ArchiveError(f"{self.dir} is held by another carbonspan supervisor of this "
-                               "agent id on this archive dir: give each agent its own "
-                               "--agent-id") from None
-        self._lock_fd = fd
+        self._lock_fd = hold_lock(self.dir)
         for p in self.dir.iterdir():  # a previous run's files: its workers are gone
             if p.name != "lock":
                 p.unlink(missing_ok=True)

@@ -246,8 +246,6 @@ def test_labels_in_a_peer_file_cannot_claim_another_worker(tmp_path) -> None:
 
 
 def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path, caplog) -> None:
-    import threading
-
     clear(tmp_path)
     m, share = worker(tmp_path, 1, 2, 3)
     share.publish()
@@ -255,7 +253,7 @@ def test_publish_replaces_the_file_whole_and_a_failed_write_is_counted(tmp_path,
     assert first.startswith(f"# {FORMAT} worker=1 run={RUN} pid={os.getpid()} ".encode())
     assert [p.name for p in tmp_path.iterdir()] == ["metrics-w1.prom"]  # no temporary left
     # a directory where the temporary file goes: the write fails (as root too)
-    blocker = tmp_path / f"metrics-w1.prom.{os.getpid()}.{threading.get_ident()}.tmp"
+    blocker = tmp_path / f"metrics-w1.prom.{os.getpid()}.tmp"
     blocker.mkdir()
     m.spans_accepted.inc(1)
     with caplog.at_level(logging.WARNING, logger="carbonspan.agent"):
@@ -298,13 +296,13 @@ def test_a_scrape_never_waits_for_a_hung_disk(tmp_path, monkeypatch) -> None:
     try:
         assert up(m.scrape())["0"] == 1.0
         release = threading.Event()
-        real = metrics_share._replace
+        real = metrics_share.replace_bytes
 
         def hung(path, data):  # the disk freezes under the publisher thread
             release.wait(30)
             real(path, data)
 
-        monkeypatch.setattr(metrics_share, "_replace", hung)
+        monkeypatch.setattr(metrics_share, "replace_bytes", hung)
         m.spans_accepted.inc(3)
         times = []
         for _ in range(3):
@@ -319,7 +317,7 @@ def test_a_scrape_never_waits_for_a_hung_disk(tmp_path, monkeypatch) -> None:
         share.want_live()  # a GET / does not touch the disk itself either
         assert time.monotonic() - me_wants < 0.1
         release.set()
-        monkeypatch.setattr(metrics_share, "_replace", real)
+        monkeypatch.setattr(metrics_share, "replace_bytes", real)
         wait = time.monotonic() + 5
         while samples(m.scrape())[("carbonspan_worker_metrics_publish_failing",
                                    (("worker", "0"),))] != 0.0:
